@@ -1,0 +1,1 @@
+"""icelake_assets: a self-maintaining Apache Iceberg lakehouse as a Dagster asset project."""

@@ -1,0 +1,101 @@
+"""Opening catalogs with pyiceberg and loading tables, with errors that name the cause."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.table import Table
+
+from icelake_assets.settings import Settings
+
+_NAME_PART = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+class CatalogUnavailableError(RuntimeError):
+    """The catalog is configured but cannot be reached or opened."""
+
+
+class TableMissingError(LookupError):
+    """The table does not exist (any more) in its catalog."""
+
+
+@dataclass(frozen=True, order=True)
+class TableRef:
+    """One Iceberg table: catalog name, namespace parts, table name."""
+
+    catalog: str
+    namespace: tuple[str, ...]
+    name: str
+
+    @classmethod
+    def parse(cls, text: str, default_catalog: str | None = None) -> "TableRef":
+        """Parse ``catalog.namespace.table`` (or ``namespace.table`` with a default catalog)."""
+        parts = text.split(".")
+        if len(parts) == 2 and default_catalog:
+            parts = [default_catalog, *parts]
+        if len(parts) < 3 or not all(_NAME_PART.match(p) for p in parts):
+            raise ValueError(
+                f"invalid table name {text!r}: expected catalog.namespace.table with letters, digits, '_' or '-'"
+            )
+        return cls(parts[0], tuple(parts[1:-1]), parts[-1])
+
+    @property
+    def identifier(self) -> tuple[str, ...]:
+        """pyiceberg identifier (namespace parts + table)."""
+        return (*self.namespace, self.name)
+
+    @property
+    def namespace_name(self) -> str:
+        return ".".join(self.namespace)
+
+    @property
+    def asset_key_path(self) -> list[str]:
+        return [self.catalog, *self.namespace, self.name]
+
+    @property
+    def safe_name(self) -> str:
+        """A name usable as a Dagster op/job name: only letters, digits and '_'."""
+        return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(self.asset_key_path))
+
+    def __str__(self) -> str:
+        return ".".join(self.asset_key_path)
+
+
+def _check_reachable(name: str, props: dict[str, str]) -> None:
+    uri = props.get("uri", "")
+    if props.get("type", "sql") == "sql" and uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if not path.exists():
+            raise CatalogUnavailableError(
+                f"catalog {name!r}: SQLite database {path} does not exist "
+                "(build the demo lake with `icelake demo-lake`, or fix catalogs." + name + ".uri)"
+            )
+
+
+def open_catalog(settings: Settings, name: str, create: bool = False) -> Catalog:
+    """Open catalog ``name`` from settings; ``create`` allows a new SQLite file (demo lake)."""
+    props = settings.catalog_properties(name)
+    if not create:
+        _check_reachable(name, props)
+    try:
+        return load_catalog(name, **props)
+    except Exception as err:  # pyiceberg raises driver-specific errors: name the catalog and the cause
+        safe = {k: v for k, v in props.items() if not _is_secret(k)}
+        raise CatalogUnavailableError(f"catalog {name!r} cannot be opened ({safe}): {err}") from err
+
+
+def _is_secret(key: str) -> bool:
+    return any(s in key.lower() for s in ("secret", "password", "token", "credential", "key-id"))
+
+
+def load_table(catalog: Catalog, ref: TableRef) -> Table:
+    try:
+        return catalog.load_table(ref.identifier)
+    except (NoSuchTableError, NoSuchNamespaceError) as err:
+        raise TableMissingError(f"table {ref} does not exist in catalog {ref.catalog!r}: {err}") from None
+    except Exception as err:
+        raise CatalogUnavailableError(f"catalog {ref.catalog!r} failed to load table {ref}: {err}") from err

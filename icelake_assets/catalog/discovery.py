@@ -1,0 +1,88 @@
+"""Discovery: every table of each configured catalog, after the include/exclude patterns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
+from icelake_assets.settings import Settings
+
+
+@dataclass(frozen=True)
+class DiscoveredTable:
+    """A table and the metadata shown on its asset."""
+
+    ref: TableRef
+    location: str
+    format_version: int
+    partition_spec: str
+    sort_order: str
+    current_snapshot_id: int | None
+    properties: dict[str, str] = field(default_factory=dict)
+    partition_fields: tuple[str, ...] = ()
+
+    @classmethod
+    def from_table(cls, ref: TableRef, table: Table) -> "DiscoveredTable":
+        md = table.metadata
+        spec = table.spec()
+        schema = table.schema()
+        fields = []
+        for f in spec.fields:
+            src = schema.find_column_name(f.source_id)
+            fields.append(f"{f.transform}({src})" if str(f.transform) != "identity" else str(src))
+        order = table.sort_order()
+        sort = ", ".join(
+            f"{f.transform}({schema.find_column_name(f.source_id)}) {f.direction.name.lower()}"
+            if str(f.transform) != "identity"
+            else f"{schema.find_column_name(f.source_id)} {f.direction.name.lower()}"
+            for f in order.fields
+        )
+        snap = table.current_snapshot()
+        return cls(
+            ref=ref,
+            location=md.location,
+            format_version=md.format_version,
+            partition_spec=", ".join(fields) or "unpartitioned",
+            sort_order=sort or "unsorted",
+            current_snapshot_id=snap.snapshot_id if snap else None,
+            properties=dict(md.properties),
+            partition_fields=tuple(fields),
+        )
+
+
+def _namespaces(catalog: Catalog, parent: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """All namespaces, nested ones included (depth-first)."""
+    try:
+        children = [tuple(ns) for ns in catalog.list_namespaces(parent)]
+    except Exception:
+        if not parent:
+            raise
+        children = []  # catalogs without nested namespaces may refuse a parent
+    for ns in children:
+        if len(ns) > len(parent) and ns[: len(parent)] == parent:
+            yield ns
+            yield from _namespaces(catalog, ns)
+
+
+def discover_tables(settings: Settings) -> list[DiscoveredTable]:
+    """Every selected table of every configured catalog, sorted by name."""
+    found: list[DiscoveredTable] = []
+    for name in settings.catalogs:
+        catalog = open_catalog(settings, name)
+        try:
+            namespaces = list(dict.fromkeys(_namespaces(catalog)))
+            for ns in namespaces:
+                for ident in catalog.list_tables(ns):
+                    ref = TableRef(name, tuple(ident[:-1]), ident[-1])
+                    if not settings.selects(name, ref.namespace_name, ref.name):
+                        continue
+                    found.append(DiscoveredTable.from_table(ref, catalog.load_table(ident)))
+        except CatalogUnavailableError:
+            raise
+        except Exception as err:
+            raise CatalogUnavailableError(f"catalog {name!r}: discovery failed: {err}") from err
+    return sorted(found, key=lambda t: t.ref)

@@ -1,0 +1,1 @@
+"""Execution of maintenance on Spark: session config, Iceberg procedures, planning, validation."""

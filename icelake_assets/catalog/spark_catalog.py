@@ -14,7 +14,9 @@ _PASSTHROUGH_PREFIXES = ("s3.", "client.", "gcs.", "adls.", "io-impl", "warehous
 def _jdbc_from_sqlalchemy(uri: str) -> tuple[str, dict[str, str]]:
     """Map a SQLAlchemy URL (pyiceberg's SQL catalog) to a JDBC URL plus user/password properties."""
     if uri.startswith("sqlite:///"):
-        return "jdbc:sqlite:" + uri[len("sqlite:///"):], {}
+        # SQLite allows one writer: one pooled connection per JVM, and wait for a lock rather than fail.
+        path = uri[len("sqlite:///"):].split("?")[0]
+        return "jdbc:sqlite:" + path, {"clients": "1", "jdbc.busy_timeout": "60000"}
     parts = urlsplit(uri)
     dialect = parts.scheme.split("+")[0]
     if dialect in ("postgresql", "postgres"):

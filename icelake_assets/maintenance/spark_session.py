@@ -43,7 +43,7 @@ def spark_config(settings: Settings, app_name: str = "icelake_assets") -> dict[s
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.shuffle.partitions": "4",
         "spark.driver.memory": "2g",
         "spark.sql.session.timeZone": "UTC",
     }

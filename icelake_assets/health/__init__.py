@@ -1,0 +1,1 @@
+"""Metadata intelligence: pure functions over pyiceberg metadata. No Spark and no Dagster here."""

@@ -39,17 +39,22 @@ def write_settings(folder: Path, catalog: str, thresholds: dict[str, Any] | None
     return path
 
 
+def new_lake(tmp_path_factory, thresholds: dict[str, Any] | None = None,
+             extra: dict[str, Any] | None = None) -> Settings:
+    """A new lake folder with its own catalog name; returns its Settings (source = the YAML file)."""
+    folder = tmp_path_factory.mktemp("lake")
+    name = f"lake{next(_LAKES)}_{os.getpid()}"
+    (folder / "lake" / "warehouse").mkdir(parents=True)
+    return load_settings(write_settings(folder, name, thresholds, extra))
+
+
+def catalog_name(settings: Settings) -> str:
+    return next(iter(settings.catalogs))
+
+
 @pytest.fixture
 def make_lake(tmp_path_factory) -> Callable[..., Settings]:
-    """A new lake folder with its own catalog name; returns its Settings (source = the YAML file)."""
-
-    def make(thresholds: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> Settings:
-        folder = tmp_path_factory.mktemp("lake")
-        name = f"lake{next(_LAKES)}_{os.getpid()}"
-        (folder / "lake" / "warehouse").mkdir(parents=True)
-        return load_settings(write_settings(folder, name, thresholds, extra))
-
-    return make
+    return lambda thresholds=None, extra=None: new_lake(tmp_path_factory, thresholds, extra)
 
 
 @pytest.fixture

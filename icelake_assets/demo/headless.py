@@ -63,12 +63,12 @@ def run_headless_demo(settings: Settings, scale: str = "demo") -> int:
     query_before = time_aggregate(spark, trips)
 
     print("== health checks before maintenance (Dagster run of the checks job)")
-    checks = defs.get_job_def(CHECKS_JOB).execute_in_process(instance=instance, raise_on_error=False)
+    checks = defs.resolve_job_def(CHECKS_JOB).execute_in_process(instance=instance, raise_on_error=False)
     _print_checks(checks)
 
     print("== maintenance through Dagster (materializing every table asset)")
     started = time.perf_counter()
-    run = defs.get_job_def(MAINTENANCE_JOB).execute_in_process(instance=instance, raise_on_error=False)
+    run = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=instance, raise_on_error=False)
     print(f"run {run.run_id}: {'succeeded' if run.success else 'FAILED'} in {time.perf_counter() - started:.1f}s")
     for event in run.get_asset_materialization_events():
         md = event.materialization.metadata

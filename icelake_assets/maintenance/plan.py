@@ -88,4 +88,7 @@ def rewrite_options(stats: TableStats, policy: Policy) -> dict[str, str]:
         "target-file-size-bytes": str(stats.target_file_size_bytes),
         "min-input-files": str(policy.small_files.min_input_files),
         "partial-progress.enabled": "true",
+        # Groups rewrite one at a time so their commits never race each other: with a SQLite
+        # catalog (one writer) racing commits fail and partial progress silently drops them.
+        "max-concurrent-file-group-rewrites": "1",
     }

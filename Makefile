@@ -1,0 +1,42 @@
+# The two commands of the README: `make run` (demo lake + Dagster) and `make test`.
+SHELL := /bin/bash
+PY := .venv/bin/python
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+HOST ?= 127.0.0.1
+PORT ?= 3000
+SCALE ?= demo
+
+.PHONY: bootstrap run test demo demo-lake health bench validate clean
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	@mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $@
+
+demo-lake: bootstrap
+	$(PY) -m icelake_assets.cli demo-lake --scale $(SCALE)
+
+# Builds the demo lake if it is not there, then starts the Dagster webserver and daemon.
+run: bootstrap $(DAGSTER_HOME)/dagster.yaml
+	@[ -f .lake/catalog.db ] || $(PY) -m icelake_assets.cli demo-lake --scale $(SCALE)
+	.venv/bin/dagster dev -h $(HOST) -p $(PORT) -w workspace.yaml
+
+test: bootstrap
+	$(PY) -m pytest -q
+
+# Headless: rebuilds the degraded demo lake, checks, maintains through Dagster, prints before/after.
+demo: bootstrap $(DAGSTER_HOME)/dagster.yaml
+	$(PY) -m icelake_assets.cli demo --scale $(SCALE)
+
+health: bootstrap
+	$(PY) -m icelake_assets.cli health --orphans
+
+validate: bootstrap
+	.venv/bin/dagster definitions validate -w workspace.yaml
+
+bench: bootstrap
+	$(PY) -m bench
+
+clean:
+	rm -rf .lake .dagster_home

@@ -1,0 +1,109 @@
+"""The spine end to end: a degraded demo lake, its checks failing, one maintenance run through a
+real Dagster instance on real Spark, then the same checks passing and the rows unchanged."""
+
+import os
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance
+
+from icelake_assets.catalog.connection import load_table, open_catalog
+from icelake_assets.demo.lake import age_all_files, build_demo_lake, list_orphans
+from icelake_assets.health.orphans import referenced_files
+from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.orchestration.project import CHECKS_JOB, MAINTENANCE_JOB, build_definitions
+from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
+
+
+def _evaluations(result):
+    return {(e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()}
+
+
+def _rows(table):
+    # Every demo table's first column is its unique id.
+    return table.scan().to_arrow().sort_by(table.schema().column_names[0])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    settings = new_lake(tmp_path_factory)
+    refs = {r.name: r for r in build_demo_lake(settings, catalog=catalog_name(settings), scale="test")}
+    cat = open_catalog(settings, catalog_name(settings))
+    tables = {name: load_table(cat, ref) for name, ref in refs.items()}
+    age_all_files(tables["orders"], 5)  # referenced files as old as the orphans: only orphans may go
+    before = {
+        "rows": {n: _rows(t) for n, t in tables.items()},
+        "stats": {n: compute_table_stats(t, settings.thresholds) for n, t in tables.items()},
+        "orphans": list_orphans(tables["orders"]),
+        "orders_referenced": referenced_files(tables["orders"]),
+    }
+    defs = build_definitions(settings)
+    instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
+    checks = defs.resolve_job_def(CHECKS_JOB).execute_in_process(instance=instance)
+    maintenance = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=instance, raise_on_error=False)
+    for t in tables.values():
+        t.refresh()
+    return {"settings": settings, "defs": defs, "instance": instance, "tables": tables, "before": before,
+            "checks": checks, "maintenance": maintenance}
+
+
+def test_maintenance_run_succeeds_and_records_one_materialization_per_table(run):
+    result = run["maintenance"]
+    assert result.success
+    keys = sorted(e.asset_key.path[-1] for e in result.get_asset_materialization_events())
+    assert keys == ["clicks", "orders", "trips"]
+
+
+def test_checks_fail_on_the_degraded_lake_and_pass_after_maintenance(run):
+    before, after = _evaluations(run["checks"]), _evaluations(run["maintenance"])
+    failing = {k for k, e in before.items() if not e.passed}
+    assert {("trips", "small_files"), ("trips", "snapshot_retention"), ("trips", "manifest_fragmentation"),
+            ("clicks", "snapshot_retention"), ("orders", "orphan_files")} <= failing
+    assert set(after) == set(before)
+    assert [(k, e.description) for k, e in after.items() if not e.passed] == []
+    small = before[("trips", "small_files")].metadata
+    assert small["candidate_partitions"].value == 6 and small["small_files"].value == 180
+
+
+def test_compaction_leaves_far_fewer_files_with_identical_rows(run):
+    trips = run["tables"]["trips"]
+    stats = compute_table_stats(trips, run["settings"].thresholds)
+    assert run["before"]["stats"]["trips"].data_files == 180
+    assert stats.data_files <= 6  # one file per day partition
+    assert _rows(trips).equals(run["before"]["rows"]["trips"])
+    md = _materialization(run, "trips")
+    assert md["rewrite_data_files/rewritten_data_files_count"].value == 180
+    assert md["after/data_files"].value == stats.data_files
+    assert md["validation/rows_before"].value == md["validation/rows_after"].value == trips.scan().to_arrow().num_rows
+
+
+def _materialization(run, table):
+    return next(e for e in run["maintenance"].get_asset_materialization_events()
+                if e.asset_key.path[-1] == table).materialization.metadata
+
+
+def test_snapshot_expiry_keeps_the_configured_minimum(run):
+    min_keep = TEST_THRESHOLDS["snapshots"]["min_keep"]
+    for name, before in (("clicks", 60), ("trips", 30)):
+        assert run["before"]["stats"][name].snapshots == before
+        md = _materialization(run, name)
+        assert md["expire_snapshots/snapshots_after"].value == min_keep
+        # What remains: the newest min_keep writer snapshots, then only our own rewrites (replace).
+        ops = [s.summary.operation.value for s in run["tables"][name].metadata.snapshots]
+        assert ops[:min_keep] == ["append"] * min_keep and set(ops[min_keep:]) == {"replace"}
+        assert _rows(run["tables"][name]).equals(run["before"]["rows"][name])
+
+
+def test_orphan_removal_deletes_old_orphans_and_nothing_referenced(run):
+    orphans = run["before"]["orphans"]
+    assert len(orphans) == 3 and all(Path(p).exists() is False for p in orphans)
+    referenced = run["before"]["orders_referenced"]
+    assert referenced and all(os.path.exists(p) for p in referenced)
+    orders = run["tables"]["orders"]
+    assert _rows(orders).equals(run["before"]["rows"]["orders"])
+
+
+def test_a_second_run_finds_nothing_to_do(run):
+    again = run["defs"].resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=run["instance"])
+    for event in again.get_asset_materialization_events():
+        assert event.materialization.metadata["ops_acted"].value == "none", event.asset_key

@@ -1,0 +1,91 @@
+"""Bad input gets a clear error naming the cause, and nothing is half-written."""
+
+import datetime
+
+import pyarrow as pa
+import pytest
+from dagster import DagsterInstance
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+
+from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
+from icelake_assets.cli import main as cli_main
+from icelake_assets.maintenance import validation
+from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
+from icelake_assets.settings import load_settings
+from icelake_assets_tests.conftest import catalog_name, write_settings
+
+SCHEMA = Schema(NestedField(1, "id", LongType()))
+
+
+def _table_with_files(settings, name: str, files: int):
+    cat = open_catalog(settings, catalog_name(settings), create=True)
+    cat.create_namespace_if_not_exists("ns")
+    table = cat.create_table(("ns", name), SCHEMA)
+    for i in range(files):
+        table.append(pa.table({"id": pa.array([i], pa.int64())}))
+    return table
+
+
+def test_a_missing_catalog_database_is_named(tmp_path):
+    settings = load_settings(write_settings(tmp_path, "gone"))
+    with pytest.raises(CatalogUnavailableError, match=r"catalog 'gone': SQLite database .*catalog.db does not exist"):
+        build_definitions(settings)
+
+
+def test_an_unreachable_catalog_database_is_named(tmp_path):
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "catalog.db").write_bytes(b"this is not a sqlite database" * 100)
+    settings = load_settings(write_settings(tmp_path, "broken"))
+    with pytest.raises(CatalogUnavailableError, match=r"catalog 'broken'"):
+        build_definitions(settings)
+
+
+def test_cli_names_unknown_catalogs_and_bad_table_names(make_lake, capsys):
+    settings = make_lake()
+    _table_with_files(settings, "t", 1)
+    assert cli_main(["--config", settings.source, "health", "nope.ns.t"]) == 2
+    assert "unknown catalog 'nope'" in capsys.readouterr().err
+    assert cli_main(["--config", settings.source, "health", "a;drop"]) == 2
+    assert "invalid table name 'a;drop'" in capsys.readouterr().err
+    assert cli_main(["--config", settings.source, "health", f"{catalog_name(settings)}.ns.missing"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_table_dropped_after_discovery_fails_its_run_by_name(make_lake):
+    settings = make_lake()
+    _table_with_files(settings, "kept", 2)
+    _table_with_files(settings, "dropped", 2)
+    defs = build_definitions(settings)
+    open_catalog(settings, catalog_name(settings)).drop_table(("ns", "dropped"))
+    result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+        instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failures and all("dropped" in e.step_key for e in failures)
+    assert "ns.dropped does not exist" in str(failures[0].event_specific_data.error)
+    kept = [e.asset_key.path[-1] for e in result.get_asset_materialization_events()]
+    assert kept == ["kept"]
+
+
+def test_a_validation_mismatch_fails_the_run_loudly_with_recovery_ids(make_lake, monkeypatch):
+    settings = make_lake()
+    table = _table_with_files(settings, "small", 25)  # 25 files > 20: the rewrite acts
+    real = validation.count_rows
+    monkeypatch.setattr(validation, "count_rows", lambda spark, ref, snap=None: real(spark, ref, snap) + 1)
+    defs = build_definitions(settings)
+    result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+        instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert failure.step_key.endswith("__validate")
+    message = str(failure.event_specific_data.error)
+    snap = table.current_snapshot().snapshot_id  # before the run
+    assert f"snapshot {snap} summary says 25 rows but a scan counts 26" in message
+
+
+def test_table_names_are_validated():
+    assert TableRef.parse("ns.t", default_catalog="c") == TableRef("c", ("ns",), "t")
+    for bad in ("t", "c.ns.t;drop", "c..t", "c.ns.t x"):
+        with pytest.raises(ValueError, match="invalid table name"):
+            TableRef.parse(bad, default_catalog=None)

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef, load_table, open_catalog
 from icelake_assets.catalog.discovery import discover_tables
-from icelake_assets.health.findings import metadata_findings, orphan_finding
+from icelake_assets.health.findings import orphan_finding
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.settings import Settings, SettingsError, load_settings
@@ -30,18 +30,66 @@ def _selected_refs(settings: Settings, table: str | None) -> list[TableRef]:
 
 
 def cmd_health(args: argparse.Namespace) -> int:
+    """Findings of one table or all, as a table; ``--overview`` ranks what to fix first.
+
+    Exit status 1 when ``--fail-on`` is given and a finding reaches that severity (for CI and cron)."""
+    from icelake_assets.health.cache import ManifestCache, default_cache_path
+    from icelake_assets.health.overview import evaluate, lake_overview
+
     settings = load_settings(args.config)
-    rows = []
+    cache = ManifestCache(path=default_cache_path())  # repeated runs read only new manifests
+    healths, rows = [], []
     for ref in _selected_refs(settings, args.table):
         table = load_table(open_catalog(settings, ref.catalog), ref)
-        policy = settings.policy_for(table.properties)
-        findings = metadata_findings(compute_table_stats(table, policy), policy)
+        policy = settings.policy_for(ref, table.properties)
+        extra = []
         if args.orphans:
             orphans = find_orphans(table, policy.orphans.older_than_hours)
-            findings.append(orphan_finding(len(orphans), sum(o.size for o in orphans), policy))
-        for f in findings:
+            extra.append(orphan_finding(len(orphans), sum(o.size for o in orphans), policy, [o.path for o in orphans]))
+        health = evaluate(compute_table_stats(table, policy, cache), policy, extra, name=str(ref))
+        healths.append(health)
+        for f in health.findings:
             rows.append((str(ref), f.check, f.severity.value, f.summary, f.recommendation))
+    print(format_table(("table", "status", "score", "data files", "small", "delete files", "snapshots", "manifests"),
+                       [(h.table, h.status.value, h.score.score, h.stats.data_files, h.stats.small_files,
+                         h.stats.delete_files, h.stats.snapshots, h.stats.manifests) for h in healths]))
+    print()
     print(format_table(("table", "check", "severity", "finding", "recommendation"), rows))
+    if args.overview:
+        overview = lake_overview(healths)
+        print("\nwhat to fix first (by file opens saved per full scan):")
+        print(format_table(("#", "table", "status", "files saved", "manifests saved", "snapshots to expire", "first action"),
+                           [(i, t.table, t.status.value, t.files_saved, t.manifests_saved, t.expirable_snapshots,
+                             t.actions[0] if t.actions else "-") for i, t in enumerate(overview.tables, 1)]))
+        if overview.partitions:
+            print("\npartitions with the largest benefit:")
+            print(format_table(("#", "table", "partition", "files", "expected", "delete files", "files saved", "why"),
+                               [(i, p.table, p.partition, p.data_files, p.expected_files, p.delete_files, p.files_saved,
+                                 p.why) for i, p in enumerate(overview.partitions[:args.top], 1)]))
+    if args.fail_on:
+        level = {"warn": 1, "error": 2}[args.fail_on]
+        if any(f.severity.rank >= level for h in healths for f in h.findings):
+            return 1
+    return 0
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    """The effective policy of one table, each value with its source (a missing table gets the settings only)."""
+    from icelake_assets.policies import format_value
+
+    settings = load_settings(args.config)
+    ref = TableRef.parse(args.table, default_catalog=next(iter(settings.catalogs)))
+    try:
+        properties = load_table(open_catalog(settings, ref.catalog), ref).properties
+    except TableMissingError:
+        properties = {}
+        print(f"note: {ref} does not exist yet: the policy below ignores table properties", file=sys.stderr)
+    effective = settings.resolve_policy(ref, properties)
+    values = effective.overridden() if args.changed else effective.values
+    print(f"policy of {ref}: mode {effective.mode} ({effective.source_of('mode')}); settings: {settings.source}")
+    print(format_table(("key", "value", "source"), [(v.key, format_value(v.value), v.source) for v in values]))
+    for problem in effective.problems:
+        print(f"problem: {problem}")
     return 0
 
 
@@ -68,7 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("health", help="print the health findings of one table or all")
     p.add_argument("table", nargs="?", help="catalog.namespace.table (or namespace.table)")
     p.add_argument("--orphans", action="store_true", help="also list storage for orphan files (slower)")
+    p.add_argument("--overview", action="store_true", help="rank tables and partitions by the benefit of maintenance")
+    p.add_argument("--top", type=int, default=20, help="partitions shown by --overview (default 20)")
+    p.add_argument("--fail-on", choices=["warn", "error"], help="exit 1 when a finding reaches this severity")
     p.set_defaults(func=cmd_health)
+    p = sub.add_parser("policy", help="print the effective policy of a table with the source of each value")
+    p.add_argument("table", help="catalog.namespace.table (or namespace.table)")
+    p.add_argument("--changed", action="store_true", help="only the values that are not built-in defaults")
+    p.set_defaults(func=cmd_policy)
     p = sub.add_parser("demo-lake", help="build the degraded demo lake")
     p.add_argument("--scale", default="demo", choices=["test", "demo"])
     p.add_argument("--reset", action="store_true", help="drop and rebuild the demo tables")

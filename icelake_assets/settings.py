@@ -3,17 +3,28 @@
 The file is found through ``$ICELAKE_CONFIG``, else ``./icelake.yaml``; when neither exists the
 embedded default (a SQLite SQL catalog plus a local warehouse under ``./.lake``) is used, so the demo
 needs no server. Relative paths in catalog properties are resolved against the file's folder.
+
+Catalog connections are pyiceberg's own: ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__<KEY>``
+variables are read by pyiceberg's ``Config`` and merged under the file's ``catalogs`` (the file wins,
+as in ``load_catalog``). Secrets come from the environment only: a secret-looking key in the file must
+be a ``${ENV_VAR}`` reference, and every printable form of the settings redacts them.
+
+Policies (``thresholds``, ``policies.defaults|catalogs|namespaces|tables`` and table properties) are
+modelled here and resolved per table in :mod:`icelake_assets.policies`.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 CONFIG_ENV_VAR = "ICELAKE_CONFIG"
 DEFAULT_CONFIG_FILE = "icelake.yaml"
@@ -22,6 +33,18 @@ INTERNAL_NAMESPACE = "icelake"
 MIN_ORPHAN_AGE_HOURS = 24.0  # Iceberg refuses younger orphans: a file may belong to a running commit.
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
+# Maintenance operations in run order; policy.operations.enabled picks among them.
+OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
+Operation = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests"]
+# observe: checks only; propose: sensors record what they would do and launch nothing; enforce: runs.
+Mode = Literal["observe", "propose", "enforce"]
+# A catalog nobody configured a mode for only proposes: a first rollout never writes to a table.
+DEFAULT_MODE: Mode = "propose"
+# Property names whose values are secrets (pyiceberg: s3.secret-access-key, credential, token, ...).
+_SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential", "key-id", "account-key", "private-key")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+REDACTED = "***"
 
 
 class SettingsError(ValueError):
@@ -42,8 +65,23 @@ class SmallFilesPolicy(_Strict):
     small_file_ratio: float = Field(0.75, gt=0, le=1)
     # Iceberg's min-input-files: fewer files per group are not worth a rewrite.
     min_input_files: int = Field(5, ge=2)
-    strategy: Literal["binpack", "sort"] = "binpack"
+    # binpack keeps the order; sort uses sort_order (columns), else the table's own sort order;
+    # zorder clusters by zorder_columns (Iceberg: strategy 'sort', sort_order 'zorder(a, b)').
+    strategy: Literal["binpack", "sort", "zorder"] = "binpack"
     sort_order: tuple[str, ...] = ()
+    zorder_columns: tuple[str, ...] = ()
+    # rewrite_data_files options: commit groups as they finish (a failure keeps the finished ones) ...
+    partial_progress_enabled: bool = True
+    partial_progress_max_commits: int = Field(10, ge=1)
+    # ... and rewrite this many groups at once. Over 1 is refused on SQLite catalogs (one writer):
+    # racing commits fail and partial progress drops them silently.
+    max_concurrent_file_group_rewrites: int = Field(1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _zorder_needs_columns(self) -> "SmallFilesPolicy":
+        if self.strategy == "zorder" and not self.zorder_columns:
+            raise ValueError("strategy 'zorder' needs zorder_columns (set them next to the strategy)")
+        return self
 
 
 class SnapshotPolicy(_Strict):
@@ -76,11 +114,155 @@ class ManifestPolicy(_Strict):
     max_count: int = Field(50, ge=1)
 
 
+class DeleteFilesPolicy(_Strict):
+    # delete_files warns when delete files exceed this fraction of the data files ...
+    max_file_ratio: float = Field(0.2, gt=0)
+    # ... or deleted records this fraction of the data records (Amoro's duplicate ratio: 0.1).
+    max_record_ratio: float = Field(0.1, gt=0)
+
+
+class LayoutPolicy(_Strict):
+    # layout_drift warns when more than this fraction of the data files were written under an older
+    # partition spec, or overlap other files of their partition on the first sort column.
+    max_drift_ratio: float = Field(0.1, gt=0)
+
+
+class ActivityPolicy(_Strict):
+    # Writer commits (any operation but maintenance's 'replace') within this window count as recent.
+    window_minutes: float = Field(60.0, gt=0)
+
+
+class GuardsPolicy(_Strict):
+    """What automation waits for before it launches a run (read by the sensors)."""
+
+    # No writer commit for this long before maintenance starts (avoids commit conflicts).
+    quiet_period_minutes: float = Field(15.0, ge=0)
+    # Cost cap: automation launches no rewrite estimated above this many bytes (maintenance/guards.py).
+    max_rewrite_bytes: int = Field(100 * GiB, ge=MiB)
+
+
+class OperationsPolicy(_Strict):
+    # Operations that may act; a disabled one skips itself with the reason in the run's metadata.
+    enabled: tuple[Operation, ...] = OPERATIONS
+
+
+class SensorPolicy(_Strict):
+    # How often the health sensor evaluates the table (Dagster's minimum_interval_seconds).
+    interval_seconds: int = Field(300, ge=30)
+
+
+class SchedulePolicy(_Strict):
+    """Cron schedule as an alternative trigger to the sensor (None: sensor only)."""
+
+    cron: str | None = None
+    timezone: str = "UTC"
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        from dagster._utils.schedules import is_valid_cron_string  # Dagster's own rule, checked at load
+
+        if v is not None and not is_valid_cron_string(v):
+            raise ValueError(f"{v!r} is not a 5-field cron expression (e.g. '0 3 * * *')")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)  # cached per key, unlike available_timezones(): cheap on every resolution
+        except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+            raise ValueError(f"{v!r} is not an IANA time zone (e.g. 'UTC', 'Europe/Paris')") from None
+        return v
+
+
+class PartitionsPolicy(_Strict):
+    """Partitioned maintenance: backfills and retries of the rewrite (read when definitions load)."""
+
+    # A backfill launches one run per this many partitions (Dagster BackfillPolicy.multi_run).
+    partitions_per_run: int = Field(10, ge=1)
+    # The rewrite op retries partitions that failed this often, waiting delay x 2^attempt (+/- jitter).
+    max_retries: int = Field(2, ge=0)
+    retry_delay_seconds: float = Field(30.0, ge=0)
+
+
+class ConfigurationPolicy(_Strict):
+    """Settings every table must carry; the table_configuration check reports violations."""
+
+    min_format_version: Literal[1, 2, 3] | None = None
+    # Compared with write.format.default (Iceberg's default when unset: parquet).
+    file_format: Literal["parquet", "orc", "avro"] | None = None
+    # Compared with write.distribution-mode; unset on the table is a violation (engines then choose).
+    write_distribution_mode: Literal["none", "hash", "range"] | None = None
+    # Any other property that must hold exactly this value.
+    required_properties: dict[str, str] = {}
+    severity: Literal["warn", "error"] = "warn"
+
+
 class Policy(_Strict):
+    # Layered per table (see icelake_assets.policies): defaults < catalog < namespace < table < properties.
+    mode: Mode = DEFAULT_MODE
     small_files: SmallFilesPolicy = SmallFilesPolicy()
     snapshots: SnapshotPolicy = SnapshotPolicy()
     orphans: OrphanPolicy = OrphanPolicy()
     manifests: ManifestPolicy = ManifestPolicy()
+    delete_files: DeleteFilesPolicy = DeleteFilesPolicy()
+    layout: LayoutPolicy = LayoutPolicy()
+    activity: ActivityPolicy = ActivityPolicy()
+    guards: GuardsPolicy = GuardsPolicy()
+    operations: OperationsPolicy = OperationsPolicy()
+    sensor: SensorPolicy = SensorPolicy()
+    schedule: SchedulePolicy = SchedulePolicy()
+    configuration: ConfigurationPolicy = ConfigurationPolicy()
+    partitions: PartitionsPolicy = PartitionsPolicy()
+    # Dagster asset owners (e-mail or 'team:name') and tags, shown on the table's asset.
+    owners: tuple[str, ...] = ()
+    tags: dict[str, str] = {}
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        from dagster._core.definitions.utils import is_valid_owner  # the rule Dagster applies to assets
+
+        bad = [o for o in v if not is_valid_owner(o)]
+        if bad:
+            raise ValueError(f"owners {bad} must be e-mail addresses or 'team:<name>'")
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        from dagster._utils.tags import is_valid_strict_tag_value, is_valid_tag_key  # asset tag rules
+
+        for key, value in v.items():
+            if not is_valid_tag_key(key) or key.startswith("dagster/"):
+                raise ValueError(f"tag key {key!r}: letters, digits, '_', '-', '.', one optional 'prefix/', "
+                                 "at most 63 characters per part, not under 'dagster/'")
+            if not is_valid_strict_tag_value(str(value)):
+                raise ValueError(f"tag {key!r} value {value!r}: letters, digits, '_', '-', '.', at most 63 characters")
+        return v
+
+
+class PolicyLayers(_Strict):
+    """Overrides over ``thresholds``: each entry sets only the keys it names (fnmatch patterns allowed).
+
+    catalogs: keyed by catalog name; namespaces: by ``namespace`` or ``catalog.namespace``;
+    tables: by ``namespace.table`` or ``catalog.namespace.table``."""
+
+    defaults: Policy = Policy()
+    catalogs: dict[str, Policy] = {}
+    namespaces: dict[str, Policy] = {}
+    tables: dict[str, Policy] = {}
+
+    @field_validator("namespaces", "tables")
+    @classmethod
+    def _patterns(cls, v: dict[str, Policy], info) -> dict[str, Policy]:
+        for pattern in v:
+            if not pattern.strip():
+                raise ValueError("an empty pattern matches nothing")
+            if info.field_name == "tables" and "." not in pattern:
+                raise ValueError(f"table pattern {pattern!r} must be namespace.table or catalog.namespace.table")
+        return v
 
 
 class TableSelection(_Strict):
@@ -96,11 +278,43 @@ class SparkSettings(_Strict):
     config: dict[str, str] = {}
 
 
+class AuditSettings(_Strict):
+    """The audit trail: an Iceberg table in the lake (see icelake_assets.audit)."""
+
+    enabled: bool = True
+    # namespace.table, in the internal namespace that discovery skips (never maintained itself).
+    table: str = f"{INTERNAL_NAMESPACE}.audit_log"
+    # Catalog that holds the audit table; None: the first configured catalog.
+    catalog: str | None = None
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str) -> str:
+        parts = v.split(".")
+        if len(parts) < 2 or not all(re.fullmatch(r"[A-Za-z0-9_\-]+", p) for p in parts):
+            raise ValueError("must be namespace.table of letters, digits, '_' or '-'")
+        if parts[0] != INTERNAL_NAMESPACE:
+            raise ValueError(f"must be in the {INTERNAL_NAMESPACE!r} namespace, which discovery skips "
+                             "(a maintained audit table would audit its own maintenance)")
+        return v
+
+
+class MetricsSettings(_Strict):
+    """Prometheus metrics (see icelake_assets.metrics)."""
+
+    # Folder of the .prom file a node exporter's textfile collector reads; relative to the settings file.
+    textfile_dir: str = ".lake/metrics"
+
+
 class Settings(_Strict):
     catalogs: dict[str, dict[str, str]]
     tables: TableSelection = TableSelection()
+    # Defaults of every table (the historical name; policies.defaults overrides it key by key).
     thresholds: Policy = Policy()
+    policies: PolicyLayers = PolicyLayers()
     spark: SparkSettings = SparkSettings()
+    audit: AuditSettings = AuditSettings()
+    metrics: MetricsSettings = MetricsSettings()
     source: str = "<embedded default>"
 
     @field_validator("catalogs")
@@ -109,11 +323,39 @@ class Settings(_Strict):
         if not v:
             raise ValueError("at least one catalog is required")
         for name, props in v.items():
-            if not name.replace("_", "").isalnum():
-                raise ValueError(f"catalog name {name!r} must be letters, digits and '_'")
+            # '-' too: pyiceberg turns PYICEBERG_CATALOG__MY_CAT__* into catalog 'my-cat'.
+            if not name.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"catalog name {name!r} must be letters, digits, '_' and '-'")
             if "type" not in props and "uri" not in props:
-                raise ValueError(f"catalog {name!r} needs a 'type' (sql, rest, glue, hive) or a 'uri'")
+                raise ValueError(f"catalog {name!r} needs a 'type' (sql, rest, glue, hive) or a 'uri' "
+                                 "(in this file, .pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__TYPE)")
         return v
+
+    @model_validator(mode="after")
+    def _policy_catalogs_exist(self) -> "Settings":
+        for key in self.policies.catalogs:
+            if not any(c in key for c in "*?[") and key not in self.catalogs:
+                raise ValueError(f"policies.catalogs.{key}: unknown catalog (configured: {', '.join(sorted(self.catalogs))})")
+        return self
+
+    @model_validator(mode="after")
+    def _audit_catalog_exists(self) -> "Settings":
+        if self.audit.catalog is not None and self.audit.catalog not in self.catalogs:
+            raise ValueError(f"audit.catalog: unknown catalog {self.audit.catalog!r} "
+                             f"(configured: {', '.join(sorted(self.catalogs))})")
+        return self
+
+    def __repr_args__(self):  # printing settings never shows a secret
+        for key, value in super().__repr_args__():
+            if key == "catalogs":
+                value = {name: redact_properties(props) for name, props in value.items()}
+            elif key == "spark":
+                value = value.model_copy(update={"config": redact_properties(value.config)})
+            yield key, value
+
+    def redacted_catalog_properties(self, name: str) -> dict[str, str]:
+        """A catalog's properties safe to print or log."""
+        return redact_properties(self.catalog_properties(name))
 
     def catalog_properties(self, name: str) -> dict[str, str]:
         try:
@@ -131,20 +373,20 @@ class Settings(_Strict):
         excluded = any(fnmatch.fnmatchcase(n, p) for p in self.tables.exclude for n in names)
         return included and not excluded
 
-    def policy_for(self, table_properties: Mapping[str, str] | None = None) -> Policy:
-        """The effective policy of a table: the settings' thresholds, then the table's own properties."""
-        props = table_properties or {}
-        policy = self.thresholds
-        sf, snap = policy.small_files, policy.snapshots
-        if "write.target-file-size-bytes" in props:
-            sf = sf.model_copy(update={"target_file_size_bytes": int(props["write.target-file-size-bytes"])})
-        if "history.expire.min-snapshots-to-keep" in props:
-            snap = snap.model_copy(update={"min_keep": int(props["history.expire.min-snapshots-to-keep"])})
-        if "history.expire.max-snapshot-age-ms" in props:
-            snap = snap.model_copy(
-                update={"max_age_hours": int(props["history.expire.max-snapshot-age-ms"]) / 3_600_000}
-            )
-        return policy.model_copy(update={"small_files": sf, "snapshots": snap})
+    def policy_for(self, table: Any = None, table_properties: Mapping[str, str] | None = None) -> Policy:
+        """The effective policy of ``table`` (a TableRef or ``catalog.namespace.table``) with its properties.
+
+        The old form ``policy_for(properties)`` still works: it resolves the defaults and the
+        properties only, without catalog/namespace/table layers."""
+        return self.resolve_policy(table, table_properties).policy
+
+    def resolve_policy(self, table: Any = None, table_properties: Mapping[str, str] | None = None):
+        """The :class:`~icelake_assets.policies.EffectivePolicy` (policy, source of each value, problems)."""
+        from icelake_assets.policies import resolve_policy  # policies builds on this module
+
+        if table is not None and isinstance(table, Mapping):
+            table, table_properties = None, table
+        return resolve_policy(self, table, table_properties)
 
 
 def _resolve_paths(props: dict[str, Any], base: Path) -> dict[str, str]:
@@ -170,36 +412,183 @@ def default_settings(base: Path | None = None) -> Settings:
                 "uri": f"sqlite:///{lake / 'catalog.db'}",
                 "warehouse": (lake / "warehouse").as_uri(),
             }
-        }
+        },
+        metrics=MetricsSettings(textfile_dir=str(lake / "metrics")),
     )
+
+
+def dotted(path: tuple[Any, ...] | list[Any]) -> str:
+    """A key path as written in messages: ``policies.namespaces['taxi'].snapshots.min_keep``."""
+    out = ""
+    for part in path:
+        text = str(part)
+        if isinstance(part, int) or "." in text or not text.replace("_", "").replace("-", "").isalnum():
+            out += f"[{part!r}]"
+        else:
+            out += ("." if out else "") + text
+    return out
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a property name holds a secret (pyiceberg's s3.secret-access-key, credential, token, ...)."""
+    k = key.lower()
+    return any(m in k for m in _SECRET_MARKERS) or k.endswith("authorization")
+
+
+def _uri_password(value: str) -> str | None:
+    if "://" not in value:
+        return None
+    try:
+        return urlsplit(value).password
+    except ValueError:
+        return None
+
+
+def redact_value(key: str, value: Any) -> Any:
+    """``value`` with secrets replaced by ***: secret keys, passwords inside URIs, nested mappings."""
+    if isinstance(value, Mapping):
+        return {k: redact_value(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(key, v) for v in value)
+    if not isinstance(value, str):
+        return value
+    if is_secret_key(key):
+        return REDACTED
+    password = _uri_password(value)
+    return value.replace(f":{password}@", f":{REDACTED}@", 1) if password else value
+
+
+def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: redact_value(k, v) for k, v in props.items()}
+
+
+def pyiceberg_env_var(catalog: str, key: str) -> str:
+    """The variable pyiceberg reads for ``catalog.<catalog>.<key>`` (``.`` → ``__``, ``-`` → ``_``)."""
+    return f"PYICEBERG_CATALOG__{catalog.upper()}__{key.upper().replace('.', '__').replace('-', '_')}"
+
+
+def _refuse_literal_secrets(data: Mapping[str, Any], source: str) -> None:
+    """Secrets in the file must be ``${ENV_VAR}`` references: a literal one is refused, never echoed."""
+    found: list[tuple[str, str]] = []
+    catalogs = data.get("catalogs")
+    if isinstance(catalogs, Mapping):
+        for name, props in catalogs.items():
+            if isinstance(props, Mapping):
+                found += [(dotted(("catalogs", name, k)), pyiceberg_env_var(str(name), str(k))) for k, v in props.items()
+                          if _is_literal_secret(str(k), v)]
+    spark = data.get("spark")
+    if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
+        found += [(dotted(("spark", "config", k)), "") for k, v in spark["config"].items() if _is_literal_secret(str(k), v)]
+    if found:
+        lines = [f"invalid settings in {source}:"]
+        for key, env in found:
+            alt = f" (or set {env}, as pyiceberg reads it)" if env else ""
+            lines.append(f"  {key}: a literal secret is refused: write ${{ENV_VAR}} and export the variable{alt}")
+        raise SettingsError("\n".join(lines))
+
+
+def _is_literal_secret(key: str, value: Any) -> bool:
+    if not isinstance(value, str) or not value:
+        return False
+    if is_secret_key(key):
+        ref = _ENV_REF.fullmatch(value.strip())
+        return ref is None or ref.group(2) is not None  # a ${VAR:-default} default would be a literal
+    password = _uri_password(value)
+    return bool(password) and _ENV_REF.fullmatch(password) is None
+
+
+def _interpolate(value: Any, path: tuple[Any, ...], source: str) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of the file by the environment's value."""
+    if isinstance(value, dict):
+        return {k: _interpolate(v, (*path, k), source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, (*path, i), source) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise SettingsError(f"invalid settings in {source}:\n  {dotted(path)}: environment variable {name} is not set "
+                            f"(referenced as ${{{name}}})")
+
+    return _ENV_REF.sub(sub, value)
+
+
+def pyiceberg_catalogs() -> dict[str, dict[str, str]]:
+    """Catalogs exactly as pyiceberg configures them: the first ``.pyiceberg.yaml`` of $PYICEBERG_HOME,
+    ~ or the working folder, merged with ``PYICEBERG_CATALOG__<NAME>__<KEY>`` variables (read now,
+    not at pyiceberg's import, so a changed environment is seen)."""
+    from pyiceberg.utils.config import Config
+
+    where = ".pyiceberg.yaml / PYICEBERG_* environment variables"
+    try:
+        config = Config().config
+    except ValueError as err:  # its message may end with a value: keep only the cause
+        raise SettingsError(f"pyiceberg configuration ({where}) is invalid: {str(err).split(', value:')[0]}") from None
+    catalogs = config.get("catalog") or {}
+    if not isinstance(catalogs, Mapping):
+        raise SettingsError(f"pyiceberg configuration ({where}): 'catalog' must be a mapping of catalogs")
+    out: dict[str, dict[str, str]] = {}
+    for name, props in catalogs.items():
+        if not isinstance(props, Mapping):
+            raise SettingsError(f"pyiceberg configuration ({where}): catalog.{name} must be a mapping of properties")
+        for key, value in props.items():
+            if isinstance(value, Mapping):
+                raise SettingsError(f"pyiceberg configuration ({where}): catalog.{name}.{key} must be a value, "
+                                    "not a mapping (write dotted keys such as s3.endpoint)")
+        out[str(name)] = {str(k): str(v) for k, v in props.items()}
+    return out
 
 
 def _format_validation_error(source: str, err: ValidationError) -> str:
     lines = [f"invalid settings in {source}:"]
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "<root>"
+        loc = tuple(e["loc"])
+        key = dotted(loc) or "<root>"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
-        lines.append(f"  {key}: {msg} (got {e.get('input')!r})")
+        if not loc:  # a whole-file rule: the message names its key, the input is the whole file
+            lines.append(f"  {msg.removeprefix('Value error, ')}")
+            continue
+        shown = redact_value(str(loc[-1]), e.get("input"))
+        lines.append(f"  {key}: {msg} (got {shown!r})")
     return "\n".join(lines)
 
 
 def parse_settings(data: Any, source: str, base: Path) -> Settings:
+    """Validate a parsed settings document; ``source`` names it in errors, ``base`` anchors relative paths."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise SettingsError(f"invalid settings in {source}: the top level must be a mapping, got {type(data).__name__}")
     data = dict(data)
+    _refuse_literal_secrets(data, source)
+    data = _interpolate(data, (), source)
+    from pyiceberg.utils.config import merge_config
+
+    pyiceberg = pyiceberg_catalogs()
     if "catalogs" not in data:
-        data["catalogs"] = default_settings(base).catalogs
+        # An existing pyiceberg user changes nothing: its catalogs are the lake; else the demo lake.
+        data["catalogs"] = pyiceberg or default_settings(base).catalogs
     elif isinstance(data["catalogs"], dict):
         catalogs = {}
         for name, props in data["catalogs"].items():
+            if props is None:
+                props = {}  # `name:` alone takes the catalog from pyiceberg's configuration
             if not isinstance(props, dict):
                 raise SettingsError(f"invalid settings in {source}:\n  catalogs.{name}: must be a mapping of properties")
-            catalogs[name] = _resolve_paths(props, base)
+            # The file wins over pyiceberg's configuration, as properties passed to load_catalog do.
+            catalogs[name] = merge_config(pyiceberg.get(str(name).lower(), {}), _resolve_paths(props, base))
         data["catalogs"] = catalogs
+    metrics = data.get("metrics", {})
+    if isinstance(metrics, dict):  # anything else: the model reports it
+        folder = metrics.get("textfile_dir", MetricsSettings().textfile_dir)
+        data["metrics"] = {**metrics, "textfile_dir": str((base / str(folder)).resolve())}
     data["source"] = source
     try:
         return Settings.model_validate(data)
@@ -208,12 +597,15 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
-    """Load settings from ``path``, else ``$ICELAKE_CONFIG``, else ``./icelake.yaml``, else the default."""
+    """Load settings from ``path``, else ``$ICELAKE_CONFIG``, else ``./icelake.yaml``, else the default
+    (pyiceberg's configured catalogs if any, else the embedded demo lake)."""
     explicit = path or os.environ.get(CONFIG_ENV_VAR)
     candidate = Path(explicit) if explicit else Path.cwd() / DEFAULT_CONFIG_FILE
     if not candidate.exists():
         if explicit:
             raise SettingsError(f"settings file {candidate} does not exist (from {'argument' if path else CONFIG_ENV_VAR})")
+        if pyiceberg_catalogs():
+            return parse_settings({}, "<pyiceberg configuration>", Path.cwd())
         return default_settings()
     try:
         data = yaml.safe_load(candidate.read_text())

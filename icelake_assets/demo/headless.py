@@ -34,7 +34,7 @@ class Snapshot:
 
 def measure(settings: Settings, ref: TableRef) -> Snapshot:
     table = load_table(open_catalog(settings, ref.catalog), ref)
-    policy = settings.policy_for(table.properties)
+    policy = settings.policy_for(ref, table.properties)
     stats = compute_table_stats(table, policy)
     orphans = find_orphans(table, policy.orphans.older_than_hours)
     return Snapshot(stats.data_files, stats.snapshots, len(orphans), stats.manifests, stats.records)

@@ -1,0 +1,85 @@
+"""The policy on each table's asset: the `table_configuration` check (required settings read from
+pyiceberg metadata, plus table properties the policy had to ignore), and the effective policy shown as
+asset metadata, owners and tags."""
+
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetChecksDefinition,
+    MetadataValue,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+    asset_check,
+)
+
+from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.policies import ConfigurationReport, EffectivePolicy, configuration_report, format_value, resolve_policy
+
+CONFIG_CHECK = "table_configuration"
+
+
+def _text_table(columns: list[str], rows: list[tuple[str, ...]]) -> MetadataValue:
+    return MetadataValue.table(records=[TableRecord(dict(zip(columns, row))) for row in rows],
+                               schema=TableSchema(columns=[TableColumn(c, "string") for c in columns]))
+
+
+def configuration_result(report: ConfigurationReport, effective: EffectivePolicy, asset_key) -> AssetCheckResult:
+    required = effective.policy.configuration
+    parts = [v.message for v in report.violations] + report.problems
+    summary = "; ".join(parts) if parts else "the table carries every required setting"
+    metadata: dict[str, Any] = {
+        "violations": MetadataValue.int(len(report.violations)),
+        "ignored_properties": MetadataValue.int(len(report.problems)),
+        "summary": MetadataValue.text(summary),
+        "required": MetadataValue.json(required.model_dump(mode="json")),
+    }
+    if report.violations:
+        metadata["violation_details"] = _text_table(
+            ["setting", "required", "actual"], [(v.setting, v.required, v.actual) for v in report.violations])
+    if report.problems:
+        metadata["problems"] = MetadataValue.md("\n".join(f"- {p}" for p in report.problems))
+    return AssetCheckResult(
+        asset_key=asset_key,
+        check_name=CONFIG_CHECK,
+        passed=report.passed,
+        severity=AssetCheckSeverity.ERROR if required.severity == "error" else AssetCheckSeverity.WARN,
+        metadata=metadata,
+        description=summary,
+    )
+
+
+def build_config_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
+    ref = table.ref
+    key = table_asset_key(ref)
+
+    @asset_check(
+        asset=key,
+        name=CONFIG_CHECK,
+        description="Required table settings of the policy (format version, file format, write distribution "
+                    "mode, properties) from Iceberg metadata; also lists policy properties the table sets wrongly.",
+    )
+    def table_configuration(icelake: IcelakeResource) -> AssetCheckResult:
+        tbl = icelake.load_table(ref)
+        effective = resolve_policy(icelake.settings, ref, tbl.properties)
+        report = configuration_report(tbl.metadata.format_version, tbl.properties, effective)
+        return configuration_result(report, effective, key)
+
+    return [table_configuration]
+
+
+def policy_asset_metadata(effective: EffectivePolicy) -> dict[str, Any]:
+    """The effective policy on the asset: its mode, and every value that is not a built-in default
+    with its source (the full list is `icelake policy TABLE`)."""
+    metadata: dict[str, Any] = {
+        "policy/mode": MetadataValue.text(f"{effective.mode} ({effective.source_of('mode')})"),
+        "policy/effective": _text_table(
+            ["key", "value", "source"], [(v.key, format_value(v.value), v.source) for v in effective.overridden()]),
+    }
+    if effective.problems:
+        metadata["policy/problems"] = MetadataValue.md("\n".join(f"- {p}" for p in effective.problems))
+    return metadata

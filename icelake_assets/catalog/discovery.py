@@ -9,6 +9,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
+from icelake_assets.maintenance.partition_filter import PartitionLayout, partition_layout
 from icelake_assets.settings import Settings
 
 
@@ -24,6 +25,8 @@ class DiscoveredTable:
     current_snapshot_id: int | None
     properties: dict[str, str] = field(default_factory=dict)
     partition_fields: tuple[str, ...] = ()
+    # Specs, partition dimensions and earliest time partition: the table's Dagster partitions.
+    layout: PartitionLayout | None = None
 
     @classmethod
     def from_table(cls, ref: TableRef, table: Table) -> "DiscoveredTable":
@@ -51,6 +54,7 @@ class DiscoveredTable:
             current_snapshot_id=snap.snapshot_id if snap else None,
             properties=dict(md.properties),
             partition_fields=tuple(fields),
+            layout=partition_layout(table),
         )
 
 

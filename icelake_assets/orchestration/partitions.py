@@ -1,0 +1,312 @@
+"""Iceberg partitions as Dagster partitions, so users backfill partitions ("compact March") and
+sensors request only the partitions that need it.
+
+Mapping of a table's current spec (the dimensions of :func:`~icelake_assets.maintenance.
+partition_filter.dimension_fields`):
+
+* hour / day / month / year → time-window partitions, UTC, starting at the table's earliest live
+  partition and ending with the current period. Keys are Iceberg's own partition values
+  (``2024-01-03``, ``2024-01-03-05``, ``2024-01``, ``2024``), the ones in the table's storage paths;
+* identity / bucket / truncate → dynamic partitions named ``<table safe name>__<field>`` whose keys
+  are the table's partition values (:func:`~icelake_assets.maintenance.partition_filter.value_key`:
+  the value itself, quotes / unicode / SQL keywords included; ``~null`` for null);
+* two dimensions of which at most one is a time field → a multi-partition definition;
+  more fields → the first time field alone (else the first field); no field → unpartitioned.
+
+Dynamic keys follow the table through the ``icelake_partition_keys`` sensor
+(:func:`build_partition_keys_sensor`), which adds the keys of partitions that appeared since its
+last tick. Keys are never deleted: a partition that was emptied keeps its materialization history,
+and a run over a partition without files simply has nothing to compact. Sensors that request runs
+for dynamic keys add the missing ones in the same ``SensorResult`` (:func:`dynamic_partition_requests`);
+scripts and tests can call :func:`register_partition_keys`.
+
+The time-window start is read when the definitions load: data written later for an earlier period
+becomes a partition when the definitions are reloaded; until then whole-table runs cover it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Iterable, Sequence
+
+from dagster import (
+    AddDynamicPartitionsRequest,
+    AssetsDefinition,
+    AssetSelection,
+    DagsterInstance,
+    DailyPartitionsDefinition,
+    DefaultSensorStatus,
+    DynamicPartitionsDefinition,
+    HourlyPartitionsDefinition,
+    MonthlyPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    OpExecutionContext,
+    PartitionsDefinition,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    TimeWindowPartitionsDefinition,
+    define_asset_job,
+    sensor,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from pyiceberg.table import Table
+
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.health.stats import TableStats
+from icelake_assets.maintenance.partition_filter import (
+    LayoutField,
+    PartitionFilterError,
+    PartitionLayout,
+    PartitionScope,
+    PartitionValues,
+    format_time,
+    key_value,
+    partition_layout,
+    partition_values,
+    time_window,
+    value_key,
+)
+from icelake_assets.orchestration.resources import IcelakeResource
+
+PARTITION_KEYS_SENSOR = "icelake_partition_keys"
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+# -- definitions ---------------------------------------------------------------------------------------
+
+def dimension_name(f: LayoutField) -> str:
+    """The Dagster dimension name of a partition field (its Iceberg name, made name-safe)."""
+    return _UNSAFE_NAME.sub("_", f.name)
+
+
+def dynamic_partitions_name(ref: TableRef, f: LayoutField) -> str:
+    return f"{ref.safe_name}__{dimension_name(f)}"
+
+
+def _time_def(f: LayoutField, now: datetime) -> TimeWindowPartitionsDefinition:
+    fmt = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}[f.transform]
+    current = format_time(f.transform, now)
+    start = f.earliest if f.earliest and f.earliest <= current else current  # human strings sort by time
+    # end_offset=1: the period in progress is a partition too (that is where writers add small files).
+    if f.transform == "hour":
+        return HourlyPartitionsDefinition(start_date=start, fmt=fmt, end_offset=1)
+    if f.transform == "day":
+        return DailyPartitionsDefinition(start_date=start, fmt=fmt, end_offset=1)
+    if f.transform == "month":
+        return MonthlyPartitionsDefinition(start_date=start, fmt=fmt, end_offset=1)
+    return TimeWindowPartitionsDefinition(cron_schedule="0 0 1 1 *", start=start, fmt=fmt, end_offset=1)
+
+
+def _dimension_def(ref: TableRef, f: LayoutField, now: datetime) -> PartitionsDefinition:
+    if f.kind == "time":
+        return _time_def(f, now)
+    return DynamicPartitionsDefinition(name=dynamic_partitions_name(ref, f))
+
+
+def partitions_def_for(table: DiscoveredTable, now: datetime | None = None) -> PartitionsDefinition | None:
+    """The Dagster partitions of a discovered table (None: unpartitioned, or no usable field)."""
+    layout = table.layout
+    if layout is None or not layout.dimensions:
+        return None
+    now = now or datetime.now(timezone.utc)
+    dims = layout.dimensions
+    if len(dims) == 1:
+        return _dimension_def(table.ref, dims[0], now)
+    return MultiPartitionsDefinition({dimension_name(d): _dimension_def(table.ref, d, now) for d in dims})
+
+
+# -- keys <-> partition values ------------------------------------------------------------------------
+
+def _sub_key(f: LayoutField, value: str | None) -> str | None:
+    if f.kind == "time":
+        return value  # time partitions have no null key: rows with a null time are whole-table work
+    return value_key(value)
+
+
+def partition_key(layout: PartitionLayout, values: PartitionValues) -> str | None:
+    """The Dagster key of one partition (None when it has none, e.g. a null time value)."""
+    dims = layout.dimensions
+    subs = [_sub_key(d, v) for d, v in zip(dims, values)]
+    if not dims or any(s is None for s in subs):
+        return None
+    if len(dims) == 1:
+        return subs[0]
+    return MultiPartitionKey({dimension_name(d): s for d, s in zip(dims, subs)})
+
+
+def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
+    """Inverse of :func:`partition_key`: the dimension values a Dagster key stands for."""
+    dims = layout.dimensions
+    if not dims:
+        raise PartitionFilterError(f"{layout.table} is not partitioned: no key {key!r}")
+    if len(dims) == 1:
+        parts = {dimension_name(dims[0]): key}
+    else:
+        parts = key.keys_by_dimension if isinstance(key, MultiPartitionKey) else dict(
+            zip(sorted(dimension_name(d) for d in dims), key.split("|")))
+    out: list[str | None] = []
+    for d in dims:
+        sub = parts.get(dimension_name(d))
+        if sub is None:
+            raise PartitionFilterError(f"{layout.table}: key {key!r} has no {d.name} part")
+        if d.kind == "time":
+            time_window(d.transform, sub)  # validates the format, with an error naming it
+            out.append(sub)
+        else:
+            out.append(key_value(sub))
+    return tuple(out)
+
+
+def run_scope(context: OpExecutionContext, layout: PartitionLayout | None, catalog: str) -> PartitionScope | None:
+    """The partitions of the op's run (one key or a range from a backfill), or None for a
+    non-partitioned run, which maintains the whole table."""
+    if layout is None or not layout.dimensions or not context.has_partitions:
+        return None
+    return PartitionScope(layout, catalog, frozenset(key_values(layout, k) for k in context.partition_keys))
+
+
+def _layout_of(table: DiscoveredTable | Table) -> PartitionLayout | None:
+    if isinstance(table, DiscoveredTable):
+        return table.layout
+    return partition_layout(table, with_earliest=False)
+
+
+def offending_partition_keys(table: DiscoveredTable | Table, stats: TableStats,
+                             partitions_def: PartitionsDefinition | None = None) -> list[str]:
+    """Dagster keys of the table's compaction candidates, for sensors that request only those.
+
+    Candidates that map to no key are left out: partitions of an older spec without the
+    dimension's field, and null time values (only a whole-table run compacts them). With
+    ``partitions_def``, keys of time partitions it does not hold yet (written before its start) are
+    left out too."""
+    layout = _layout_of(table)
+    if layout is None or not layout.dimensions:
+        return []
+    keys: set[str] = set()
+    for label in stats.compaction_candidates:
+        ps = stats.partitions.get(label)
+        for values in partition_values(layout, label, ps.spec_id if ps else None, ps.values if ps else ()):
+            key = partition_key(layout, values)
+            if key is not None and _time_key_held(layout, partitions_def, values):
+                keys.add(key)
+    return sorted(keys)
+
+
+def _time_key_held(layout: PartitionLayout, partitions_def: PartitionsDefinition | None,
+                   values: PartitionValues) -> bool:
+    if partitions_def is None:
+        return True
+    defs = ([d.partitions_def for d in partitions_def.partitions_defs]
+            if isinstance(partitions_def, MultiPartitionsDefinition) else [partitions_def])
+    windows = [d for d in defs if isinstance(d, TimeWindowPartitionsDefinition)]
+    for dim, value in zip(layout.dimensions, values):
+        if dim.kind == "time" and windows and value is not None:
+            start = windows[0].start
+            if time_window(dim.transform, value)[0] < start:
+                return False
+    return True
+
+
+# -- dynamic keys ---------------------------------------------------------------------------------------
+
+def table_dynamic_keys(ref: TableRef, layout: PartitionLayout | None, stats: TableStats) -> dict[str, set[str]]:
+    """Per dynamic partitions definition of the table, the keys of its live partitions."""
+    if layout is None:
+        return {}
+    dims = layout.dimensions
+    dynamic = [(i, d) for i, d in enumerate(dims) if d.kind != "time"]
+    out: dict[str, set[str]] = {dynamic_partitions_name(ref, d): set() for _, d in dynamic}
+    for label, ps in stats.partitions.items():
+        if ps.data_files == 0:
+            continue
+        for values in partition_values(layout, label, ps.spec_id, ps.values):
+            for i, d in dynamic:
+                out[dynamic_partitions_name(ref, d)].add(value_key(values[i]))
+    return out
+
+
+def dynamic_partition_requests(table: DiscoveredTable, stats: TableStats, instance: DagsterInstance,
+                               keys: Iterable[str] | None = None) -> list[AddDynamicPartitionsRequest]:
+    """Requests adding the table's dynamic keys the instance does not have yet: every live partition,
+    or only those of ``keys`` (Dagster keys, e.g. from :func:`offending_partition_keys`)."""
+    layout = table.layout
+    if layout is None:
+        return []
+    if keys is None:
+        wanted = table_dynamic_keys(table.ref, layout, stats)
+    else:
+        wanted = {}
+        dims = layout.dimensions
+        for key in keys:
+            for d, v in zip(dims, key_values(layout, key)):
+                if d.kind != "time":
+                    wanted.setdefault(dynamic_partitions_name(table.ref, d), set()).add(value_key(v))
+    requests = []
+    for name, present in sorted(wanted.items()):
+        new = sorted(present - set(instance.get_dynamic_partitions(name)))
+        if new:
+            requests.append(AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=new))
+    return requests
+
+
+def register_partition_keys(instance: DagsterInstance, table: DiscoveredTable,
+                            stats: TableStats) -> dict[str, list[str]]:
+    """Add the table's missing dynamic keys to ``instance`` now; returns what was added per definition."""
+    added = {}
+    for req in dynamic_partition_requests(table, stats, instance):
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        added[req.partitions_def_name] = list(req.partition_keys)
+    return added
+
+
+def build_partition_keys_sensor(tables: Sequence[DiscoveredTable],
+                                interval_seconds: int = 300) -> SensorDefinition | None:
+    """The sensor keeping the dynamic keys of identity/bucket/truncate-partitioned tables in step with
+    their partitions (None when no table needs one). Metadata only: no Spark, no run launched."""
+    dynamic = [t for t in tables if t.layout is not None and any(d.kind != "time" for d in t.layout.dimensions)]
+    if not dynamic:
+        return None
+
+    @sensor(name=PARTITION_KEYS_SENSOR, minimum_interval_seconds=interval_seconds,
+            default_status=DefaultSensorStatus.RUNNING,
+            description="Adds the partition keys of identity/bucket/truncate-partitioned tables as their "
+                        "partitions appear (Iceberg metadata only)")
+    def partition_keys_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
+        requests, failed = [], []
+        for t in dynamic:
+            try:
+                tbl = icelake.load_table(t.ref)
+                requests += dynamic_partition_requests(t, icelake.stats(tbl), context.instance)
+            except Exception as err:  # one unreadable table must not stop the others' keys
+                failed.append(str(t.ref))
+                context.log.warning(f"{t.ref}: partition keys not synchronized: {err}")
+        if not requests:
+            return SkipReason("no new partition" + (f" (unreadable: {', '.join(failed)})" if failed else ""))
+        return SensorResult(dynamic_partitions_requests=requests)
+
+    return partition_keys_sensor
+
+
+# -- jobs -------------------------------------------------------------------------------------------------
+
+def maintenance_jobs(assets: Sequence[AssetsDefinition], name: str,
+                     description: str = "") -> list[UnresolvedAssetJobDefinition]:
+    """Whole-table maintenance jobs. Dagster refuses a job over assets with different partitions
+    definitions (the code location then fails to load), so: ``name`` runs every unpartitioned table,
+    and each partitioned table gets ``<name>__<table safe name>``; a run of those without a partition
+    key maintains the whole table. Partition runs and backfills use the assets' implicit jobs."""
+    plain = [a for a in assets if a.partitions_def is None]
+    jobs = []
+    if plain:
+        jobs.append(define_asset_job(name, selection=AssetSelection.assets(*plain), description=description))
+    for a in assets:
+        if a.partitions_def is not None:
+            safe = _UNSAFE_NAME.sub("_", "__".join(a.key.path))
+            jobs.append(define_asset_job(f"{name}__{safe}", selection=AssetSelection.assets(a),
+                                         description=f"{description} ({a.key.to_user_string()}, partitioned)"))
+    return jobs

@@ -306,6 +306,29 @@ class MetricsSettings(_Strict):
     textfile_dir: str = ".lake/metrics"
 
 
+class AutomationSettings(_Strict):
+    """The sensors and schedules that run the lake without anybody clicking."""
+
+    # Whether the maintenance sensor starts running when the code location loads.
+    sensor_default_status: Literal["running", "stopped"] = "running"
+    # Part of Dagster's 60 s sensor evaluation limit one tick may spend evaluating tables; the rest
+    # of the tables are evaluated on the next ticks (a cursor remembers where the tick stopped).
+    tick_budget_seconds: float = Field(40.0, gt=0, le=55)
+    # The metadata checks of every table (cheap); the orphan check lists storage, so it runs less often.
+    checks_cron: str = "*/30 * * * *"
+    orphan_checks_cron: str = "0 4 * * *"
+    schedules_default_status: Literal["running", "stopped"] = "running"
+
+    @field_validator("checks_cron", "orphan_checks_cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from dagster._utils.schedules import is_valid_cron_string
+
+        if not is_valid_cron_string(v):
+            raise ValueError(f"{v!r} is not a 5-field cron expression (e.g. '0 3 * * *')")
+        return v
+
+
 class Settings(_Strict):
     catalogs: dict[str, dict[str, str]]
     tables: TableSelection = TableSelection()
@@ -315,6 +338,7 @@ class Settings(_Strict):
     spark: SparkSettings = SparkSettings()
     audit: AuditSettings = AuditSettings()
     metrics: MetricsSettings = MetricsSettings()
+    automation: AutomationSettings = AutomationSettings()
     source: str = "<embedded default>"
 
     @field_validator("catalogs")

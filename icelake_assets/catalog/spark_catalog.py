@@ -16,7 +16,10 @@ def _jdbc_from_sqlalchemy(uri: str) -> tuple[str, dict[str, str]]:
     if uri.startswith("sqlite:///"):
         # SQLite allows one writer: one pooled connection per JVM, and wait for a lock rather than fail.
         path = uri[len("sqlite:///"):].split("?")[0]
-        return "jdbc:sqlite:" + path, {"clients": "1", "jdbc.busy_timeout": "60000"}
+        # pyiceberg creates the catalog tables; Iceberg's own check for them leaves a read open on
+        # SQLite (a SHARED lock held for the JVM's life) that blocks every writer outside the JVM.
+        return "jdbc:sqlite:" + path, {"clients": "1", "jdbc.busy_timeout": "60000",
+                                        "jdbc.init-catalog-tables": "false"}
     parts = urlsplit(uri)
     dialect = parts.scheme.split("+")[0]
     if dialect in ("postgresql", "postgres"):

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Sequence
 
 from icelake_assets.health.stats import TableStats
-from icelake_assets.settings import Policy
+from icelake_assets.settings import OPERATIONS, Policy
 
-OPS = ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
+OPS = OPERATIONS
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,16 @@ class Decision:
     signals: dict[str, float | int] = field(default_factory=dict)
 
 
+def _disabled(op: str, policy: Policy) -> Decision | None:
+    """An op left out of policy.operations.enabled never acts, whatever its signal."""
+    if op in policy.operations.enabled:
+        return None
+    return Decision(op, False, f"disabled by policy (operations.enabled: {', '.join(policy.operations.enabled) or 'none'})")
+
+
 def decide_expire(stats: TableStats, policy: Policy) -> Decision:
+    if off := _disabled("expire_snapshots", policy):
+        return off
     p = policy.snapshots
     signals = {"snapshots": stats.snapshots, "oldest_snapshot_age_hours": round(stats.oldest_snapshot_age_hours, 2),
                "max_snapshots": p.max_count, "max_snapshot_age_hours": p.max_age_hours, "min_keep": p.min_keep}
@@ -49,6 +59,8 @@ def expire_cutoff(stats: TableStats, policy: Policy, now: datetime | None = None
 
 
 def decide_orphans(orphan_count: int, orphan_bytes: int, policy: Policy) -> Decision:
+    if off := _disabled("remove_orphan_files", policy):
+        return off
     p = policy.orphans
     signals = {"orphan_files": orphan_count, "orphan_bytes": orphan_bytes, "max_orphans": p.max_count,
                "orphan_older_than_hours": p.older_than_hours}
@@ -59,22 +71,55 @@ def decide_orphans(orphan_count: int, orphan_bytes: int, policy: Policy) -> Deci
                     f"{orphan_count} orphan files older than {p.older_than_hours:g} h ≤ {p.max_count}", signals)
 
 
-def decide_rewrite(stats: TableStats, policy: Policy) -> Decision:
+def deletes_crossed(stats: TableStats, policy: Policy) -> bool:
+    """Merge-on-read tables: delete files past their ratio make every read merge them, so compact."""
+    p = policy.delete_files
+    return stats.delete_files > 0 and (stats.delete_file_ratio > p.max_file_ratio
+                                       or stats.delete_record_ratio > p.max_record_ratio)
+
+
+def rewrite_candidates(stats: TableStats, policy: Policy) -> list[str]:
+    """Partitions a rewrite should take: the small-file candidates, plus, when the delete ratio is
+    crossed, every partition holding delete files (the rewrite applies and drops them)."""
+    chosen = set(stats.compaction_candidates)
+    if deletes_crossed(stats, policy):
+        chosen.update(p.partition for p in stats.partitions.values() if p.delete_files and p.data_files)
+    return sorted(chosen)
+
+
+def decide_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | None = None,
+                   scope: str | None = None) -> Decision:
+    """``candidates``/``scope``: a partitioned run considers only the candidates among its partitions
+    (``scope`` describes them); None considers the whole table."""
+    if off := _disabled("rewrite_data_files", policy):
+        return off
     p = policy.small_files
+    chosen = list(rewrite_candidates(stats, policy) if candidates is None else candidates)
+    files = sum(stats.partitions[c].data_files for c in chosen)
+    deletes = sum(stats.partitions[c].delete_files for c in chosen)
     signals = {"data_files": stats.data_files, "small_files": stats.small_files,
-               "candidate_partitions": len(stats.compaction_candidates), "candidate_files": stats.candidate_files,
-               "candidate_bytes": stats.candidate_bytes, "max_files_per_partition": p.max_files_per_partition,
-               "max_avg_file_bytes": p.max_avg_file_bytes}
-    if stats.compaction_candidates:
-        return Decision("rewrite_data_files", True,
-                        f"{len(stats.compaction_candidates)} partitions with > {p.max_files_per_partition} files "
-                        f"averaging < {p.max_avg_file_bytes} bytes ({stats.candidate_files} files)", signals)
+               "candidate_partitions": len(chosen), "candidate_files": files,
+               "candidate_bytes": sum(stats.partitions[c].data_bytes for c in chosen),
+               "max_files_per_partition": p.max_files_per_partition, "max_avg_file_bytes": p.max_avg_file_bytes}
+    where = f" among the run's {scope}" if scope else ""
+    if candidates is not None:
+        signals["table_candidate_partitions"] = len(stats.compaction_candidates)
+    signals["delete_files_in_scope"] = deletes
+    if chosen:
+        why = (f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
+               f"averaging < {p.max_avg_file_bytes} bytes or past the delete-file ratio ({files} files"
+               f"{f', {deletes} delete files' if deletes else ''})") if deletes else (
+               f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
+               f"averaging < {p.max_avg_file_bytes} bytes ({files} files)")
+        return Decision("rewrite_data_files", True, why, signals)
     return Decision("rewrite_data_files", False,
-                    f"no partition has > {p.max_files_per_partition} files averaging < {p.max_avg_file_bytes} bytes",
-                    signals)
+                    f"no partition{where} has > {p.max_files_per_partition} files averaging < "
+                    f"{p.max_avg_file_bytes} bytes", signals)
 
 
 def decide_manifests(stats: TableStats, policy: Policy) -> Decision:
+    if off := _disabled("rewrite_manifests", policy):
+        return off
     p = policy.manifests
     signals = {"manifests": stats.manifests, "max_manifests": p.max_count}
     if stats.manifests > p.max_count:
@@ -87,8 +132,12 @@ def rewrite_options(stats: TableStats, policy: Policy) -> dict[str, str]:
     return {
         "target-file-size-bytes": str(stats.target_file_size_bytes),
         "min-input-files": str(policy.small_files.min_input_files),
-        "partial-progress.enabled": "true",
-        # Groups rewrite one at a time so their commits never race each other: with a SQLite
-        # catalog (one writer) racing commits fail and partial progress silently drops them.
-        "max-concurrent-file-group-rewrites": "1",
+        "partial-progress.enabled": str(policy.small_files.partial_progress_enabled).lower(),
+        "partial-progress.max-commits": str(policy.small_files.partial_progress_max_commits),
+        # Default 1: groups rewrite one at a time so their commits never race each other; with a
+        # SQLite catalog (one writer) racing commits fail and partial progress silently drops them,
+        # so resolve_policy refuses more than 1 there.
+        "max-concurrent-file-group-rewrites": str(policy.small_files.max_concurrent_file_group_rewrites),
+        # Merge-on-read: a data file with any delete file is rewritten (deletes applied, then dropped).
+        **({"delete-file-threshold": "1"} if deletes_crossed(stats, policy) else {}),
     }

@@ -16,6 +16,8 @@ from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan, procedures
+from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
+from icelake_assets.maintenance.partition_filter import PartitionScope
 from icelake_assets.settings import Policy
 
 StatsFn = Callable[[Table], TableStats]
@@ -86,23 +88,83 @@ def remove_orphan_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tab
 
 
 def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
-                       stats_fn: StatsFn, where: str | None = None) -> OpOutcome:
+                       stats_fn: StatsFn, where: str | None = None, scope: PartitionScope | None = None,
+                       approved: bool = False) -> OpOutcome:
+    """Compact the compaction candidates: all of the table's, or with ``scope`` only those among the
+    run's partitions (the ``where`` then names exactly them).
+
+    Partial progress commits each finished file group, so a failing group leaves the others
+    committed. Iceberg's ``failed_data_files_count`` only counts groups whose *rewrite* failed
+    (a dropped commit is only logged), so the outcome also measures, from metadata, which attempted
+    partitions kept all their small files: ``partitions_failed``, and ``failed_data_files_count`` is
+    the larger of Iceberg's count and the data files of those partitions. A Spark
+    error does not raise: it is recorded in ``error`` with the partitions it left behind, so the
+    caller decides whether to retry (and validation of what did commit still runs)."""
     def work() -> OpOutcome:
         stats = stats_fn(table)
-        d = plan.decide_rewrite(stats, policy)
+        candidates = plan.rewrite_candidates(stats, policy)
+        if scope is not None:
+            candidates = [c for c in candidates
+                          if scope.contains(c, stats.partitions[c].spec_id, stats.partitions[c].values)]
+        d = plan.decide_rewrite(stats, policy, candidates if scope is not None else None,
+                                scope.describe() if scope is not None else None)
         if not d.act:
             return OpOutcome(d.op, False, d.reason, d.signals)
+        # The cost guard holds for every trigger: only an explicit approval (run tag) lifts it.
+        cost = estimated_rewrite_bytes(stats, candidates)
+        if cost > policy.guards.max_rewrite_bytes and not approved:
+            return OpOutcome(d.op, False, f"held: rewriting {cost} bytes is over the cap of "
+                                          f"{policy.guards.max_rewrite_bytes} bytes; launch with the run tag "
+                                          f"{APPROVAL_TAG}=true to approve", {**d.signals, "estimated_rewrite_bytes": cost})
         sf = policy.small_files
-        sort_order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
-        res = procedures.rewrite_data_files(spark_fn(), ref, strategy=sf.strategy, sort_order=sort_order,
-                                            options=plan.rewrite_options(stats, policy), where=where)
+        strategy = "sort" if sf.strategy == "zorder" else sf.strategy
+        if sf.strategy == "zorder":  # Iceberg spells z-order as a sort order expression
+            sort_order = f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
+        else:
+            sort_order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
+        run_where = where
+        if scope is not None:
+            scoped = scope.where([v for c in candidates
+                                  for v in scope.values_of(c, stats.partitions[c].spec_id, stats.partitions[c].values)])
+            run_where = f"({where}) AND ({scoped})" if where else scoped
+        error = None
+        try:
+            res = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy, sort_order=sort_order,
+                                                options=plan.rewrite_options(stats, policy), where=run_where)
+        except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
+            res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
         after = stats_fn(_refreshed(table))
+        failed = [c for c in candidates if _not_compacted(stats, after, c, sf.min_input_files)]
+        iceberg_failed = int(res.get("failed_data_files_count", 0) or 0)
         res.update(data_files_before=stats.data_files, data_files_after=after.data_files,
                    small_files_before=stats.small_files, small_files_after=after.small_files,
-                   candidate_partitions=stats.compaction_candidates[:50])
-        return OpOutcome(d.op, True, d.reason, d.signals, res)
+                   candidate_partitions=candidates[:50], where=run_where,
+                   partitions_rewritten=[c for c in candidates if c not in failed],
+                   partitions_failed=failed,
+                   iceberg_failed_data_files_count=iceberg_failed,
+                   failed_data_files_count=max(iceberg_failed, sum(stats.partitions[c].data_files for c in failed)))
+        if scope is not None:  # the run's partitions, for the caller's Dagster keys
+            def vals(labels: list[str]) -> list[list[str | None]]:
+                return [list(v) for c in labels
+                        for v in scope.values_of(c, stats.partitions[c].spec_id, stats.partitions[c].values)]
+            res["failed_partition_values"] = vals(failed)
+            res["rewritten_partition_values"] = vals([c for c in candidates if c not in failed])
+        if error:
+            res["error"] = error
+        reason = d.reason if not (failed or error) else f"{d.reason}; {len(failed)} partitions not compacted" + (
+            f" ({error})" if error else "")
+        return OpOutcome(d.op, True, reason, d.signals, res)
 
     return _timed("rewrite_data_files", table, work)
+
+
+def _not_compacted(before: TableStats, after: TableStats, label: str, min_input_files: int) -> bool:
+    """A partition whose rewrite did not commit: it still holds enough small files for a rewrite group
+    and none of its small files went away. (Binpack rewrites the files under 75 % of the target, health's
+    small files at the default ratio, so a committed rewrite leaves at most one small file per group.)"""
+    now = after.partitions.get(label)
+    return (now is not None and now.small_files >= min_input_files
+            and now.small_files >= before.partitions[label].small_files)
 
 
 def rewrite_manifests(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
@@ -91,3 +92,33 @@ def validate_row_counts(
         writer_rows_since=writer_rows,
         rewrite_snapshots=rewrites,
     )
+
+
+@dataclass(frozen=True)
+class RollbackOutcome:
+    rolled_back: bool
+    reason: str
+    writer_snapshots: tuple[int, ...] = ()
+
+
+def rollback_if_safe(table: Table, before_snapshot_id: int | None) -> RollbackOutcome:
+    """Roll the table back to ``before_snapshot_id`` when every commit since is a rewrite of ours.
+
+    A writer commit after it would be lost by a rollback, so then nothing is done. pyiceberg commits
+    the rollback with a requirement that main still points where we looked: a writer committing in
+    between makes the rollback fail instead of silently dropping the writer's rows."""
+    if before_snapshot_id is None:
+        return RollbackOutcome(False, "the table had no snapshot before maintenance")
+    table.refresh()
+    since = _commits_since(table, before_snapshot_id)
+    if not since:
+        return RollbackOutcome(False, "nothing was committed after the before-snapshot")
+    writers = tuple(s.snapshot_id for s in since if s.summary is None or s.summary.operation.value != "replace")
+    if writers:
+        return RollbackOutcome(False, f"writer commits came after it ({', '.join(map(str, writers))}): a rollback "
+                                      "would lose their rows", writers)
+    try:
+        table.manage_snapshots().rollback_to_snapshot(before_snapshot_id).commit()
+    except CommitFailedException as err:
+        return RollbackOutcome(False, f"a writer committed while rolling back ({err})")
+    return RollbackOutcome(True, f"rolled back to snapshot {before_snapshot_id}")

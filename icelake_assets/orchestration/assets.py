@@ -2,6 +2,16 @@
 expire_snapshots → remove_orphan_files → rewrite_data_files → rewrite_manifests → validate.
 
 Op names carry the table (Dagster needs node names unique within a job that spans several tables).
+
+Partitioned tables (orchestration/partitions.py) are partitioned assets. A run of one partition or a
+range of them (a backfill takes ``policy.partitions.partitions_per_run`` per run) compacts only the
+compaction candidates among its partitions, with a ``where`` naming exactly them; the table-wide ops
+(expire, orphans, manifests) still run once per run, each only past its own threshold. A run
+without a partition (e.g. the maintenance job over every table) maintains the whole table, like an
+unpartitioned one. The rewrite op retries partitions that failed with exponential backoff; after
+the last attempt the run validates what did commit, records a materialization for each partition
+that finished, and fails naming the partitions that did not, so a backfill shows them as failed
+and re-runs only them.
 """
 
 
@@ -9,13 +19,19 @@ from typing import Any, Callable
 
 from dagster import (
     AssetKey,
+    AssetMaterialization,
     AssetsDefinition,
+    BackfillPolicy,
+    Backoff,
     Failure,
     In,
+    Jitter,
     MetadataValue,
+    Nothing,
     OpExecutionContext,
     Out,
     Output,
+    RetryPolicy,
     graph_asset,
     op,
 )
@@ -23,8 +39,13 @@ from dagster import (
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance import runner
-from icelake_assets.maintenance.validation import ValidationFailed, validate_row_counts
+from icelake_assets.maintenance.guards import APPROVAL_TAG
+from icelake_assets.maintenance.partition_filter import PartitionLayout
+from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
+from icelake_assets.orchestration.audit_trail import run_records, write_run_audit
+from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.settings import PartitionsPolicy
 
 # Numbers from each op's procedure result worth plotting, by op.
 _RESULT_METRICS = {
@@ -50,8 +71,14 @@ def _load(icelake: IcelakeResource, ref: TableRef):
         raise Failure(description=str(err), allow_retries=isinstance(err, CatalogUnavailableError)) from err
 
 
-def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], first: bool):
-    """A Dagster op around one runner function; it appends its outcome to the run's state."""
+def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], first: bool, *,
+             work_kwargs: Callable[[OpExecutionContext], dict[str, Any]] | None = None,
+             check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
+             retry_policy: RetryPolicy | None = None):
+    """A Dagster op around one runner function; it appends its outcome to the run's state.
+
+    ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``check`` sees the
+    outcome and may raise to have the op retried under ``retry_policy``."""
 
     def body(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource,
              state: dict[str, Any] | None) -> dict[str, Any]:
@@ -61,9 +88,12 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
             snap = table.current_snapshot()
             state = {"table": str(ref), "before_snapshot_id": snap.snapshot_id if snap else None,
                      "before": _stats_summary(icelake.stats(table, policy)), "ops": []}
-        outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy))
+        extra = work_kwargs(context) if work_kwargs else {}
+        outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy), **extra)
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
+        if check:
+            check(context, outcome)
         return {**state, "ops": [*state["ops"], outcome.to_dict()]}
 
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
@@ -75,7 +105,7 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
         return first_op
 
     @op(name=f"{ref.safe_name}__{name}", ins={"state": In(dict)}, out=Out(dict), description=description,
-        tags={"icelake/op": name})
+        tags={"icelake/op": name}, retry_policy=retry_policy)
     def next_op(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
         return body(context, icelake, pyspark, state)
 
@@ -109,47 +139,146 @@ def _run_metadata(state: dict[str, Any], after: dict[str, int], validation) -> d
     md["validation/rows_after"] = MetadataValue.int(validation.rows_after)
     md["validation/writer_rows_since"] = MetadataValue.int(validation.writer_rows_since)
     md["ops_acted"] = MetadataValue.text(", ".join(o["op"] for o in state["ops"] if o["acted"]) or "none")
+    for outcome in state["ops"]:
+        if outcome["op"] == "rewrite_data_files" and outcome["acted"]:
+            res = outcome["result"]
+            # Dagster keys in partitioned runs, Iceberg partition labels in whole-table runs.
+            for kind in ("rewritten", "failed"):
+                names = res.get(f"partition_keys_{kind}", res.get(f"partitions_{kind}", []))
+                md[f"rewrite_data_files/partitions_{kind}"] = MetadataValue.json(list(names))
+                md[f"rewrite_data_files/partitions_{kind}_count"] = MetadataValue.int(len(names))
     return md
 
 
+def _rewrite_failure(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The rewrite's result when some of its partitions did not compact (or Spark failed)."""
+    for outcome in state["ops"]:
+        res = outcome["result"]
+        if outcome["op"] == "rewrite_data_files" and (res.get("partitions_failed") or res.get("error")):
+            return res
+    return None
+
+
 def _validate_op(ref: TableRef):
-    @op(name=f"{ref.safe_name}__validate", ins={"state": In(dict)}, out=Out(dict),
+    # Nothing: the maintained table is the asset's value. An IO-managed output cannot be stored for a
+    # range of partitions (a backfill run of several partitions).
+    @op(name=f"{ref.safe_name}__validate", ins={"state": In(dict)}, out=Out(Nothing),
         description=f"row-count parity of {ref} between the snapshots before and after maintenance",
         tags={"icelake/op": "validate"})
     def validate(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
         table = _load(icelake, ref)
+        policy = icelake.policy(table)
         acted = any(o["acted"] for o in state["ops"])
+        duration = sum(float(o["duration_s"]) for o in state["ops"])
+        result, mismatch = None, None
         try:
             # Without any commit of ours the table is untouched: summaries suffice, no JVM needed.
             result = validate_row_counts(pyspark.spark_session if acted else None, ref, table,
                                          state["before_snapshot_id"], real_counts=acted)
+            if not result.ok:
+                mismatch = (f"{ref}: row count after maintenance is {result.rows_after}, expected "
+                            f"{result.rows_expected} ({result.rows_before} before + {result.writer_rows_since} "
+                            f"from writers)")
         except ValidationFailed as err:
-            raise Failure(description=str(err)) from err
-        if not result.ok:
+            mismatch = str(err)
+        if mismatch:
+            # Undo our rewrites when nothing else came after them; otherwise leave the ids to recover.
+            rollback = rollback_if_safe(table, state["before_snapshot_id"]) if acted else None
+            records = run_records(context, ref, state, policy, "failed", mismatch, result, rollback)
+            write_run_audit(context, icelake.settings, ref, records,
+                            "rolled_back" if rollback and rollback.rolled_back else "failed", duration)
+            table.refresh()
+            current = table.current_snapshot()
+            if rollback and rollback.rolled_back:
+                advice = f"Rolled back automatically: {rollback.reason}."
+            else:
+                advice = (f"Not rolled back ({rollback.reason if rollback else 'nothing of ours to undo'}). Recover "
+                          f"with CALL {ref.catalog}.system.rollback_to_snapshot('{'.'.join(ref.identifier)}', "
+                          f"{state['before_snapshot_id']}) once the writers' rows are accounted for.")
             raise Failure(
-                description=(
-                    f"{ref}: row count after maintenance is {result.rows_after}, expected {result.rows_expected} "
-                    f"({result.rows_before} before + {result.writer_rows_since} from writers). Recover with "
-                    f"CALL {ref.catalog}.system.rollback_to_snapshot('{'.'.join(ref.identifier)}', "
-                    f"{result.before_snapshot_id}); current snapshot {result.after_snapshot_id}"
-                ),
-                metadata={"before_snapshot_id": str(result.before_snapshot_id),
-                          "after_snapshot_id": str(result.after_snapshot_id)},
+                description=f"{mismatch}. {advice} Current snapshot: {current.snapshot_id if current else None}",
+                metadata={"before_snapshot_id": str(state["before_snapshot_id"]),
+                          "current_snapshot_id": str(current.snapshot_id if current else None),
+                          "rolled_back": bool(rollback and rollback.rolled_back)},
+                allow_retries=False,
             )
         after = _stats_summary(icelake.stats(table))
         context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
-        return Output({**state, "after": after, "validation": result.__dict__},
-                      metadata=_run_metadata(state, after, result))
+        metadata = _run_metadata(state, after, result)
+        failure = _rewrite_failure(state)
+        failed = list(failure.get("partition_keys_failed", failure.get("partitions_failed", []))) if failure else []
+        records = run_records(context, ref, state, policy, "partial" if failure else "passed",
+                              "rows match" + (f"; {len(failed)} partitions not compacted" if failure else ""),
+                              result, None, [str(f) for f in failed])
+        metadata.update(write_run_audit(context, icelake.settings, ref, records,
+                                        "partial" if failure else "succeeded", duration))
+        if failure is not None:
+            _fail_partitions(context, ref, failure, metadata)
+        return Output(None, metadata=metadata)
 
     return validate
 
 
-def build_table_asset(table: DiscoveredTable) -> AssetsDefinition:
+def _fail_partitions(context: OpExecutionContext, ref: TableRef, failure: dict[str, Any],
+                     metadata: dict[str, Any]) -> None:
+    """After validation: materialize the partitions of the run that finished, then fail naming the rest."""
+    failed = list(failure.get("partition_keys_failed", failure.get("partitions_failed", [])))
+    done: list[str] = []
+    if context.has_partitions:
+        keys = list(context.partition_keys)
+        # A Spark error that left no measurable partition behind: no partition is known good.
+        done = [] if failure.get("error") and not failed else [k for k in keys if k not in set(failed)]
+        failed = [k for k in keys if k not in set(done)]
+        for key in done:
+            context.log_event(AssetMaterialization(asset_key=table_asset_key(ref), partition=key, metadata=metadata))
+    cause = f" ({failure['error']})" if failure.get("error") else ""
+    raise Failure(
+        description=(f"{ref}: {len(failed)} partition(s) not compacted after every retry{cause}: "
+                     f"{', '.join(map(str, failed[:20]))}{' …' if len(failed) > 20 else ''}. What finished is "
+                     f"committed and validated ({len(done)} partition(s) recorded); re-run the failed ones."),
+        metadata={"partitions_failed": MetadataValue.json(failed), "partitions_done": MetadataValue.json(done),
+                  "failed_data_files_count": MetadataValue.int(int(failure.get("failed_data_files_count", 0)))},
+        allow_retries=False,
+    )
+
+
+def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
+    """The rewrite op: scoped to the run's partitions, retried with exponential backoff while
+    partitions fail; on its last attempt it hands the failures on (validation runs first)."""
+    layout: PartitionLayout | None = table.layout
+    retry = RetryPolicy(max_retries=partitions.max_retries, delay=partitions.retry_delay_seconds,
+                        backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS) if partitions.max_retries else None
+
+    def scope(context: OpExecutionContext) -> dict[str, Any]:
+        return {"scope": run_scope(context, layout, table.ref.catalog),
+                "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true"}
+
+    def check(context: OpExecutionContext, outcome: runner.OpOutcome) -> None:
+        res = outcome.result
+        if "failed_partition_values" in res and layout is not None:
+            res["partition_keys_failed"] = sorted({str(k) for v in res["failed_partition_values"]
+                                                  if (k := partition_key(layout, tuple(v))) is not None})
+            res["partition_keys_rewritten"] = sorted({str(k) for v in res.get("rewritten_partition_values", [])
+                                                     if (k := partition_key(layout, tuple(v))) is not None})
+        failed = res.get("partitions_failed") or res.get("error")
+        if failed and context.retry_number < partitions.max_retries:
+            raise Failure(description=f"{table.ref}: {outcome.reason}; retrying (attempt {context.retry_number + 1} "
+                                      f"of {partitions.max_retries})", allow_retries=True)
+
+    return _op_step(table.ref, "rewrite_data_files", runner.rewrite_data_files, first=False,
+                    work_kwargs=scope, check=check, retry_policy=retry)
+
+
+def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefinition:
+    """``policy``: the table's EffectivePolicy, shown as metadata, owners and tags; its ``partitions``
+    part sets the backfill policy and the rewrite's retries."""
     ref = table.ref
+    partitions = policy.policy.partitions if policy is not None else PartitionsPolicy()
+    partitions_def = partitions_def_for(table)
     expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True)
     orphans = _op_step(ref, "remove_orphan_files",
                        lambda spark, r, t, p, stats_fn: runner.remove_orphan_files(spark, r, t, p), first=False)
-    rewrite = _op_step(ref, "rewrite_data_files", runner.rewrite_data_files, first=False)
+    rewrite = _rewrite_step(table, partitions)
     manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False)
     validate = _validate_op(ref)
 
@@ -158,8 +287,11 @@ def build_table_asset(table: DiscoveredTable) -> AssetsDefinition:
         group_name=ref.namespace_name.replace(".", "_") or "default",
         kinds={"iceberg", "spark"},
         description=_describe(table),
-        metadata=_asset_metadata(table),
-        tags={"icelake/catalog": ref.catalog},
+        metadata=_asset_metadata(table, policy),
+        tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
+        owners=list(policy.owners) if policy else None,
+        partitions_def=partitions_def,
+        backfill_policy=BackfillPolicy.multi_run(partitions.partitions_per_run) if partitions_def else None,
     )
     def maintained_table():
         return validate(manifests(rewrite(orphans(expire()))))
@@ -175,8 +307,11 @@ def _describe(table: DiscoveredTable) -> str:
     return "\n".join(lines)
 
 
-def _asset_metadata(table: DiscoveredTable) -> dict[str, Any]:
+def _asset_metadata(table: DiscoveredTable, policy: Any = None) -> dict[str, Any]:
+    from icelake_assets.orchestration.config_checks import policy_asset_metadata  # it imports this module
+
     return {
+        **(policy_asset_metadata(policy) if policy else {}),
         "location": MetadataValue.path(table.location),
         "format_version": MetadataValue.int(table.format_version),
         "partition_spec": MetadataValue.text(table.partition_spec),

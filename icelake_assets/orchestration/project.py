@@ -11,12 +11,25 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.assets import build_table_asset
-from icelake_assets.orchestration.checks import build_table_checks
+from icelake_assets.orchestration.checks import (
+    OVERVIEW_KEY,
+    build_health_overview,
+    build_table_checks,
+    metadata_checks_selection,
+    orphan_checks_selection,
+)
+from icelake_assets.orchestration.config_checks import build_config_checks
+from icelake_assets.orchestration.partitions import build_partition_keys_sensor, maintenance_jobs
+from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
 CHECKS_JOB = "icelake_health_checks"
 MAINTENANCE_JOB = "icelake_maintenance"
+# Health without Spark: the metadata checks and the lake-wide overview (cheap, run often), and the
+# orphan check, which lists storage (expensive, run less often). Their schedules: settings.automation.
+HEALTH_JOB = "icelake_health"
+ORPHANS_JOB = "icelake_orphan_checks"
 
 
 def build_definitions(settings: Settings | None = None) -> Definitions:
@@ -26,18 +39,42 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     settings = settings or load_settings()
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     tables = discover_tables(settings)
+    policies = {t.ref: settings.resolve_policy(t.ref, t.properties) for t in tables}
+    table_assets = {t.ref: build_table_asset(t, policies[t.ref]) for t in tables}
+    interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
+    jobs = [
+        define_asset_job(CHECKS_JOB, selection=AssetSelection.all_asset_checks(),
+                         description="Every table's health checks (pyiceberg metadata only, no Spark)"),
+        *maintenance_jobs(list(table_assets.values()), MAINTENANCE_JOB,
+                          description="Maintenance of every table, then its checks"),
+        define_asset_job(HEALTH_JOB,
+                         selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables),
+                         description="Metadata checks of every table and the lake-wide overview (no Spark)"),
+        define_asset_job(ORPHANS_JOB, selection=orphan_checks_selection(tables),
+                         description="Orphan check of every table: lists storage, never deletes"),
+    ]
+    sensors = [build_maintenance_sensor(tables, table_assets, settings, interval),
+               build_partition_keys_sensor(tables, interval)]
     return Definitions(
-        assets=[build_table_asset(t) for t in tables],
-        asset_checks=[c for t in tables for c in build_table_checks(t)],
-        jobs=[
-            define_asset_job(CHECKS_JOB, selection=AssetSelection.all_asset_checks(),
-                             description="Every table's health checks (pyiceberg metadata only, no Spark)"),
-            define_asset_job(MAINTENANCE_JOB, selection=AssetSelection.all(),
-                             description="Maintenance of every table, then its checks"),
-        ],
+        assets=[*table_assets.values(), build_health_overview(tables)],
+        asset_checks=[c for t in tables for c in (*build_table_checks(t), *build_config_checks(t))],
+        jobs=jobs,
+        sensors=[s for s in sensors if s is not None],
+        schedules=build_check_schedules(settings, jobs[-2], jobs[-1]),
         resources={
             "icelake": IcelakeResource(config_path=config_path),
             "pyspark": IcebergSparkResource(spark_config=spark_config(settings)),
         },
         executor=in_process_executor,
     )
+
+
+def maintenance_job_names(defs: Definitions) -> list[str]:
+    """The whole-table maintenance jobs: one for the unpartitioned tables, one per partitioned table."""
+    return sorted(j.name for j in defs.jobs if j.name == MAINTENANCE_JOB or j.name.startswith(MAINTENANCE_JOB + "__"))
+
+
+def execute_maintenance(defs: Definitions, instance, raise_on_error: bool = False) -> list:
+    """Maintain every table in this process (headless demo, tests): each maintenance job once."""
+    return [defs.resolve_job_def(name).execute_in_process(instance=instance, raise_on_error=raise_on_error)
+            for name in maintenance_job_names(defs)]

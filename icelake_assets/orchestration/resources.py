@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
@@ -13,13 +13,26 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
+from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.spark_session import SparkSetupError
 from icelake_assets.settings import Policy, Settings, load_settings
 
+if TYPE_CHECKING:
+    from icelake_assets.policies import EffectivePolicy
+
 # Manifests are immutable: one cache per process serves checks, sensors and ops alike.
-_MANIFEST_CACHE = ManifestCache()
+# The disk level ($ICELAKE_HEALTH_CACHE, default ~/.cache/icelake_assets/health.sqlite) carries it
+# across processes: Dagster runs every check and sensor evaluation in a process of its own.
+_MANIFEST_CACHE: ManifestCache | None = None
 _LOCK = threading.Lock()
+
+
+def manifest_cache() -> ManifestCache:
+    global _MANIFEST_CACHE
+    if _MANIFEST_CACHE is None:
+        _MANIFEST_CACHE = ManifestCache(path=default_cache_path())
+    return _MANIFEST_CACHE
 
 
 class IcelakeResource(ConfigurableResource):
@@ -45,12 +58,19 @@ class IcelakeResource(ConfigurableResource):
     def load_table(self, ref: TableRef) -> Table:
         return load_table(self.catalog(ref.catalog), ref)
 
+    def effective_policy(self, table: Table) -> "EffectivePolicy":
+        """The table's policy with its mode and the source of every value."""
+        from icelake_assets.policies import resolve_policy
+
+        return resolve_policy(self.settings, table, table.properties)
+
     def policy(self, table: Table) -> Policy:
-        return self.settings.policy_for(table.properties)
+        # The table's catalog and identifier pick its catalog/namespace/table layers.
+        return self.settings.policy_for(table, table.properties)
 
     def stats(self, table: Table, policy: Policy | None = None) -> TableStats:
         with _LOCK:
-            return compute_table_stats(table, policy or self.policy(table), _MANIFEST_CACHE)
+            return compute_table_stats(table, policy or self.policy(table), manifest_cache())
 
 
 class IcebergSparkResource(LazyPySparkResource):

@@ -13,6 +13,7 @@ def test_sqlite_sql_catalog_maps_to_jdbc_with_one_writer():
         "spark.sql.catalog.demo.uri": "jdbc:sqlite:/data/c.db",
         "spark.sql.catalog.demo.clients": "1",
         "spark.sql.catalog.demo.jdbc.busy_timeout": "60000",
+        "spark.sql.catalog.demo.jdbc.init-catalog-tables": "false",
         "spark.sql.catalog.demo.warehouse": "file:///data/wh",
     }
 

@@ -11,12 +11,17 @@ from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import age_all_files, build_demo_lake, list_orphans
 from icelake_assets.health.orphans import referenced_files
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.orchestration.project import CHECKS_JOB, MAINTENANCE_JOB, build_definitions
+from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
 
 
-def _evaluations(result):
-    return {(e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()}
+def _evaluations(results):
+    results = results if isinstance(results, list) else [results]
+    return {(e.asset_key.path[-1], e.check_name): e for r in results for e in r.get_asset_check_evaluations()}
+
+
+def _materializations(results):
+    return [e for r in results for e in r.get_asset_materialization_events()]
 
 
 def _rows(table):
@@ -40,7 +45,7 @@ def run(tmp_path_factory):
     defs = build_definitions(settings)
     instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
     checks = defs.resolve_job_def(CHECKS_JOB).execute_in_process(instance=instance)
-    maintenance = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=instance, raise_on_error=False)
+    maintenance = execute_maintenance(defs, instance)
     for t in tables.values():
         t.refresh()
     return {"settings": settings, "defs": defs, "instance": instance, "tables": tables, "before": before,
@@ -48,9 +53,10 @@ def run(tmp_path_factory):
 
 
 def test_maintenance_run_succeeds_and_records_one_materialization_per_table(run):
-    result = run["maintenance"]
-    assert result.success
-    keys = sorted(e.asset_key.path[-1] for e in result.get_asset_materialization_events())
+    results = run["maintenance"]
+    assert len(results) == 2  # unpartitioned tables together, the day-partitioned trips on its own
+    assert all(r.success for r in results)
+    keys = sorted(e.asset_key.path[-1] for e in _materializations(results))
     assert keys == ["clicks", "orders", "trips"]
 
 
@@ -78,7 +84,7 @@ def test_compaction_leaves_far_fewer_files_with_identical_rows(run):
 
 
 def _materialization(run, table):
-    return next(e for e in run["maintenance"].get_asset_materialization_events()
+    return next(e for e in _materializations(run["maintenance"])
                 if e.asset_key.path[-1] == table).materialization.metadata
 
 
@@ -104,6 +110,6 @@ def test_orphan_removal_deletes_old_orphans_and_nothing_referenced(run):
 
 
 def test_a_second_run_finds_nothing_to_do(run):
-    again = run["defs"].resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=run["instance"])
-    for event in again.get_asset_materialization_events():
+    again = execute_maintenance(run["defs"], run["instance"], raise_on_error=True)
+    for event in _materializations(again):
         assert event.materialization.metadata["ops_acted"].value == "none", event.asset_key

@@ -1,0 +1,140 @@
+"""The self-healing loop through real sensor ticks (build_sensor_context + evaluate_tick), a real
+Dagster instance, a real SQLite catalog and, for the launched runs, real Spark."""
+
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from dagster import DagsterInstance, build_sensor_context
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from icelake_assets.audit.store import AuditLog
+from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG, TRIGGER_TAG, TickCursor
+from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name
+
+SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "payload", StringType()))
+
+
+def _batch(start: int, rows: int, width: int = 8) -> pa.Table:
+    rng = np.random.default_rng(start)
+    payload = [rng.bytes(width).hex() for _ in range(rows)]
+    return pa.table({"id": pa.array(range(start, start + rows), pa.int64()), "payload": pa.array(payload)})
+
+
+def _lake(make_lake, files: int = 25, rows_per_file: int = 10, width: int = 8, automation=None, **policy):
+    """A lake with one unpartitioned table `ns.t` of ``files`` small files (one commit each)."""
+    defaults = {"mode": "enforce", "guards": {"quiet_period_minutes": 0}}
+    settings = make_lake(thresholds={**TEST_THRESHOLDS, **defaults, **policy},
+                         extra={"automation": automation} if automation else None)
+    cat = open_catalog(settings, catalog_name(settings), create=True)
+    cat.create_namespace("ns")
+    table = cat.create_table(("ns", "t"), SCHEMA)
+    for i in range(files):
+        table.append(_batch(i * rows_per_file, rows_per_file, width))
+    return settings, TableRef(catalog_name(settings), ("ns",), "t"), table
+
+
+def _tick(settings, instance, cursor=None):
+    defs = build_definitions(settings)
+    sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
+    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    return defs, sensor.evaluate_tick(context)
+
+
+def _audit(settings, ref):
+    return [r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "decision"]
+
+
+@pytest.fixture
+def instance(tmp_path):
+    with DagsterInstance.local_temp(str(tmp_path)) as inst:
+        yield inst
+
+
+def test_a_degraded_table_gets_exactly_one_run_and_then_its_checks_pass(make_lake, instance):
+    settings, ref, table = _lake(make_lake)
+    defs, tick = _tick(settings, instance)
+    assert len(tick.run_requests) == 1
+    request = tick.run_requests[0]
+    assert request.tags[TABLE_TAG] == str(ref) and request.tags[TRIGGER_TAG] == "sensor"
+    assert request.run_key == f"{ref}@{table.current_snapshot().snapshot_id}:all"
+    observed = {e.asset_key.path[-1]: e.metadata for e in tick.asset_events}
+    assert observed["t"]["health/data_files"].value == 25
+    assert [r.decision for r in _audit(settings, ref)] == ["launched"]
+
+    # The same state on the next tick launches nothing more (unchanged tables cost nothing).
+    _, again = _tick(settings, instance, cursor=tick.cursor)
+    assert again.run_requests == [] and again.asset_events == []
+
+    job = defs.resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(instance=instance, asset_selection=request.asset_selection, tags=request.tags)
+    assert result.success
+    assert all(e.passed for e in result.get_asset_check_evaluations())
+    table.refresh()
+    assert table.scan().to_arrow().num_rows == 250
+
+    # Maintenance changed the table: the sensor looks again and finds nothing to do.
+    _, after = _tick(settings, instance, cursor=again.cursor)
+    assert after.run_requests == []
+    assert [r.decision for r in _audit(settings, ref)] == ["launched", "skipped"]
+
+
+def test_an_active_writer_defers_maintenance_and_says_so(make_lake, instance):
+    settings, ref, _ = _lake(make_lake, guards={"quiet_period_minutes": 30})
+    _, tick = _tick(settings, instance)
+    assert tick.run_requests == []
+    [record] = _audit(settings, ref)
+    assert record.decision == "deferred" and "quiet period of 30 min" in record.reason
+    assert record.writer_check["quiet_period_minutes"] == 30
+    # Deferred tables are looked at again on the next tick (the quiet period may be over), but the
+    # same decision is not recorded twice.
+    _, again = _tick(settings, instance, cursor=tick.cursor)
+    assert again.run_requests == [] and len(again.asset_events) == 1
+    assert len(_audit(settings, ref)) == 1
+
+
+def test_a_rewrite_over_the_cost_cap_is_held_for_approval(make_lake, instance):
+    # 25 files of ~64 KiB of incompressible text: about 1.6 MiB to rewrite, over a 1 MiB cap.
+    settings, ref, _ = _lake(make_lake, rows_per_file=2000, width=16, guards={"quiet_period_minutes": 0,
+                                                                                "max_rewrite_bytes": 1024 * 1024})
+    _, tick = _tick(settings, instance)
+    assert tick.run_requests == []
+    [record] = _audit(settings, ref)
+    assert record.decision == "held" and "awaiting approval" in record.reason
+    assert record.cost_estimate_bytes > 1024 * 1024
+
+
+@pytest.mark.parametrize("mode, runs, decisions", [("observe", 0, []), ("propose", 0, ["proposed"]),
+                                                   ("enforce", 1, ["launched"])])
+def test_modes_through_a_sensor_tick(make_lake, instance, mode, runs, decisions):
+    settings, ref, _ = _lake(make_lake, mode=mode)
+    _, tick = _tick(settings, instance)
+    assert len(tick.run_requests) == runs
+    assert [r.decision for r in _audit(settings, ref)] == decisions
+    assert len(tick.asset_events) == 1  # health is observed in every mode
+
+
+def test_the_cursor_splits_many_tables_across_ticks(make_lake, instance):
+    # A budget so small that each tick evaluates one table, then hands over to the next tick.
+    settings, _, _ = _lake(make_lake, files=1, automation={"tick_budget_seconds": 0.001})
+    cat = open_catalog(settings, catalog_name(settings))
+    for i in range(4):
+        cat.create_table(("ns", f"more{i}"), SCHEMA).append(_batch(0, 1))
+    seen: list[str] = []
+    cursor = None
+    for _ in range(5):
+        _, tick = _tick(settings, instance, cursor=cursor)
+        assert len(tick.asset_events) == 1
+        seen.append(tick.asset_events[0].asset_key.path[-1])
+        cursor = tick.cursor
+    assert sorted(seen) == ["more0", "more1", "more2", "more3", "t"]
+    # Everything seen and unchanged: a full pass costs no table load and observes nothing.
+    _, idle = _tick(settings, instance, cursor=cursor)
+    assert idle.asset_events == [] and idle.run_requests == []

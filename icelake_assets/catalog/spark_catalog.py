@@ -39,7 +39,9 @@ def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
     """``spark.sql.catalog.<name>.*`` entries for an Iceberg SparkCatalog over the same catalog."""
     kind = props.get("type", "rest" if props.get("uri", "").startswith("http") else "sql")
     prefix = f"spark.sql.catalog.{name}"
-    conf = {prefix: SPARK_CATALOG}
+    # Writers outside this JVM (pyiceberg, other engines) commit all the time: a cached table would
+    # hide their snapshots from validation ("Cannot find snapshot") and stale procedures.
+    conf = {prefix: SPARK_CATALOG, f"{prefix}.cache-enabled": "false"}
     if kind == "sql":
         jdbc, extra = _jdbc_from_sqlalchemy(props["uri"])
         conf[f"{prefix}.type"] = "jdbc"

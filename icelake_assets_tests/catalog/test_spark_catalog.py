@@ -9,6 +9,7 @@ def test_sqlite_sql_catalog_maps_to_jdbc_with_one_writer():
                                        "warehouse": "file:///data/wh"})
     assert conf == {
         "spark.sql.catalog.demo": SPARK_CATALOG,
+        "spark.sql.catalog.demo.cache-enabled": "false",
         "spark.sql.catalog.demo.type": "jdbc",
         "spark.sql.catalog.demo.uri": "jdbc:sqlite:/data/c.db",
         "spark.sql.catalog.demo.clients": "1",
@@ -41,7 +42,8 @@ def test_postgres_credentials_become_jdbc_properties():
 )
 def test_other_catalog_types(props, expected):
     conf = spark_catalog_conf("c", props)
-    assert {k.removeprefix("spark.sql.catalog.c."): v for k, v in conf.items() if k != "spark.sql.catalog.c"} == expected
+    assert {k.removeprefix("spark.sql.catalog.c."): v for k, v in conf.items() if k != "spark.sql.catalog.c"} == \
+        {"cache-enabled": "false", **expected}
 
 
 def test_unmapped_types_are_refused():

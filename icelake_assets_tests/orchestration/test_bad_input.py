@@ -8,6 +8,7 @@ from dagster import DagsterInstance
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
 from icelake_assets.cli import main as cli_main
 from icelake_assets.maintenance import validation
@@ -68,11 +69,14 @@ def test_a_table_dropped_after_discovery_fails_its_run_by_name(make_lake):
     assert kept == ["kept"]
 
 
-def test_a_validation_mismatch_fails_the_run_loudly_with_recovery_ids(make_lake, monkeypatch):
+def test_a_validation_mismatch_rolls_back_to_the_before_snapshot(make_lake, monkeypatch):
     settings = make_lake()
     table = _table_with_files(settings, "small", 25)  # 25 files > 20: the rewrite acts
+    before = table.current_snapshot().snapshot_id
     real = validation.count_rows
-    monkeypatch.setattr(validation, "count_rows", lambda spark, ref, snap=None: real(spark, ref, snap) + 1)
+    # Injected: scans of any snapshot but the before-snapshot count one row too many.
+    monkeypatch.setattr(validation, "count_rows",
+                        lambda spark, ref, snap=None: real(spark, ref, snap) + (0 if snap == before else 1))
     defs = build_definitions(settings)
     result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
         instance=DagsterInstance.ephemeral(), raise_on_error=False)
@@ -80,8 +84,14 @@ def test_a_validation_mismatch_fails_the_run_loudly_with_recovery_ids(make_lake,
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert failure.step_key.endswith("__validate")
     message = str(failure.event_specific_data.error)
-    snap = table.current_snapshot().snapshot_id  # before the run
-    assert f"snapshot {snap} summary says 25 rows but a scan counts 26" in message
+    assert "summary says 25 rows but a scan counts 26" in message
+    assert f"Rolled back automatically: rolled back to snapshot {before}" in message
+    table.refresh()
+    assert table.current_snapshot().snapshot_id == before
+    assert table.scan().to_arrow().num_rows == 25
+    records = AuditLog.from_settings(settings).records(table=f"{catalog_name(settings)}.ns.small")
+    assert [(r.kind, r.decision) for r in records if r.kind in ("validation", "rollback")] == \
+        [("validation", "failed"), ("rollback", "rolled_back")]
 
 
 def test_table_names_are_validated():

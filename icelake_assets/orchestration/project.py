@@ -20,7 +20,7 @@ from icelake_assets.orchestration.checks import (
 )
 from icelake_assets.orchestration.config_checks import build_config_checks
 from icelake_assets.orchestration.partitions import build_partition_keys_sensor, maintenance_jobs
-from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor
+from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor, build_table_schedules
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
@@ -60,7 +60,8 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         asset_checks=[c for t in tables for c in (*build_table_checks(t), *build_config_checks(t))],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],
-        schedules=build_check_schedules(settings, jobs[-2], jobs[-1]),
+        schedules=[*build_check_schedules(settings, jobs[-2], jobs[-1]),
+                   *build_table_schedules(tables, table_assets, policies)],
         resources={
             "icelake": IcelakeResource(config_path=config_path),
             "pyspark": IcebergSparkResource(spark_config=spark_config(settings)),

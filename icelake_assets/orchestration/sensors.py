@@ -25,6 +25,7 @@ from dagster import (
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
+    define_asset_job,
     sensor,
 )
 
@@ -256,3 +257,22 @@ def build_check_schedules(settings: Settings, checks_job, orphan_checks_job) -> 
                            cron_schedule=settings.automation.orphan_checks_cron, default_status=status,
                            description="Orphan-file checks: they list storage, so they run less often"),
     ]
+
+
+def build_table_schedules(tables: Sequence[DiscoveredTable], assets: dict[TableRef, AssetsDefinition],
+                          policies: dict[TableRef, Any]) -> list[ScheduleDefinition]:
+    """Cron as an alternative trigger: a table whose policy sets ``schedule.cron`` (and enforces) gets
+    a schedule running its whole-table maintenance; each op still acts only past its threshold."""
+    schedules = []
+    for t in tables:
+        effective = policies[t.ref]
+        cron = effective.policy.schedule.cron
+        if not cron or effective.mode != "enforce":
+            continue
+        job = define_asset_job(f"icelake_scheduled__{t.ref.safe_name}", selection=AssetSelection.assets(assets[t.ref]),
+                               tags={TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"})
+        schedules.append(ScheduleDefinition(
+            name=f"{t.ref.safe_name}__maintenance_schedule", job=job, cron_schedule=cron,
+            execution_timezone=effective.policy.schedule.timezone, default_status=DefaultScheduleStatus.RUNNING,
+            description=f"Maintenance of {t.ref} on its policy's cron ({cron})"))
+    return schedules

@@ -138,3 +138,15 @@ def test_the_cursor_splits_many_tables_across_ticks(make_lake, instance):
     # Everything seen and unchanged: a full pass costs no table load and observes nothing.
     _, idle = _tick(settings, instance, cursor=cursor)
     assert idle.asset_events == [] and idle.run_requests == []
+
+
+def test_a_cron_policy_schedules_the_tables_maintenance(make_lake, instance):
+    settings, ref, _ = _lake(make_lake, files=1, schedule={"cron": "0 3 * * *", "timezone": "Europe/Paris"})
+    defs = build_definitions(settings)
+    schedule = defs.get_schedule_def(f"{ref.safe_name}__maintenance_schedule")
+    assert schedule.cron_schedule == "0 3 * * *" and schedule.execution_timezone == "Europe/Paris"
+    job = defs.resolve_job_def(schedule.job_name)
+    assert [k.path[-1] for k in job.asset_layer.selected_asset_keys] == ["t"]
+    # Automation obeys the mode: a table that only proposes gets no schedule.
+    proposing, _, _ = _lake(make_lake, files=1, mode="propose", schedule={"cron": "0 3 * * *"})
+    assert not [s for s in build_definitions(proposing).schedules if "maintenance_schedule" in s.name]

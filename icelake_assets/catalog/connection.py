@@ -10,7 +10,9 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
-from icelake_assets.settings import Settings
+from urllib.parse import urlsplit
+
+from icelake_assets.settings import REDACTED, Settings, is_secret_key, redact_properties
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_\-]+$")
 
@@ -84,12 +86,17 @@ def open_catalog(settings: Settings, name: str, create: bool = False) -> Catalog
     try:
         return load_catalog(name, **props)
     except Exception as err:  # pyiceberg raises driver-specific errors: name the catalog and the cause
-        safe = {k: v for k, v in props.items() if not _is_secret(k)}
-        raise CatalogUnavailableError(f"catalog {name!r} cannot be opened ({safe}): {err}") from err
+        safe = redact_properties(props)
+        raise CatalogUnavailableError(f"catalog {name!r} cannot be opened ({safe}): {redact_text(str(err), props)}") from err
 
 
-def _is_secret(key: str) -> bool:
-    return any(s in key.lower() for s in ("secret", "password", "token", "credential", "key-id"))
+def redact_text(text: str, props: dict[str, str]) -> str:
+    """Driver errors may echo a URL or a credential: replace every secret value by ***."""
+    for key, value in props.items():
+        for secret in filter(None, (value if is_secret_key(key) else None, urlsplit(value).password
+                                    if "://" in value else None)):
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def load_table(catalog: Catalog, ref: TableRef) -> Table:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from icelake_assets.catalog.spark_catalog import spark_catalog_conf
-from icelake_assets.settings import Settings
+from icelake_assets.settings import Settings, is_secret_key
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
 # Debian's libxerial-sqlite-jdbc-java / libpostgresql-jdbc-java; the SQLite driver needs its JNI library.
@@ -35,8 +35,11 @@ def iceberg_runtime_jar() -> str:
     return jars[-1]
 
 
-def spark_config(settings: Settings, app_name: str = "icelake_assets") -> dict[str, str]:
-    """The full Spark configuration for maintenance, derived from the settings' catalogs."""
+def spark_config(settings: Settings, app_name: str = "icelake_assets", include_secrets: bool = True) -> dict[str, str]:
+    """The full Spark configuration for maintenance, derived from the settings' catalogs.
+
+    ``include_secrets=False`` leaves out credentials (JDBC passwords, tokens, keys): for Dagster
+    resource config, which the UI shows; the resource adds them to the session at runtime."""
     conf: dict[str, str] = {
         "spark.master": settings.spark.master,
         "spark.app.name": app_name,
@@ -61,4 +64,9 @@ def spark_config(settings: Settings, app_name: str = "icelake_assets") -> dict[s
     for name, props in settings.catalogs.items():
         conf.update(spark_catalog_conf(name, props))
     conf.update(settings.spark.config)
-    return conf
+    return conf if include_secrets else {k: v for k, v in conf.items() if not is_secret_key(k)}
+
+
+def secret_spark_config(settings: Settings) -> dict[str, str]:
+    """Only the credentials of :func:`spark_config`, read from the environment-backed settings."""
+    return {k: v for k, v in spark_config(settings).items() if is_secret_key(k)}

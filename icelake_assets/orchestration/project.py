@@ -64,7 +64,8 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
                    *build_table_schedules(tables, table_assets, policies)],
         resources={
             "icelake": IcelakeResource(config_path=config_path),
-            "pyspark": IcebergSparkResource(spark_config=spark_config(settings)),
+            "pyspark": IcebergSparkResource(spark_config=spark_config(settings, include_secrets=False),
+                                            config_path=config_path),
         },
         executor=in_process_executor,
     )

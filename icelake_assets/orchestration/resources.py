@@ -15,8 +15,8 @@ from pyspark.sql import SparkSession
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
-from icelake_assets.maintenance.spark_session import SparkSetupError
-from icelake_assets.settings import Policy, Settings, load_settings
+from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
+from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 
 if TYPE_CHECKING:
     from icelake_assets.policies import EffectivePolicy
@@ -78,13 +78,16 @@ class IcebergSparkResource(LazyPySparkResource):
     reuses a live session and silently ignores new config, so catalogs missing from a live session
     are registered at runtime and a conflicting one is an error instead of a surprise."""
 
+    # Settings file whose catalog credentials are added at runtime (they stay out of resource config).
+    config_path: Optional[str] = None
     _checked: bool = PrivateAttr(default=False)
 
     @property
     def spark_session(self) -> SparkSession:
         session: SparkSession = super().spark_session
         if not self._checked:
-            for key, value in self.spark_config.items():
+            secrets = secret_spark_config(load_settings(self.config_path)) if self.config_path else {}
+            for key, value in {**self.spark_config, **secrets}.items():
                 if not key.startswith("spark.sql.catalog."):
                     continue
                 current = session.conf.get(key, None)
@@ -92,7 +95,8 @@ class IcebergSparkResource(LazyPySparkResource):
                     session.conf.set(key, str(value))
                 elif current != str(value):
                     raise SparkSetupError(
-                        f"a live Spark session has {key}={current!r}, not {value!r}: stop it or use another catalog name"
+                        f"a live Spark session has {key}={redact_value(key, current)!r}, not "
+                        f"{redact_value(key, str(value))!r}: stop it or use another catalog name"
                     )
             self._checked = True
         return session

@@ -1,0 +1,35 @@
+from icelake_assets.maintenance.spark_session import iceberg_runtime_jar, secret_spark_config, spark_config
+from icelake_assets.settings import parse_settings
+
+
+def _settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("PG_PASSWORD", "s3cr3t")
+    return parse_settings({"catalogs": {"pg": {"type": "sql", "warehouse": "s3://b/wh",
+                                               "uri": "postgresql+psycopg2://ice:${PG_PASSWORD}@db:5432/lake"}},
+                           "spark": {"master": "spark://m:7077", "config": {"spark.executor.memory": "4g"}}},
+                          str(tmp_path / "icelake.yaml"), tmp_path)
+
+
+def test_runtime_jar_jni_and_catalogs_are_configured(tmp_path, monkeypatch):
+    conf = spark_config(_settings(tmp_path, monkeypatch))
+    assert conf["spark.master"] == "spark://m:7077" and conf["spark.executor.memory"] == "4g"
+    assert iceberg_runtime_jar() in conf["spark.jars"] and "2.12" in iceberg_runtime_jar()
+    assert conf["spark.sql.extensions"].endswith("IcebergSparkSessionExtensions")
+    assert conf["spark.sql.catalog.pg.uri"] == "jdbc:postgresql://db:5432/lake"
+    assert conf["spark.sql.catalog.pg.jdbc.password"] == "s3cr3t"
+
+
+def test_credentials_stay_out_of_resource_config(tmp_path, monkeypatch):
+    settings = _settings(tmp_path, monkeypatch)
+    public = spark_config(settings, include_secrets=False)
+    assert "s3cr3t" not in repr(public) and "spark.sql.catalog.pg.jdbc.password" not in public
+    assert secret_spark_config(settings) == {"spark.sql.catalog.pg.jdbc.password": "s3cr3t"}
+
+
+def test_maven_packages_replace_the_bundled_runtime(tmp_path, monkeypatch):
+    settings = _settings(tmp_path, monkeypatch).model_copy(
+        update={"spark": _settings(tmp_path, monkeypatch).spark.model_copy(
+            update={"packages": ("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",)})})
+    conf = spark_config(settings)
+    assert conf["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+    assert iceberg_runtime_jar() not in conf.get("spark.jars", "")

@@ -58,7 +58,8 @@ def cmd_health(args: argparse.Namespace) -> int:
     if args.overview:
         overview = lake_overview(healths)
         print("\nwhat to fix first (by file opens saved per full scan):")
-        print(format_table(("#", "table", "status", "files saved", "manifests saved", "snapshots to expire", "first action"),
+        print(format_table(("#", "table", "status", "files saved", "manifests saved", "snapshots to expire",
+                            "first action"),
                            [(i, t.table, t.status.value, t.files_saved, t.manifests_saved, t.expirable_snapshots,
                              t.actions[0] if t.actions else "-") for i, t in enumerate(overview.tables, 1)]))
         if overview.partitions:

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 from pyarrow import fs as pafs
 from pyiceberg.table import Table
 
+from icelake_assets.health.manifests import live_file_paths
+
 
 @dataclass(frozen=True)
 class OrphanFile:
@@ -44,8 +46,7 @@ def referenced_files(table: Table) -> set[str]:
                 continue
             seen_manifests.add(manifest.manifest_path)
             refs.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                refs.add(entry.data_file.file_path)
+            refs.update(live_file_paths(table.io, manifest.manifest_path))
     return {_normalize(r) for r in refs}
 
 

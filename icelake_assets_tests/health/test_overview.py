@@ -1,0 +1,64 @@
+"""The lake-wide overview: expected benefit by construction, ranking, and what the UI shows."""
+
+from icelake_assets.health.overview import evaluate, lake_overview, partition_benefits
+from icelake_assets.health.score import HealthStatus
+from icelake_assets.health.stats import PartitionStats, TableStats
+from icelake_assets.settings import Policy
+
+POLICY = Policy()
+KB = 1024
+
+
+def table(name: str, parts: list[PartitionStats], **values) -> TableStats:
+    return TableStats(
+        table=name, metadata_location="m", current_snapshot_id=1, target_file_size_bytes=128 * 1_048_576,
+        partitions={p.partition: p for p in parts}, data_files=sum(p.data_files for p in parts),
+        data_bytes=sum(p.data_bytes for p in parts), records=sum(p.records for p in parts),
+        small_files=sum(p.small_files for p in parts),
+        position_delete_files=sum(p.position_delete_files for p in parts),
+        position_delete_records=sum(p.delete_records for p in parts), **values)
+
+
+def small(partition: str, files: int, **extra) -> PartitionStats:
+    return PartitionStats(partition, data_files=files, data_bytes=files * KB, records=files * 10, small_files=files,
+                          **extra)
+
+
+A = table("a", [small("p=1", 30),
+                small("p=2", 3, delete_files=2, position_delete_files=2, delete_records=4, delete_bytes=2 * KB)],
+          manifests=3, manifest_bytes=30 * KB, snapshots=3, compaction_candidates=["p=1"])
+B = table("b", [small("p=1", 10)], manifests=200, manifest_bytes=2000 * KB, snapshots=3)
+C = table("c", [small("p=1", 1)], manifests=1, manifest_bytes=KB, snapshots=1)
+
+
+def test_partition_benefit_counts_file_opens_saved():
+    benefits = {b.partition: b for b in partition_benefits(A, POLICY)}
+    assert benefits["p=1"].files_saved == 29 and benefits["p=1"].expected_files == 1
+    # 3 small files are fewer than min_input_files (5): not compacted, but its 2 delete files are applied
+    assert benefits["p=2"].files_saved == 2 and benefits["p=2"].expected_files == 3
+    assert "delete files" in benefits["p=2"].why
+    assert partition_benefits(C, POLICY) == []
+
+
+def test_tables_and_partitions_rank_by_expected_benefit():
+    overview = lake_overview([evaluate(s, POLICY) for s in (C, A, B)])
+    assert [t.table for t in overview.tables] == ["b", "a", "c"]
+    b, a, c = overview.tables
+    assert (b.files_saved, b.manifests_saved, b.benefit) == (9, 199, 208)  # 200 manifests of 10 KB fit in one
+    assert (a.files_saved, a.manifests_saved, a.benefit) == (31, 0, 31)
+    assert c.benefit == 0 and c.status is HealthStatus.HEALTHY and c.why == "healthy"
+    assert a.status is HealthStatus.WARNING and a.actions[0].startswith("small_files: run rewrite_data_files")
+    assert b.status is HealthStatus.CRITICAL and any("rewrite_manifests" in x for x in b.actions)
+    assert [(p.table, p.partition) for p in overview.partitions] == [("a", "p=1"), ("b", "p=1"), ("a", "p=2")]
+    metrics = overview.metrics()
+    assert (metrics["tables"], metrics["tables_critical"], metrics["tables_warning"], metrics["tables_healthy"]) == (
+        3, 1, 1, 1)
+    assert metrics["files_saved"] == 40 and metrics["manifests_saved"] == 199
+
+
+def test_markdown_names_every_table_and_the_reason():
+    text = lake_overview([evaluate(s, POLICY, name=f"cat.ns.{s.table}") for s in (A, B, C)]).markdown()
+    assert "## What to fix first" in text and "## Partitions with the largest benefit" in text
+    for name in ("cat.ns.a", "cat.ns.b", "cat.ns.c"):
+        assert f"`{name}`" in text
+    assert "manifest_fragmentation ERROR" in text

@@ -1,0 +1,77 @@
+"""The health checks and the lake-wide overview through a real Dagster instance on the degraded demo
+lake (pyiceberg only: these jobs never start Spark)."""
+
+import pytest
+from dagster import AssetCheckSeverity, AssetKey, DagsterInstance
+
+from icelake_assets.demo.lake import build_demo_lake
+from icelake_assets.orchestration.checks import METADATA_CHECKS, ORPHAN_CHECK, OVERVIEW_KEY
+from icelake_assets.orchestration.project import HEALTH_JOB, MAINTENANCE_JOB, ORPHANS_JOB, build_definitions
+from icelake_assets_tests.conftest import catalog_name, new_lake
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    settings = new_lake(tmp_path_factory)
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    defs = build_definitions(settings)
+    instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
+    health = defs.resolve_job_def(HEALTH_JOB).execute_in_process(instance=instance)
+    orphans = defs.resolve_job_def(ORPHANS_JOB).execute_in_process(instance=instance)
+    return {"settings": settings, "defs": defs, "health": health, "orphans": orphans}
+
+
+def _evaluations(result):
+    return {(e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()}
+
+
+def test_every_table_gets_one_result_per_metadata_check(run):
+    evaluations = _evaluations(run["health"])
+    assert run["health"].success
+    assert set(evaluations) == {(t, c) for t in ("trips", "clicks", "orders") for c in METADATA_CHECKS}
+
+
+def test_results_carry_severity_numbers_score_and_worst_partitions(run):
+    evaluations = _evaluations(run["health"])
+    small = evaluations[("trips", "small_files")]
+    assert not small.passed and small.severity is AssetCheckSeverity.WARN  # 30 files per day, max 20
+    md = small.metadata
+    assert md["small_files"].value == 180 and md["candidate_partitions"].value == 6
+    assert md["health_status"].value == "Warning" and 0 <= md["health_score"].value < 100
+    assert len(md["worst_partitions"].value.records) == 6
+    assert "rewrite_data_files" in md["recommendation"].value
+
+    manifests = evaluations[("clicks", "manifest_fragmentation")]
+    assert not manifests.passed and manifests.severity is AssetCheckSeverity.ERROR  # 60 manifests, 4 x max 10
+    assert manifests.metadata["health_status"].value == "Critical"
+    for check in METADATA_CHECKS:
+        assert evaluations[("orders", check)].passed
+    assert evaluations[("orders", "delete_files")].metadata["delete_files"].value == 0
+    assert evaluations[("trips", "layout_drift")].metadata["drift_files"].value == 0
+
+
+def test_the_orphan_check_runs_on_its_own(run):
+    evaluations = _evaluations(run["orphans"])
+    assert set(evaluations) == {(t, ORPHAN_CHECK) for t in ("trips", "clicks", "orders")}
+    orders = evaluations[("orders", ORPHAN_CHECK)]
+    assert not orders.passed and orders.metadata["orphan_files"].value == 3
+    assert len(orders.metadata["sample"].value.records) == 3
+    assert evaluations[("trips", ORPHAN_CHECK)].passed
+
+
+def test_the_overview_ranks_tables_in_the_ui(run):
+    event = next(e for e in run["health"].get_asset_materialization_events() if e.asset_key == OVERVIEW_KEY)
+    md = event.materialization.metadata
+    assert md["tables"].value == 3 and md["tables_critical"].value == 1  # clicks
+    ranking = [r.data["table"] for r in md["ranking"].value.records]
+    name = catalog_name(run["settings"])
+    assert ranking[0] == f"{name}.taxi.trips"  # 174 data files saved, the most
+    assert f"`{name}.events.clicks`" in md["overview"].value
+
+
+def test_maintenance_does_not_materialize_the_overview(run):
+    defs = run["defs"]
+    names = [j.name for j in defs.jobs if j.name.startswith(MAINTENANCE_JOB)]
+    selected = set().union(*(defs.resolve_job_def(n).asset_layer.selected_asset_keys for n in names))
+    assert OVERVIEW_KEY not in selected
+    assert AssetKey([catalog_name(run["settings"]), "taxi", "trips"]) in selected

@@ -39,6 +39,6 @@ def test_tables_become_assets_with_keys_groups_kinds_and_metadata(make_lake):
     assert "location" in spec.metadata and "current_snapshot_id" in spec.metadata
     keys = {s.key for s in defs.resolve_all_asset_specs()}
     assert keys == {AssetKey([name, "taxi", "trips"]), AssetKey([name, "events", "clicks"]),
-                    AssetKey([name, "sales", "orders"])}
+                    AssetKey([name, "sales", "orders"]), AssetKey(["icelake", "health_overview"])}
     checks = {(k.asset_key.path[-1], k.name) for k in defs.resolve_asset_graph().asset_check_keys}
     assert ("trips", "small_files") in checks and ("orders", "orphan_files") in checks

@@ -60,7 +60,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         asset_checks=[c for t in tables for c in (*build_table_checks(t), *build_config_checks(t))],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],
-        schedules=[*build_check_schedules(settings, jobs[-2], jobs[-1]),
+        schedules=[*build_check_schedules(settings, *(next(j for j in jobs if j.name == n) for n in (HEALTH_JOB, ORPHANS_JOB))),
                    *build_table_schedules(tables, table_assets, policies)],
         resources={
             "icelake": IcelakeResource(config_path=config_path),

@@ -202,10 +202,13 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         results.append(evaluation)
     cursor.offset = (start + visited) % n
     _record(icelake.settings, [r.audit for r in results if r.audit])
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    acting = [f"{r.ref} {r.outcome}" for r in results if r.outcome != "skipped"]
     context.log.info(
-        f"evaluated {len(results)} of {n} tables ({visited} visited) in {time.monotonic() - started:.2f}s: "
-        + ", ".join(f"{r.ref} {r.outcome}" for r in results if r.outcome != "skipped")
-    )
+        f"evaluated {len(results)} of {n} tables ({visited} visited) in {time.monotonic() - started:.2f}s "
+        f"{counts}: " + ", ".join(acting[:20]) + (f" and {len(acting) - 20} more" if len(acting) > 20 else ""))
     return SensorResult(
         run_requests=[rr for r in results for rr in r.run_requests],
         cursor=cursor.dumps(),

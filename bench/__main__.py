@@ -1,0 +1,12 @@
+"""`make bench`: every benchmark in turn, each in its own process (each parses its own arguments and
+measures against a baseline taken in the same run). Results and commands: BENCHMARKS.md."""
+
+import subprocess
+import sys
+
+BENCHES = ("bench.health_bench", "bench.sensor_bench")
+
+if __name__ == "__main__":
+    failed = [b for b in BENCHES if subprocess.call([sys.executable, "-m", b]) != 0]
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")

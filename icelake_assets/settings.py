@@ -314,6 +314,8 @@ class AutomationSettings(_Strict):
     # Part of Dagster's 60 s sensor evaluation limit one tick may spend evaluating tables; the rest
     # of the tables are evaluated on the next ticks (a cursor remembers where the tick stopped).
     tick_budget_seconds: float = Field(40.0, gt=0, le=55)
+    # The sensor lists each table's storage for orphans this often (listing is the expensive part).
+    orphan_scan_hours: float = Field(24.0, gt=0)
     # The metadata checks of every table (cheap); the orphan check lists storage, so it runs less often.
     checks_cron: str = "*/30 * * * *"
     orphan_checks_cron: str = "0 4 * * *"

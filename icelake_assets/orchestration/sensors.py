@@ -9,6 +9,7 @@ a cursor, and a tick stops after its time budget, so thousands of tables fit Dag
 
 import json
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -34,6 +35,7 @@ from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
+from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
@@ -58,7 +60,8 @@ class TickCursor:
     """Where the last tick stopped, and per table the metadata file it saw and what it decided."""
 
     offset: int = 0
-    seen: dict[str, list[str]] = field(default_factory=dict)  # table -> [metadata file, outcome]
+    # table -> [metadata file, outcome, time of its last orphan scan (epoch s)]
+    seen: dict[str, list] = field(default_factory=dict)
 
     @classmethod
     def loads(cls, text: str | None) -> "TickCursor":
@@ -89,9 +92,12 @@ def _metadata_file(location: str | None) -> str:
     return (location or "").rsplit("/", 1)[-1]
 
 
-def _decisions(stats: TableStats, policy: Policy) -> list[plan.Decision]:
-    # Orphans need a storage listing: the op looks for them itself when a run happens.
-    return [plan.decide_expire(stats, policy), plan.decide_rewrite(stats, policy), plan.decide_manifests(stats, policy)]
+def _decisions(stats: TableStats, policy: Policy, orphans: list | None) -> list[plan.Decision]:
+    decisions = [plan.decide_expire(stats, policy), plan.decide_rewrite(stats, policy),
+                 plan.decide_manifests(stats, policy)]
+    if orphans is not None:  # listed this tick (a storage listing: at most every orphan_scan_hours)
+        decisions.insert(1, plan.decide_orphans(len(orphans), sum(o.size for o in orphans), policy))
+    return decisions
 
 
 def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: str) -> AssetObservation:
@@ -119,14 +125,15 @@ def _partition_keys(table: DiscoveredTable, asset: AssetsDefinition, stats: Tabl
 
 
 def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, table: DiscoveredTable,
-                   asset: AssetsDefinition) -> TableEvaluation:
+                   asset: AssetsDefinition, scan_orphans: bool = False) -> TableEvaluation:
     ref = table.ref
     key = table_asset_key(ref)
     loaded = icelake.load_table(ref)
     effective = icelake.effective_policy(loaded)
     policy = effective.policy
     stats = icelake.stats(loaded, policy)
-    decisions = _decisions(stats, policy)
+    orphans = find_orphans(loaded, policy.orphans.older_than_hours) if scan_orphans else None
+    decisions = _decisions(stats, policy, orphans)
     verdict = evaluate_guards(stats, decisions, policy.guards.quiet_period_minutes, policy.guards.max_rewrite_bytes,
                               partitions=plan.rewrite_candidates(stats, policy))
     action = decide_action(effective.mode, verdict.action == "launch")
@@ -161,7 +168,8 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
 
 
 def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, tables: Sequence[DiscoveredTable],
-                  assets: dict[TableRef, AssetsDefinition], budget_seconds: float) -> SensorResult:
+                  assets: dict[TableRef, AssetsDefinition], budget_seconds: float,
+                  orphan_scan_seconds: float = 24 * 3600) -> SensorResult:
     started = time.monotonic()
     cursor = TickCursor.loads(context.cursor)
     if not tables:
@@ -187,18 +195,24 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
             context.log.warning(f"{name} no longer exists in its catalog: skipped until the definitions reload")
             continue
         previous = cursor.seen.get(name)
-        if previous and previous[0] == _metadata_file(location) and previous[1] not in _RECHECK:
+        # A table seen for the first time is scanned at a fixed point of the next interval (by its
+        # name's hash), so 1,000 new tables spread their storage listings over the interval.
+        scanned = (float(previous[2]) if previous and len(previous) > 2
+                   else time.time() - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds)))
+        scan_orphans = time.time() - scanned >= orphan_scan_seconds
+        if (previous and previous[0] == _metadata_file(location) and previous[1] not in _RECHECK
+                and not scan_orphans):
             continue  # unchanged since the last tick: nothing to read
         try:
-            evaluation = evaluate_table(context, icelake, table, assets[table.ref])
+            evaluation = evaluate_table(context, icelake, table, assets[table.ref], scan_orphans)
         except (TableMissingError, CatalogUnavailableError) as err:
             context.log.warning(f"{name}: {err}")
-            cursor.seen[name] = [_metadata_file(location), "error"]
+            cursor.seen[name] = [_metadata_file(location), "error", scanned]
             continue
         # One audit record per change of decision: a table deferred tick after tick is recorded once.
         if previous and previous[0] == _metadata_file(location) and previous[1] == evaluation.outcome:
             evaluation.audit = None
-        cursor.seen[name] = [_metadata_file(location), evaluation.outcome]
+        cursor.seen[name] = [_metadata_file(location), evaluation.outcome, time.time() if scan_orphans else scanned]
         results.append(evaluation)
     cursor.offset = (start + visited) % n
     _record(icelake.settings, [r.audit for r in results if r.audit])
@@ -244,7 +258,8 @@ def build_maintenance_sensor(tables: Sequence[DiscoveredTable], assets: dict[Tab
                     "(guards: writer quiet period, cost cap; modes: observe / propose / enforce).",
     )
     def maintenance_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
-        return evaluate_tick(context, icelake, tables, assets, budget)
+        return evaluate_tick(context, icelake, tables, assets, budget,
+                             settings.automation.orphan_scan_hours * 3600)
 
     return maintenance_sensor
 

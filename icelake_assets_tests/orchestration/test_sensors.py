@@ -150,3 +150,19 @@ def test_a_cron_policy_schedules_the_tables_maintenance(make_lake, instance):
     # Automation obeys the mode: a table that only proposes gets no schedule.
     proposing, _, _ = _lake(make_lake, files=1, mode="propose", schedule={"cron": "0 3 * * *"})
     assert not [s for s in build_definitions(proposing).schedules if "maintenance_schedule" in s.name]
+
+
+def test_old_orphans_launch_maintenance_once_a_scan_is_due(make_lake, instance):
+    from icelake_assets.demo.lake import age_all_files, plant_orphans
+
+    settings, ref, table = _lake(make_lake, files=2, automation={"orphan_scan_hours": 24})
+    _, first = _tick(settings, instance)
+    assert first.run_requests == []  # healthy, and its storage listed: no orphan yet
+    plant_orphans(table, 2, age_days=5)
+    age_all_files(table, 5)
+    _, unchanged = _tick(settings, instance, cursor=first.cursor)
+    assert unchanged.run_requests == [] and unchanged.asset_events == []  # scanned < 24 h ago: not listed
+    cursor = TickCursor.loads(unchanged.cursor)
+    cursor.seen[str(ref)][2] -= 25 * 3600  # the last scan is now a day old
+    _, due = _tick(settings, instance, cursor=cursor.dumps())
+    assert len(due.run_requests) == 1 and "remove_orphan_files" in due.run_requests[0].tags["icelake/ops"]

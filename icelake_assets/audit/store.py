@@ -20,7 +20,7 @@ import socket
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -314,8 +314,3 @@ class AuditLog:
         out = [_from_row(r) for r in rows]
         out.sort(key=lambda r: (r.recorded_at, r.record_id))
         return out
-
-
-def append_records(settings: Settings, records: Iterable[AuditRecord]) -> int:
-    """One-shot helper: open the configured log and append ``records`` in one commit."""
-    return AuditLog.from_settings(settings).append(list(records))

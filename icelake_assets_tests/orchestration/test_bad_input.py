@@ -1,6 +1,5 @@
 """Bad input gets a clear error naming the cause, and nothing is half-written."""
 
-import datetime
 
 import pyarrow as pa
 import pytest

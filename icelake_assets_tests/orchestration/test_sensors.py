@@ -1,8 +1,6 @@
 """The self-healing loop through real sensor ticks (build_sensor_context + evaluate_tick), a real
 Dagster instance, a real SQLite catalog and, for the launched runs, real Spark."""
 
-import threading
-import time
 
 import numpy as np
 import pyarrow as pa

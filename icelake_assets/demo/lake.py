@@ -32,6 +32,7 @@ from pyiceberg.transforms import DayTransform
 from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType, TimestampType
 
 from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.health.orphans import referenced_files
 from icelake_assets.settings import Settings
 
 DEMO_SEED = 20240101
@@ -259,14 +260,9 @@ def age_all_files(table: Table, days: float) -> None:
             _set_mtime(path, days)
 
 
-def referenced_files(table: Table) -> set[str]:
-    """Local paths of the data files referenced by any snapshot of the table."""
-    paths = table.inspect.all_files().column("file_path").to_pylist()
-    return {str(local_path(p)) for p in paths}
-
-
 def list_orphans(table: Table) -> list[str]:
-    """Files under the table's data folder that no snapshot references (local tables only)."""
+    """Files under the table's data folder that no snapshot references (local tables only); unlike
+    health's find_orphans, regardless of age: the files the demo planted."""
     data_dir = local_path(table.metadata.location) / "data"
     on_disk = {str(p) for p in data_dir.rglob("*") if p.is_file()} if data_dir.exists() else set()
     return sorted(on_disk - referenced_files(table))

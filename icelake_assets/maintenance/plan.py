@@ -10,9 +10,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
 from icelake_assets.health.stats import TableStats
-from icelake_assets.settings import OPERATIONS, Policy
+from icelake_assets.settings import Policy
 
-OPS = OPERATIONS
 
 
 @dataclass(frozen=True)

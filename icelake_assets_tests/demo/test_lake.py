@@ -23,8 +23,8 @@ from icelake_assets.demo.lake import (
     degrade_trips,
     list_orphans,
     plant_orphans,
-    referenced_files,
 )
+from icelake_assets.health.orphans import referenced_files
 from icelake_assets.settings import Settings, default_settings
 
 TEST = SCALES["test"]

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance.plan import OPS, decide_manifests, rewrite_options
+from icelake_assets.maintenance.plan import (decide_expire, decide_manifests, decide_orphans, decide_rewrite,
+                                             rewrite_options)
 from icelake_assets.policies import (
     PolicyError,
     configuration_violations,
@@ -188,12 +189,15 @@ def test_modes_per_scope_drive_decide_action():
 def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
     from icelake_assets.health.stats import TableStats
 
-    assert OPS == OPERATIONS
     s = settings({"thresholds": {"manifests": {"max_count": 1}, "operations": {"enabled": ["expire_snapshots"]},
                                  "small_files": {"partial_progress_enabled": False, "partial_progress_max_commits": 3}}})
     policy = s.policy_for(TRIPS)
     stats = TableStats(table=TRIPS, metadata_location="", current_snapshot_id=None, target_file_size_bytes=1024,
                        manifests=5)
+    # operations.enabled names exactly the ops plan decides on, in run order.
+    ops = [decide_expire(stats, policy).op, decide_orphans(0, 0, policy).op, decide_rewrite(stats, policy).op,
+           decide_manifests(stats, policy).op]
+    assert tuple(ops) == OPERATIONS
     decision = decide_manifests(stats, policy)
     assert not decision.act and "disabled by policy (operations.enabled: expire_snapshots)" in decision.reason
     assert decide_manifests(stats, settings({"thresholds": {"manifests": {"max_count": 1}}}).policy_for(TRIPS)).act

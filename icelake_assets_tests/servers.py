@@ -1,0 +1,209 @@
+"""Real servers for tests, each on free ports on 127.0.0.1 and stopped by PID at teardown: a Spark
+standalone cluster (master + one worker from the pyspark wheel) and a PostgreSQL server (initdb into a
+temp dir, no system service). Tests skip with the reason when a server cannot be started here."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pyspark
+
+PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+
+
+class ServerUnavailable(RuntimeError):
+    """A server cannot be started on this machine (missing binaries): tests skip with this reason."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM then SIGKILL to the process group the server was started in (its children too)."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _wait(what: str, ready, timeout: float, procs: list[subprocess.Popen], logs: list[Path]):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = ready()
+        if value:
+            return value
+        dead = [p for p in procs if p.poll() is not None]
+        if dead:
+            break
+        time.sleep(0.3)
+    tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in logs if log.exists())
+    raise RuntimeError(f"{what} did not become ready within {timeout:.0f} s\n{tails}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark standalone cluster
+
+
+@dataclass(frozen=True)
+class SparkCluster:
+    master_url: str  # spark://127.0.0.1:<port>
+    web_url: str  # the master's web UI (its /json/ lists workers and applications)
+    work_dir: Path  # the worker's folder: one app-*/<executor>/stderr per executor it ran
+
+    def state(self) -> dict:
+        with urllib.request.urlopen(self.web_url + "/json/", timeout=5) as resp:
+            return json.load(resp)
+
+
+def _alive_workers(web_url: str) -> int:
+    try:
+        with urllib.request.urlopen(web_url + "/json/", timeout=2) as resp:
+            return sum(1 for w in json.load(resp).get("workers", []) if w.get("state") == "ALIVE")
+    except OSError:
+        return 0
+
+
+@contextmanager
+def spark_standalone_cluster(cores: int = 1, memory: str = "1g", timeout: float = 60) -> Iterator[SparkCluster]:
+    """A master and one worker started with the wheel's bin/spark-class; yields once the worker
+    registered with the master."""
+    spark_home = Path(pyspark.__file__).parent
+    spark_class = spark_home / "bin" / "spark-class"
+    if not spark_class.exists() or shutil.which("java") is None:
+        raise ServerUnavailable(f"no Spark standalone launcher here ({spark_class}, java on PATH)")
+    folder = Path(tempfile.mkdtemp(prefix="icelake-spark-"))
+    env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_NO_DAEMONIZE": "1"}
+    port, web, worker_web = free_port(), free_port(), free_port()
+    master_url, web_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}"
+    commands = {
+        "master": ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                   "--webui-port", str(web)],
+        "worker": ["org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                   "--cores", str(cores), "--memory", memory, "--webui-port", str(worker_web),
+                   "--work-dir", str(folder / "work")],
+    }
+    procs: list[subprocess.Popen] = []
+    logs = [folder / f"{name}.log" for name in commands]
+    try:
+        for (name, args), log in zip(commands.items(), logs):
+            with open(log, "wb") as out:
+                # A process group of its own: teardown kills the JVM that spark-class execs, by PID.
+                procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=out,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+        _wait("the Spark worker's registration", lambda: _alive_workers(web_url) >= 1, timeout, procs, logs)
+        yield SparkCluster(master_url, web_url, folder / "work")
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    host: str
+    port: int
+    user: str
+    database: str
+
+    def sqlalchemy_url(self, driver: str = "psycopg2") -> str:
+        return f"postgresql+{driver}://{self.user}@{self.host}:{self.port}/{self.database}"
+
+    def create_database(self, name: str) -> str:
+        """A new database on this server (one per catalog / Dagster instance keeps tests apart)."""
+        import psycopg2
+        from psycopg2 import sql
+
+        conn = psycopg2.connect(host=self.host, port=self.port, user=self.user, dbname=self.database)
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        finally:
+            conn.close()
+        return name
+
+
+def _pg_bin() -> Path:
+    for folder in PG_BIN_DIRS:
+        if (folder / "initdb").exists() and (folder / "pg_ctl").exists():
+            return folder
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    raise ServerUnavailable("PostgreSQL binaries (initdb, pg_ctl) not found: install Debian `postgresql`")
+
+
+def _run_as(user: str | None):
+    """initdb and postgres refuse to run as root: as root, run them as an unprivileged user."""
+    return {} if user is None else {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
+
+
+def _server_user() -> str | None:
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    raise ServerUnavailable("running as root and no unprivileged user (postgres, nobody) to run PostgreSQL")
+
+
+@contextmanager
+def postgres_server(timeout: float = 60) -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server: trust authentication, listening on 127.0.0.1 only."""
+    bin_dir, os_user = _pg_bin(), _server_user()
+    folder = Path(tempfile.mkdtemp(prefix="icelake-pg-"))
+    data, log = folder / "data", folder / "server.log"
+    if os_user is not None:
+        entry = pwd.getpwnam(os_user)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+    port = free_port()
+    as_user = _run_as(os_user)
+    try:
+        try:
+            subprocess.run([str(bin_dir / "initdb"), "-D", str(data), "-U", "icelake", "-A", "trust",
+                            "-E", "UTF8", "--no-sync"], check=True, capture_output=True, cwd=folder, **as_user)
+            options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c max_connections=200"
+            subprocess.run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w",
+                            "-t", str(int(timeout)), "start"], check=True, capture_output=True, cwd=folder,
+                           **as_user)
+        except subprocess.CalledProcessError as err:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise RuntimeError(f"{err.cmd[0]} failed: {err.stderr.decode(errors='replace')}{tail}") from err
+        yield PostgresServer("127.0.0.1", port, "icelake", "postgres")
+    finally:
+        if (data / "postmaster.pid").exists():
+            subprocess.run([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                           capture_output=True, cwd=folder, **as_user)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -60,7 +60,8 @@ def _wait(what: str, ready, timeout: float, procs: list[subprocess.Popen], logs:
         if dead:
             break
         time.sleep(0.3)
-    tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in logs if log.exists())
+    tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:]
+                      for log in logs if log.exists())
     raise RuntimeError(f"{what} did not become ready within {timeout:.0f} s\n{tails}")
 
 
@@ -88,7 +89,8 @@ def _alive_workers(web_url: str) -> int:
 
 
 @contextmanager
-def spark_standalone_cluster(cores: int = 1, memory: str = "1g", timeout: float = 60) -> Iterator[SparkCluster]:
+def spark_standalone_cluster(cores: int = 1, memory: str = "1g",
+                             timeout: float = 60) -> Iterator[SparkCluster]:
     """A master and one worker started with the wheel's bin/spark-class; yields once the worker
     registered with the master."""
     spark_home = Path(pyspark.__file__).parent
@@ -134,8 +136,8 @@ class PostgresServer:
     user: str
     database: str
 
-    def sqlalchemy_url(self, driver: str = "psycopg2") -> str:
-        return f"postgresql+{driver}://{self.user}@{self.host}:{self.port}/{self.database}"
+    def sqlalchemy_url(self, database: str | None = None, driver: str = "psycopg2") -> str:
+        return f"postgresql+{driver}://{self.user}@{self.host}:{self.port}/{database or self.database}"
 
     def create_database(self, name: str) -> str:
         """A new database on this server (one per catalog / Dagster instance keeps tests apart)."""
@@ -193,8 +195,11 @@ def postgres_server(timeout: float = 60) -> Iterator[PostgresServer]:
     try:
         try:
             subprocess.run([str(bin_dir / "initdb"), "-D", str(data), "-U", "icelake", "-A", "trust",
-                            "-E", "UTF8", "--no-sync"], check=True, capture_output=True, cwd=folder, **as_user)
-            options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c max_connections=200"
+                            "-E", "UTF8", "--no-sync"], check=True, capture_output=True, cwd=folder,
+                           **as_user)
+            # Unix socket in the temp dir (not /var/run/postgresql); fsync off: a throwaway server.
+            options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off "
+                       "-c max_connections=200")
             subprocess.run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w",
                             "-t", str(int(timeout)), "start"], check=True, capture_output=True, cwd=folder,
                            **as_user)

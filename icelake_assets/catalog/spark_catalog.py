@@ -8,7 +8,7 @@ from icelake_assets.settings import SettingsError
 
 SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 # pyiceberg property names that Iceberg Java's FileIO understands under the same name.
-_PASSTHROUGH_PREFIXES = ("s3.", "client.", "gcs.", "adls.", "io-impl", "warehouse", "header.", "rest.")
+_PASSTHROUGH_PREFIXES = ("s3.", "client.", "gcs.", "adls.", "io-impl", "warehouse")
 
 
 def _jdbc_from_sqlalchemy(uri: str) -> tuple[str, dict[str, str]]:
@@ -32,37 +32,91 @@ def _jdbc_from_sqlalchemy(uri: str) -> tuple[str, dict[str, str]]:
             extra["jdbc.password"] = unquote(parts.password)
         query = f"?{parts.query}" if parts.query else ""
         return f"jdbc:postgresql://{host}{port}{parts.path}{query}", extra
-    raise SettingsError(f"SQL catalog uri {uri.split('@')[-1]!r}: only sqlite and postgresql are mapped to JDBC")
+    raise SettingsError(f"SQL catalog uri {uri.split('@')[-1]!r}: only sqlite and postgresql are mapped "
+                        "to JDBC")
+
+
+# pyiceberg infers the type from the uri when `type` is absent (pyiceberg.catalog.infer_catalog_type).
+_TYPE_BY_SCHEME = {"http": "rest", "https": "rest", "thrift": "hive"}
+# REST: pyiceberg names that Iceberg's RESTCatalog / OAuth2 / SigV4 read under the same name.
+_REST_KEYS = ("credential", "token", "oauth2-server-uri", "scope", "audience", "resource",
+              "snapshot-loading-mode", "rest-page-size")
+# Glue: names Iceberg's GlueCatalog reads under the same name (pyiceberg's glue.* credentials,
+# profile and retry settings have no Java counterpart: Spark uses the AWS default credential chain).
+_GLUE_KEYS = ("glue.id", "glue.endpoint", "glue.skip-archive", "glue.account-id", "glue.skip-name-validation",
+              "glue.lakeformation-enabled")
+# pyiceberg's client.* AWS credentials are a fallback for s3.*; Iceberg's S3FileIO reads only s3.*.
+_CLIENT_FALLBACKS = {"client.access-key-id": "s3.access-key-id",
+                     "client.secret-access-key": "s3.secret-access-key",
+                     "client.session-token": "s3.session-token"}
+
+
+def catalog_type(name: str, props: dict[str, str]) -> str:
+    """The catalog's type as pyiceberg resolves it: ``type``, else inferred from the uri's scheme."""
+    if "type" in props:
+        return props["type"]
+    scheme = urlsplit(props.get("uri", "")).scheme.split("+")[0]
+    if scheme in _TYPE_BY_SCHEME:
+        return _TYPE_BY_SCHEME[scheme]
+    if scheme in ("sqlite", "postgresql", "postgres"):
+        return "sql"
+    raise SettingsError(f"catalog {name!r}: set `type` (sql, rest, hive, glue): it cannot be inferred from "
+                        f"uri scheme {scheme!r}")
+
+
+def _require_uri(name: str, kind: str, props: dict[str, str]) -> str:
+    if not props.get("uri"):
+        raise SettingsError(f"catalog {name!r}: type {kind!r} needs `uri`")
+    return props["uri"]
+
+
+def _aws_region(props: dict[str, str], *specific: str) -> dict[str, str]:
+    """Iceberg's AWS clients take one region, ``client.region``; pyiceberg also reads per-service keys."""
+    for key in ("client.region", *specific):
+        if props.get(key):
+            return {"client.region": props[key]}
+    return {}
 
 
 def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
-    """``spark.sql.catalog.<name>.*`` entries for an Iceberg SparkCatalog over the same catalog."""
-    kind = props.get("type", "rest" if props.get("uri", "").startswith("http") else "sql")
+    """``spark.sql.catalog.<name>.*`` entries for an Iceberg SparkCatalog over the same catalog.
+
+    Property names differ between pyiceberg and Iceberg Java: the README's "Growing beyond one
+    machine" lists what each type maps; unknown names are not forwarded (Java would ignore them)."""
+    kind = catalog_type(name, props)
     prefix = f"spark.sql.catalog.{name}"
     # Writers outside this JVM (pyiceberg, other engines) commit all the time: a cached table would
     # hide their snapshots from validation ("Cannot find snapshot") and stale procedures.
-    conf = {prefix: SPARK_CATALOG, f"{prefix}.cache-enabled": "false"}
+    out: dict[str, str] = {"cache-enabled": "false"}
     if kind == "sql":
-        jdbc, extra = _jdbc_from_sqlalchemy(props["uri"])
-        conf[f"{prefix}.type"] = "jdbc"
-        conf[f"{prefix}.uri"] = jdbc
-        for k, v in extra.items():
-            conf[f"{prefix}.{k}"] = v
+        jdbc, extra = _jdbc_from_sqlalchemy(_require_uri(name, kind, props))
+        out.update({"type": "jdbc", "uri": jdbc, **extra})
     elif kind == "rest":
-        conf[f"{prefix}.type"] = "rest"
-        conf[f"{prefix}.uri"] = props["uri"]
-        for key in ("credential", "token", "oauth2-server-uri", "scope"):
-            if key in props:
-                conf[f"{prefix}.{key}"] = props[key]
+        out.update({"type": "rest", "uri": _require_uri(name, kind, props)})
+        out.update({k: props[k] for k in _REST_KEYS if k in props})
+        if props.get("rest.sigv4-enabled", "").lower() == "true":
+            # Iceberg 1.10 deprecates rest.sigv4-enabled for rest.auth.type=sigv4.
+            out["rest.auth.type"] = "sigv4"
+            out.update(_aws_region(props, "rest.signing-region"))
+        out.update({k: v for k, v in props.items()
+                    if k.startswith(("header.", "rest.")) and k != "rest.sigv4-enabled"})
     elif kind == "hive":
-        conf[f"{prefix}.type"] = "hive"
-        conf[f"{prefix}.uri"] = props["uri"]
+        out.update({"type": "hive", "uri": _require_uri(name, kind, props)})
+        if props.get("hive.kerberos-authentication", "").lower() == "true":
+            # Iceberg's HiveCatalog reads the metastore client's Hadoop settings (per catalog:
+            # spark.sql.catalog.<name>.hadoop.*); the principal comes from hive-site.xml.
+            out["hadoop.hive.metastore.sasl.enabled"] = "true"
     elif kind == "glue":
-        conf[f"{prefix}.catalog-impl"] = "org.apache.iceberg.aws.glue.GlueCatalog"
-        conf[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+        out["catalog-impl"] = "org.apache.iceberg.aws.glue.GlueCatalog"
+        out["io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+        out.update({k: props[k] for k in _GLUE_KEYS if k in props})
+        out.update(_aws_region(props, "glue.region", "s3.region"))
     else:
         raise SettingsError(f"catalog {name!r}: type {kind!r} has no Spark mapping (sql, rest, hive, glue)")
     for key, value in props.items():
-        if key.startswith(_PASSTHROUGH_PREFIXES):
-            conf[f"{prefix}.{key}"] = value
-    return conf
+        if key.startswith(_PASSTHROUGH_PREFIXES) and key not in _CLIENT_FALLBACKS:
+            out.setdefault(key, value)
+    for key, target in _CLIENT_FALLBACKS.items():
+        if key in props and target not in props:
+            out[target] = props[key]
+    return {prefix: SPARK_CATALOG, **{f"{prefix}.{k}": v for k, v in out.items()}}

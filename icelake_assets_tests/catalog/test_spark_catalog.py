@@ -20,7 +20,8 @@ def test_sqlite_sql_catalog_maps_to_jdbc_with_one_writer():
 
 
 def test_postgres_credentials_become_jdbc_properties():
-    conf = spark_catalog_conf("pg", {"type": "sql", "uri": "postgresql+psycopg2://ice:s%40cret@db:5433/lake",
+    conf = spark_catalog_conf("pg", {"type": "sql",
+                                     "uri": "postgresql+psycopg2://ice:s%40cret@db:5433/lake",
                                      "warehouse": "s3://bucket/wh", "s3.endpoint": "http://minio:9000"})
     assert conf["spark.sql.catalog.pg.uri"] == "jdbc:postgresql://db:5433/lake"
     assert conf["spark.sql.catalog.pg.jdbc.user"] == "ice"
@@ -63,14 +64,17 @@ def _mapped(props: dict[str, str], name: str = "c") -> dict[str, str]:
 def test_rest_maps_oauth2_headers_and_sigv4_to_iceberg_java_names():
     props = {"type": "rest", "uri": "https://rest.example/api", "warehouse": "prod",
              "credential": "id:secret", "oauth2-server-uri": "https://idp/token", "scope": "catalog",
-             "audience": "lake", "resource": "urn:lake", "header.X-Iceberg-Access-Delegation": "vended-credentials",
-             "rest.sigv4-enabled": "true", "rest.signing-region": "eu-west-1", "rest.signing-name": "execute-api",
+             "audience": "lake", "resource": "urn:lake",
+             "header.X-Iceberg-Access-Delegation": "vended-credentials",
+             "rest.sigv4-enabled": "true", "rest.signing-region": "eu-west-1",
+             "rest.signing-name": "execute-api",
              "snapshot-loading-mode": "refs",
              # pyiceberg-only settings: nothing in Iceberg Java reads them
              "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO", "hive.hive2-compatible": "true"}
     assert _mapped(props) == {
         "type": "rest", "uri": "https://rest.example/api", "warehouse": "prod", "credential": "id:secret",
-        "oauth2-server-uri": "https://idp/token", "scope": "catalog", "audience": "lake", "resource": "urn:lake",
+        "oauth2-server-uri": "https://idp/token", "scope": "catalog", "audience": "lake",
+        "resource": "urn:lake",
         "header.X-Iceberg-Access-Delegation": "vended-credentials", "snapshot-loading-mode": "refs",
         # Iceberg 1.10 deprecates rest.sigv4-enabled: the auth manager type says the same
         "rest.auth.type": "sigv4", "rest.signing-region": "eu-west-1", "rest.signing-name": "execute-api",
@@ -79,8 +83,8 @@ def test_rest_maps_oauth2_headers_and_sigv4_to_iceberg_java_names():
 
 
 def test_rest_with_a_token_and_no_sigv4():
-    assert _mapped({"uri": "http://rest:8181", "token": "t0k"}) == {"type": "rest", "uri": "http://rest:8181",
-                                                                   "token": "t0k"}
+    assert _mapped({"uri": "http://rest:8181", "token": "t0k"}) == {
+        "type": "rest", "uri": "http://rest:8181", "token": "t0k"}
 
 
 def test_hive_is_inferred_from_a_thrift_uri_like_pyiceberg_does():
@@ -93,15 +97,17 @@ def test_hive_is_inferred_from_a_thrift_uri_like_pyiceberg_does():
 
 
 def test_glue_maps_region_catalog_id_and_s3_credentials():
-    props = {"type": "glue", "warehouse": "s3://b/wh", "glue.id": "123456789012", "glue.region": "eu-west-1",
-             "glue.endpoint": "https://glue.eu-west-1.amazonaws.com", "glue.skip-archive": "true",
-             "glue.access-key-id": "AKIAGLUE", "glue.secret-access-key": "glue-secret", "glue.profile-name": "p",
+    props = {"type": "glue", "warehouse": "s3://b/wh", "glue.id": "123456789012",
+             "glue.region": "eu-west-1", "glue.endpoint": "https://glue.eu-west-1.amazonaws.com",
+             "glue.skip-archive": "true", "glue.access-key-id": "AKIAGLUE",
+             "glue.secret-access-key": "glue-secret", "glue.profile-name": "p",
              "client.access-key-id": "AKIACLIENT", "client.secret-access-key": "client-secret",
              "s3.endpoint": "https://s3.eu-west-1.amazonaws.com"}
     assert _mapped(props) == {
-        "catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog", "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
-        "warehouse": "s3://b/wh", "glue.id": "123456789012", "glue.endpoint": "https://glue.eu-west-1.amazonaws.com",
-        "glue.skip-archive": "true", "client.region": "eu-west-1", "s3.endpoint": "https://s3.eu-west-1.amazonaws.com",
+        "catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog",
+        "io-impl": "org.apache.iceberg.aws.s3.S3FileIO", "warehouse": "s3://b/wh", "glue.id": "123456789012",
+        "glue.endpoint": "https://glue.eu-west-1.amazonaws.com", "glue.skip-archive": "true",
+        "client.region": "eu-west-1", "s3.endpoint": "https://s3.eu-west-1.amazonaws.com",
         # pyiceberg's client.* credentials are S3FileIO's s3.* keys in Java (glue.* keys have no Java twin)
         "s3.access-key-id": "AKIACLIENT", "s3.secret-access-key": "client-secret",
     }

@@ -10,8 +10,15 @@ from icelake_assets.catalog.spark_catalog import spark_catalog_conf
 from icelake_assets.settings import Settings, is_secret_key
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
-# Debian's libxerial-sqlite-jdbc-java / libpostgresql-jdbc-java; the SQLite driver needs its JNI library.
-_DRIVER_JARS = ("/usr/share/java/sqlite-jdbc.jar", "/usr/share/java/postgresql.jar")
+# JDBC URL prefix -> (driver jar, Debian package, Maven coordinates); the SQLite driver also needs its JNI
+# library. Every present driver goes on spark.jars (the driver JVM and, shipped by Spark, executors):
+# a live session cannot add a jar later, when a catalog of the other kind is registered at runtime.
+_DRIVERS = {
+    "jdbc:sqlite:": ("/usr/share/java/sqlite-jdbc.jar", "libxerial-sqlite-jdbc-java",
+                     "org.xerial:sqlite-jdbc"),
+    "jdbc:postgresql:": ("/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java",
+                         "org.postgresql:postgresql"),
+}
 _JNI_DIRS = "/usr/lib/*-linux-gnu/jni"
 
 
@@ -35,6 +42,19 @@ def iceberg_runtime_jar() -> str:
     return jars[-1]
 
 
+def _check_drivers(catalogs: dict[str, dict[str, str]], packages: tuple[str, ...]) -> None:
+    """A JDBC catalog whose driver is neither installed nor among spark.packages fails at its first
+    query with "No suitable driver": say so up front, with what to install."""
+    for name, conf in catalogs.items():
+        uri = conf.get(f"spark.sql.catalog.{name}.uri", "")
+        for prefix, (jar, debian, maven) in _DRIVERS.items():
+            if uri.startswith(prefix) and not os.path.exists(jar) and not any(p.startswith(maven)
+                                                                              for p in packages):
+                raise SparkSetupError(f"catalog {name!r} ({prefix[5:-1]}) needs the JDBC driver {jar}: "
+                                      f"install the Debian package {debian}, or add {maven}:<version> to "
+                                      "spark.packages")
+
+
 def spark_config(settings: Settings, app_name: str = "icelake_assets", include_secrets: bool = True) -> dict[str, str]:
     """The full Spark configuration for maintenance, derived from the settings' catalogs.
 
@@ -50,7 +70,9 @@ def spark_config(settings: Settings, app_name: str = "icelake_assets", include_s
         "spark.driver.memory": "2g",
         "spark.sql.session.timeZone": "UTC",
     }
-    jars = [j for j in _DRIVER_JARS if os.path.exists(j)]
+    jars = [jar for jar, _, _ in _DRIVERS.values() if os.path.exists(jar)]
+    catalogs = {name: spark_catalog_conf(name, props) for name, props in settings.catalogs.items()}
+    _check_drivers(catalogs, settings.spark.packages)
     if settings.spark.packages:
         conf["spark.jars.packages"] = ",".join(settings.spark.packages)
     else:
@@ -61,8 +83,8 @@ def spark_config(settings: Settings, app_name: str = "icelake_assets", include_s
     if jni:
         conf["spark.driver.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
         conf["spark.executor.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
-    for name, props in settings.catalogs.items():
-        conf.update(spark_catalog_conf(name, props))
+    for catalog_conf in catalogs.values():
+        conf.update(catalog_conf)
     conf.update(settings.spark.config)
     return conf if include_secrets else {k: v for k, v in conf.items() if not is_secret_key(k)}
 

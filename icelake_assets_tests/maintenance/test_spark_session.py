@@ -1,4 +1,11 @@
-from icelake_assets.maintenance.spark_session import iceberg_runtime_jar, secret_spark_config, spark_config
+import pytest
+
+from icelake_assets.maintenance.spark_session import (
+    SparkSetupError,
+    iceberg_runtime_jar,
+    secret_spark_config,
+    spark_config,
+)
 from icelake_assets.settings import parse_settings
 
 
@@ -33,3 +40,23 @@ def test_maven_packages_replace_the_bundled_runtime(tmp_path, monkeypatch):
     conf = spark_config(settings)
     assert conf["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
     assert iceberg_runtime_jar() not in conf.get("spark.jars", "")
+
+
+def test_both_jdbc_drivers_ship_to_the_cluster_with_the_runtime(tmp_path, monkeypatch):
+    jars = spark_config(_settings(tmp_path, monkeypatch))["spark.jars"].split(",")
+    assert "/usr/share/java/postgresql.jar" in jars and "/usr/share/java/sqlite-jdbc.jar" in jars
+
+
+def test_a_missing_jdbc_driver_is_named_with_what_to_install(tmp_path, monkeypatch):
+    from icelake_assets.maintenance import spark_session
+
+    missing = str(tmp_path / "absent" / "postgresql.jar")
+    monkeypatch.setitem(spark_session._DRIVERS, "jdbc:postgresql:",
+                        (missing, "libpostgresql-jdbc-java", "org.postgresql:postgresql"))
+    with pytest.raises(SparkSetupError, match="catalog 'pg' .postgresql. needs the JDBC driver .*"
+                                              "libpostgresql-jdbc-java, or add org.postgresql:postgresql"):
+        spark_config(_settings(tmp_path, monkeypatch))
+    settings = _settings(tmp_path, monkeypatch)
+    online = settings.model_copy(update={"spark": settings.spark.model_copy(
+        update={"packages": ("org.postgresql:postgresql:42.7.4",)})})
+    assert spark_config(online)["spark.sql.catalog.pg.uri"].startswith("jdbc:postgresql:")

@@ -19,6 +19,8 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.catalog.discovery import discover_tables
+from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.maintenance.plan import rewrite_options
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG
@@ -107,10 +109,14 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
     assert sorted(r.partition_key for r in tick.run_requests) == list(DAYS)
     assert {r.tags[TABLE_TAG] for r in tick.run_requests} == {str(ref)}
 
-    # One whole-table run: the four days are four file groups, rewritten three at a time,
-    # each committed on its own (partial progress) through Spark's JdbcCatalog on PostgreSQL.
+    # One whole-table run: the four days are four file groups, rewritten three at a time (a SQLite
+    # catalog refuses more than one), each committed through Spark's JdbcCatalog on PostgreSQL.
+    policy = settings.resolve_policy(ref, table.properties).policy
+    options = rewrite_options(compute_table_stats(table, policy), policy)
+    assert options["max-concurrent-file-group-rewrites"] == "3"
     job = defs.resolve_job_def(f"{MAINTENANCE_JOB}__{ref.safe_name}")
-    tags = {k: v for k, v in tick.run_requests[0].tags.items() if not k.startswith("dagster/")}  # no partition
+    # The sensor's tags without its partition: the run maintains the whole table.
+    tags = {k: v for k, v in tick.run_requests[0].tags.items() if not k.startswith("dagster/")}
     result = job.execute_in_process(instance=instance, tags=tags)
     assert result.success
     md = next(e for e in result.get_asset_materialization_events()).materialization.metadata
@@ -126,6 +132,13 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
     assert len(rewritten) + len(failed) == len(DAYS) and not rewritten & failed
     assert all(per_day[d] == 1 for d in DAYS if any(d in label for label in rewritten)), per_day
     assert all(per_day[d] == COMMITS for d in DAYS if any(d in label for label in failed)), per_day
+    # ... each in a commit of its own (partial progress): one `replace` adding one file per group.
+    before = int(md["before_snapshot_id"].value)
+    ids = [e.snapshot_id for e in table.metadata.snapshot_log]
+    since = [table.snapshot_by_id(i) for i in ids[ids.index(before) + 1:]]
+    group_commits = [s for s in since if s.summary.operation.value == "replace"
+                     and s.summary.get("added-data-files") == "1"]
+    assert len(group_commits) == len(rewritten)
     assert md["validation/rows_before"].value == md["validation/rows_after"].value == COMMITS * ROWS
     # The run and its events are in PostgreSQL.
     assert instance.get_run_by_id(result.run_id).is_success

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -119,3 +120,7 @@ def test_full_maintenance_of_a_degraded_table_runs_on_a_standalone_cluster(make_
     assert result["app_id"] in apps
     stderr = [p.read_text(errors="replace") for p in cluster.work_dir.glob(f"{result['app_id']}/*/stderr")]
     assert stderr and any("Finished task" in s for s in stderr)
+    # Nothing was installed on the worker: spark.jars shipped the Iceberg runtime and the JDBC drivers.
+    fetched = "".join(stderr)
+    for jar in ("iceberg-spark-runtime-3.5_2.12", "sqlite-jdbc", "postgresql"):
+        assert re.search(rf"Fetching spark://\S+/jars/\S*{jar}\S*\.jar", fetched), jar

@@ -55,6 +55,18 @@ def _check_drivers(catalogs: dict[str, dict[str, str]], packages: tuple[str, ...
                                       "spark.packages")
 
 
+def _check_master(master: str, config: dict[str, str]) -> None:
+    """The Dagster run process is the Spark driver (ops call Spark SQL on its session): refuse what
+    would put the driver elsewhere, with the reason, instead of Spark's own error at the first op."""
+    if master.startswith("sc://"):
+        raise SparkSetupError(f"spark.master {master!r}: Spark Connect is not supported (maintenance "
+                              "registers catalogs and ships jars on a classic session); use the cluster's "
+                              "own master URL")
+    if config.get("spark.submit.deployMode", "client") != "client":
+        raise SparkSetupError("spark.config spark.submit.deployMode must be 'client': the Dagster run "
+                              "process is the Spark driver")
+
+
 def spark_config(settings: Settings, app_name: str = "icelake_assets", include_secrets: bool = True) -> dict[str, str]:
     """The full Spark configuration for maintenance, derived from the settings' catalogs.
 
@@ -70,6 +82,7 @@ def spark_config(settings: Settings, app_name: str = "icelake_assets", include_s
         "spark.driver.memory": "2g",
         "spark.sql.session.timeZone": "UTC",
     }
+    _check_master(settings.spark.master, settings.spark.config)
     jars = [jar for jar, _, _ in _DRIVERS.values() if os.path.exists(jar)]
     catalogs = {name: spark_catalog_conf(name, props) for name, props in settings.catalogs.items()}
     _check_drivers(catalogs, settings.spark.packages)

@@ -60,3 +60,14 @@ def test_a_missing_jdbc_driver_is_named_with_what_to_install(tmp_path, monkeypat
     online = settings.model_copy(update={"spark": settings.spark.model_copy(
         update={"packages": ("org.postgresql:postgresql:42.7.4",)})})
     assert spark_config(online)["spark.sql.catalog.pg.uri"].startswith("jdbc:postgresql:")
+
+
+@pytest.mark.parametrize("spark, message", [
+    ({"master": "sc://connect:15002"}, "Spark Connect is not supported"),
+    ({"master": "yarn", "config": {"spark.submit.deployMode": "cluster"}}, "deployMode must be 'client'"),
+])
+def test_a_driver_outside_the_run_process_is_refused_with_the_reason(tmp_path, spark, message):
+    settings = parse_settings({"catalogs": {"c": {"type": "sql", "uri": "sqlite:///c.db"}}, "spark": spark},
+                              str(tmp_path / "icelake.yaml"), tmp_path)
+    with pytest.raises(SparkSetupError, match=message):
+        spark_config(settings)

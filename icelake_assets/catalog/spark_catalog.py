@@ -55,6 +55,8 @@ def catalog_type(name: str, props: dict[str, str]) -> str:
     """The catalog's type as pyiceberg resolves it: ``type``, else inferred from the uri's scheme."""
     if "type" in props:
         return props["type"]
+    if not props.get("uri"):
+        raise SettingsError(f"catalog {name!r}: set `type` (sql, rest, hive, glue) or a `uri` to infer it from")
     scheme = urlsplit(props.get("uri", "")).scheme.split("+")[0]
     if scheme in _TYPE_BY_SCHEME:
         return _TYPE_BY_SCHEME[scheme]

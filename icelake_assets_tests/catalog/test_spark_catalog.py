@@ -138,6 +138,7 @@ def test_every_mapped_credential_is_recognised_as_a_secret():
     ({"type": "hive"}, "type 'hive' needs `uri`"),
     ({"type": "sql"}, "type 'sql' needs `uri`"),
     ({"uri": "mongodb://db/x"}, "cannot be inferred from uri scheme 'mongodb'"),
+    ({"warehouse": "s3://b/wh"}, "set `type` .* or a `uri`"),
 ])
 def test_incomplete_catalogs_are_refused_with_the_cause(props, message):
     with pytest.raises(SettingsError, match=message):

@@ -34,6 +34,13 @@ MIN_ORPHAN_AGE_HOURS = 24.0  # Iceberg refuses younger orphans: a file may belon
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
+TiB = 1024 * GiB
+# Upper bounds of the numeric knobs (file and table properties alike): past them a value is a typo or an
+# attempt to switch a guard off (a cap of 10^18 bytes, a million retries), never a policy.
+MAX_HOURS = 10 * 365 * 24.0  # ten years
+MAX_COUNT = 1_000_000
+MAX_TARGET_FILE_BYTES = 16 * GiB
+MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off
 # Maintenance operations in run order; policy.operations.enabled picks among them.
 OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
 Operation = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests"]
@@ -57,14 +64,14 @@ class _Strict(BaseModel):
 
 class SmallFilesPolicy(_Strict):
     # Seed 000's diagnostic: a partition with more than 20 files averaging under 128 MB.
-    max_files_per_partition: int = Field(20, ge=1)
-    max_avg_file_bytes: int = Field(128 * MiB, ge=1)
+    max_files_per_partition: int = Field(20, ge=1, le=MAX_COUNT)
+    max_avg_file_bytes: int = Field(128 * MiB, ge=1, le=64 * GiB)
     # Target of rewrites unless the table sets write.target-file-size-bytes.
-    target_file_size_bytes: int = Field(128 * MiB, ge=MiB)
+    target_file_size_bytes: int = Field(128 * MiB, ge=MiB, le=MAX_TARGET_FILE_BYTES)
     # A file under this fraction of the target counts as small (Amoro: 0.75).
     small_file_ratio: float = Field(0.75, gt=0, le=1)
     # Iceberg's min-input-files: fewer files per group are not worth a rewrite.
-    min_input_files: int = Field(5, ge=2)
+    min_input_files: int = Field(5, ge=2, le=MAX_COUNT)
     # binpack keeps the order; sort uses sort_order (columns), else the table's own sort order;
     # zorder clusters by zorder_columns (Iceberg: strategy 'sort', sort_order 'zorder(a, b)').
     strategy: Literal["binpack", "sort", "zorder"] = "binpack"
@@ -72,7 +79,7 @@ class SmallFilesPolicy(_Strict):
     zorder_columns: tuple[str, ...] = ()
     # rewrite_data_files options: commit groups as they finish (a failure keeps the finished ones) ...
     partial_progress_enabled: bool = True
-    partial_progress_max_commits: int = Field(10, ge=1)
+    partial_progress_max_commits: int = Field(10, ge=1, le=10_000)
     # ... and rewrite this many groups at once. Over 1 is refused on SQLite catalogs (one writer):
     # racing commits fail and partial progress drops them silently.
     max_concurrent_file_group_rewrites: int = Field(1, ge=1, le=64)
@@ -86,17 +93,17 @@ class SmallFilesPolicy(_Strict):
 
 class SnapshotPolicy(_Strict):
     # expire_snapshots acts when the table holds more snapshots than this ...
-    max_count: int = Field(100, ge=1)
+    max_count: int = Field(100, ge=1, le=MAX_COUNT)
     # ... or when its oldest snapshot is older than this (Iceberg default: 5 days).
-    max_age_hours: float = Field(120.0, gt=0)
+    max_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)
     # Never keep fewer than this many snapshots (history.expire.min-snapshots-to-keep wins).
-    min_keep: int = Field(5, ge=1)
+    min_keep: int = Field(5, ge=1, le=MAX_COUNT)
 
 
 class OrphanPolicy(_Strict):
-    older_than_hours: float = Field(72.0)
+    older_than_hours: float = Field(72.0, le=MAX_HOURS)
     # remove_orphan_files acts when more orphans than this are found.
-    max_count: int = Field(0, ge=0)
+    max_count: int = Field(0, ge=0, le=100 * MAX_COUNT)
 
     @field_validator("older_than_hours")
     @classmethod
@@ -111,34 +118,34 @@ class OrphanPolicy(_Strict):
 
 class ManifestPolicy(_Strict):
     # rewrite_manifests acts when the current snapshot has more manifests than this.
-    max_count: int = Field(50, ge=1)
+    max_count: int = Field(50, ge=1, le=MAX_COUNT)
 
 
 class DeleteFilesPolicy(_Strict):
     # delete_files warns when delete files exceed this fraction of the data files ...
-    max_file_ratio: float = Field(0.2, gt=0)
+    max_file_ratio: float = Field(0.2, gt=0, le=100)
     # ... or deleted records this fraction of the data records (Amoro's duplicate ratio: 0.1).
-    max_record_ratio: float = Field(0.1, gt=0)
+    max_record_ratio: float = Field(0.1, gt=0, le=100)
 
 
 class LayoutPolicy(_Strict):
     # layout_drift warns when more than this fraction of the data files were written under an older
     # partition spec, or overlap other files of their partition on the first sort column.
-    max_drift_ratio: float = Field(0.1, gt=0)
+    max_drift_ratio: float = Field(0.1, gt=0, le=1)
 
 
 class ActivityPolicy(_Strict):
     # Writer commits (any operation but maintenance's 'replace') within this window count as recent.
-    window_minutes: float = Field(60.0, gt=0)
+    window_minutes: float = Field(60.0, gt=0, le=30 * 24 * 60)
 
 
 class GuardsPolicy(_Strict):
     """What automation waits for before it launches a run (read by the sensors)."""
 
     # No writer commit for this long before maintenance starts (avoids commit conflicts).
-    quiet_period_minutes: float = Field(15.0, ge=0)
+    quiet_period_minutes: float = Field(15.0, ge=0, le=30 * 24 * 60)
     # Cost cap: automation launches no rewrite estimated above this many bytes (maintenance/guards.py).
-    max_rewrite_bytes: int = Field(100 * GiB, ge=MiB)
+    max_rewrite_bytes: int = Field(100 * GiB, ge=MiB, le=MAX_REWRITE_BYTES)
 
 
 class OperationsPolicy(_Strict):
@@ -148,7 +155,7 @@ class OperationsPolicy(_Strict):
 
 class SensorPolicy(_Strict):
     # How often the health sensor evaluates the table (Dagster's minimum_interval_seconds).
-    interval_seconds: int = Field(300, ge=30)
+    interval_seconds: int = Field(300, ge=30, le=24 * 3600)
 
 
 class SchedulePolicy(_Strict):
@@ -180,10 +187,10 @@ class PartitionsPolicy(_Strict):
     """Partitioned maintenance: backfills and retries of the rewrite (read when definitions load)."""
 
     # A backfill launches one run per this many partitions (Dagster BackfillPolicy.multi_run).
-    partitions_per_run: int = Field(10, ge=1)
+    partitions_per_run: int = Field(10, ge=1, le=10_000)
     # The rewrite op retries partitions that failed this often, waiting delay x 2^attempt (+/- jitter).
-    max_retries: int = Field(2, ge=0)
-    retry_delay_seconds: float = Field(30.0, ge=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    retry_delay_seconds: float = Field(30.0, ge=0, le=3600)
 
 
 class ConfigurationPolicy(_Strict):
@@ -315,7 +322,7 @@ class AutomationSettings(_Strict):
     # of the tables are evaluated on the next ticks (a cursor remembers where the tick stopped).
     tick_budget_seconds: float = Field(40.0, gt=0, le=55)
     # The sensor lists each table's storage for orphans this often (listing is the expensive part).
-    orphan_scan_hours: float = Field(24.0, gt=0)
+    orphan_scan_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
     # The metadata checks of every table (cheap); the orphan check lists storage, so it runs less often.
     checks_cron: str = "*/30 * * * *"
     orphan_checks_cron: str = "0 4 * * *"

@@ -69,13 +69,15 @@ def test_unknown_catalog_lists_the_configured_ones(tmp_path):
         s.catalog_properties("b")
 
 
-def test_table_properties_override_thresholds():
+def test_iceberg_table_properties_override_thresholds_toward_keeping_more():
     s = default_settings(Path("/tmp"))
     policy = s.policy_for({"write.target-file-size-bytes": "1048576", "history.expire.min-snapshots-to-keep": "9",
-                           "history.expire.max-snapshot-age-ms": str(2 * 3_600_000)})
+                           "history.expire.max-snapshot-age-ms": str(200 * 3_600_000)})
     assert policy.small_files.target_file_size_bytes == 1_048_576
     assert policy.snapshots.min_keep == 9
-    assert policy.snapshots.max_age_hours == 2
+    assert policy.snapshots.max_age_hours == 200
+    # Expiring sooner than the operator's 120 h is not the table's call.
+    assert s.policy_for({"history.expire.max-snapshot-age-ms": str(2 * 3_600_000)}).snapshots.max_age_hours == 120
 
 
 def test_include_exclude_patterns(tmp_path):
@@ -121,6 +123,13 @@ CAT = "catalogs:\n  c1: {type: sql, uri: 'sqlite:///c.db'}\n"
         ("thresholds:\n  small_files: {strategy: zorder}\n", r"small_files: .*zorder.* needs zorder_columns"),
         ("thresholds:\n  sensor: {interval_seconds: 5}\n", r"sensor\.interval_seconds: .*greater than or equal to 30"),
         ("thresholds:\n  guards: {quiet_period_minutes: -1}\n", r"guards\.quiet_period_minutes: .*greater than or equal to 0"),
+        # Every numeric knob has an upper bound, in the file too: no way to switch a guard off.
+        ("thresholds:\n  guards: {max_rewrite_bytes: 1000000000000000000}\n",
+         r"guards\.max_rewrite_bytes: Input should be less than or equal to 1125899906842624"),
+        ("thresholds:\n  partitions: {max_retries: 1000000}\n", r"partitions\.max_retries: .*less than or equal to 10"),
+        ("thresholds:\n  sensor: {interval_seconds: 1000000}\n", r"sensor\.interval_seconds: .*less than or equal to 86400"),
+        ("policies:\n  namespaces:\n    taxi: {snapshots: {max_age_hours: 1e9}}\n",
+         r"policies\.namespaces\.taxi\.snapshots\.max_age_hours: .*less than or equal to 87600"),
         ("thresholds:\n  schedule: {cron: 'every night'}\n", r"schedule\.cron: .*not a 5-field cron"),
         ("thresholds:\n  schedule: {timezone: Mars/Olympus}\n", r"schedule\.timezone: .*not an IANA time zone"),
         ("thresholds:\n  owners: [bob]\n", r"owners: .*e-mail addresses or 'team:<name>'"),

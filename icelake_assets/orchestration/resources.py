@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
+from dagster_pyspark.resources import spark_session_from_config
 from pydantic import PrivateAttr
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -82,12 +83,20 @@ class IcebergSparkResource(LazyPySparkResource):
     config_path: Optional[str] = None
     _checked: bool = PrivateAttr(default=False)
 
+    def _secrets(self) -> dict[str, str]:
+        return secret_spark_config(load_settings(self.config_path)) if self.config_path else {}
+
+    def _init_session(self) -> None:
+        # The session is built with the secrets the resource config leaves out (read from the settings'
+        # environment now), so they reach Spark without ever being stored in run config.
+        if self._spark_session is None:
+            self._spark_session = spark_session_from_config({**self.spark_config, **self._secrets()})
+
     @property
     def spark_session(self) -> SparkSession:
         session: SparkSession = super().spark_session
         if not self._checked:
-            secrets = secret_spark_config(load_settings(self.config_path)) if self.config_path else {}
-            for key, value in {**self.spark_config, **secrets}.items():
+            for key, value in {**self.spark_config, **self._secrets()}.items():
                 if not key.startswith("spark.sql.catalog."):
                     continue
                 current = session.conf.get(key, None)

@@ -23,7 +23,10 @@ def test_credentials_stay_out_of_resource_config(tmp_path, monkeypatch):
     settings = _settings(tmp_path, monkeypatch)
     public = spark_config(settings, include_secrets=False)
     assert "s3cr3t" not in repr(public) and "spark.sql.catalog.pg.jdbc.password" not in public
-    assert secret_spark_config(settings) == {"spark.sql.catalog.pg.jdbc.password": "s3cr3t"}
+    # Unknown means secret: the JDBC user is not known to be safe, so it is added at runtime too.
+    assert secret_spark_config(settings) == {"spark.sql.catalog.pg.jdbc.password": "s3cr3t",
+                                             "spark.sql.catalog.pg.jdbc.user": "ice"}
+    assert {**public, **secret_spark_config(settings)} == spark_config(settings)
 
 
 def test_maven_packages_replace_the_bundled_runtime(tmp_path, monkeypatch):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import TYPE_CHECKING, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
@@ -90,12 +92,15 @@ class IcebergSparkResource(LazyPySparkResource):
         # The session is built with the secrets the resource config leaves out (read from the settings'
         # environment now), so they reach Spark without ever being stored in run config.
         if self._spark_session is None:
-            self._spark_session = spark_session_from_config({**self.spark_config, **self._secrets()})
+            with quiet_py4j():
+                self._spark_session = spark_session_from_config({**self.spark_config, **self._secrets()})
 
     @property
     def spark_session(self) -> SparkSession:
         session: SparkSession = super().spark_session
-        if not self._checked:
+        if self._checked:
+            return session
+        with quiet_py4j():
             for key, value in {**self.spark_config, **self._secrets()}.items():
                 if not key.startswith("spark.sql.catalog."):
                     continue
@@ -107,5 +112,20 @@ class IcebergSparkResource(LazyPySparkResource):
                         f"a live Spark session has {key}={redact_value(key, current)!r}, not "
                         f"{redact_value(key, str(value))!r}: stop it or use another catalog name"
                     )
-            self._checked = True
+        self._checked = True
         return session
+
+
+@contextmanager
+def quiet_py4j() -> Iterator[None]:
+    """py4j traces every command and answer at DEBUG, values included: while secrets cross to the JVM,
+    its loggers say nothing below INFO (whatever the process's logging configuration)."""
+    loggers = [logging.getLogger(name) for name in ("py4j", "py4j.clientserver", "py4j.java_gateway")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.getEffectiveLevel(), logging.INFO))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)

@@ -170,9 +170,10 @@ class TableStats:
 
 
 def target_file_size(table: Table, policy: Policy) -> int:
-    """The table's write.target-file-size-bytes within the policy's bounds, else the policy's target."""
+    """The table's write.target-file-size-bytes up to the policy model's bound, else the policy's target
+    (a table property cannot make every file "small" and have the whole table rewritten into one)."""
     prop = table.properties.get("write.target-file-size-bytes", "")
-    within = prop.isdigit() and MiB <= int(prop) <= MAX_TARGET_FILE_BYTES  # the policy model's bounds
+    within = prop.isdigit() and 0 < int(prop) <= MAX_TARGET_FILE_BYTES
     return int(prop) if within else policy.small_files.target_file_size_bytes
 
 

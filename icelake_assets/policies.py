@@ -252,7 +252,8 @@ def table_property_leaves(properties: Mapping[str, str]) -> tuple[list[PropertyL
     for name, (path, conv) in ICEBERG_PROPERTIES.items():
         if name in properties:
             try:
-                leaves.append(PropertyLeaf(path, conv(properties[name]), f"table property {name}", properties[name]))
+                leaves.append(PropertyLeaf(path, conv(properties[name]), f"table property {name}",
+                                           properties[name]))
             except ValueError:
                 problems.append(f"table property {name}={properties[name]!r} ignored: not a number")
     for name in sorted(properties):
@@ -265,7 +266,8 @@ def table_property_leaves(properties: Mapping[str, str]) -> tuple[list[PropertyL
                             f"{PROPERTY_PREFIX}tags.<key>)")
             continue
         path, ann = found
-        leaves.append(PropertyLeaf(path, _convert(properties[name], ann), f"table property {name}", properties[name]))
+        leaves.append(PropertyLeaf(path, _convert(properties[name], ann), f"table property {name}",
+                                   properties[name]))
     return leaves, problems
 
 
@@ -350,8 +352,11 @@ def _source_words(source: str) -> str:
     return "the built-in default" if source == DEFAULT_SOURCE else source
 
 
-def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: dict[LeafPath, tuple[Any, str]],
-             leaf: PropertyLeaf) -> tuple[Policy, dict[LeafPath, tuple[Any, str]], str | None]:
+Values = dict[LeafPath, tuple[Any, str]]  # policy path → (value, source)
+
+
+def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: Values,
+             leaf: PropertyLeaf) -> tuple[Policy, Values, str | None]:
     """Apply one table property if its key is allowlisted and it moves the value toward safety;
     else keep the policy and say why."""
     rule = property_rule(leaf.path)
@@ -364,7 +369,8 @@ def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: d
         source = f"{current_source} + {source}" if current else source
     elif leaf.path[0] == "tags" and current is not None and current_source != DEFAULT_SOURCE:
         if str(current) != str(value):
-            return policy, values, f"tags.{leaf.path[1]} is set by {current_source} ({current!r}): tags are only added"
+            return policy, values, (f"tags.{leaf.path[1]} is set by {current_source} ({current!r}): "
+                                    "tags are only added")
     candidate = {**values, leaf.path: (value, source)}
     try:
         built = _build(settings, ref, candidate)

@@ -53,7 +53,8 @@ DEFAULT_MODE: Mode = "propose"
 # is a secret (***). pyiceberg / Iceberg / Spark keys that configure but never authenticate.
 _SAFE_KEYS = frozenset(k.lower() for k in (
     "type", "uri", "warehouse", "py-io-impl", "io-impl", "catalog-impl", "init-catalog-tables", "echo",
-    "pool_pre_ping", "prefix", "scope", "audience", "resource", "oauth2-server-uri", "cache-enabled", "clients",
+    "pool_pre_ping", "prefix", "scope", "audience", "resource", "oauth2-server-uri", "cache-enabled",
+    "clients",
     "jdbc.busy_timeout", "jdbc.init-catalog-tables", "downcast-ns-timestamp-to-us-on-write",
     "legacy-current-snapshot-id", "header.X-Iceberg-Access-Delegation", "rest.sigv4-enabled",
     "rest.signing-region", "rest.signing-name", "s3.path-style-access", "s3.force-virtual-addressing",
@@ -71,9 +72,9 @@ _SAFE_SUFFIXES = (".region", ".endpoint", "-timeout", ".impl", "-impl", "-enable
 _SAFE_PREFIXES = ("spark.ui.", "spark.sql.adaptive.", "spark.dynamicallocation.")
 _SPARK_CATALOG_KEY = re.compile(r"spark\.sql\.catalog\.[A-Za-z0-9_\-]+(?:\.(.+))?", re.IGNORECASE)
 # What a secret's key looks like: a literal value under such a key is refused in the settings file.
-_SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential", "key-id", "account-key", "private-key",
-                   "access-key", "api-key", "apikey", "connection-string", "connectionstring", "signature",
-                   "authorization", "cookie")
+_SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential", "key-id", "account-key",
+                   "private-key", "access-key", "api-key", "apikey", "connection-string", "connectionstring",
+                   "signature", "authorization", "cookie")
 _SECRET_WORDS = frozenset({"key", "sas", "sig", "pwd", "auth"})  # whole words of a key: fs.s3a.secret.key
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 REDACTED = "***"
@@ -601,8 +602,8 @@ def _refuse_literal_secrets(data: Mapping[str, Any], source: str) -> None:
         lines = [f"invalid settings in {source}:"]
         for key, env in found:
             alt = f" (or set {env}, as pyiceberg reads it)" if env else ""
-            lines.append(f"  {key}: a literal secret is refused (a key not known to be safe, or a URI password "
-                         f"or query value): write ${{ENV_VAR}} and export the variable{alt}")
+            lines.append(f"  {key}: a literal secret is refused (a key not known to be safe, or a URI "
+                         f"password or query value): write ${{ENV_VAR}} and export the variable{alt}")
         raise SettingsError("\n".join(lines))
 
 
@@ -687,7 +688,9 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
             lines.append(f"  {msg.removeprefix('Value error, ')}")
             continue
         # Catalog and Spark values may be secrets; policy values are shown as written.
-        shown = redact_value(str(loc[-1]), e.get("input")) if loc[0] in ("catalogs", "spark") else e.get("input")
+        shown = e.get("input")
+        if loc[0] in ("catalogs", "spark"):
+            shown = redact_value(str(loc[-1]), shown)
         lines.append(f"  {key}: {msg} (got {shown!r})")
     return "\n".join(lines)
 

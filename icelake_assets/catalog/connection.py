@@ -68,7 +68,8 @@ class TableRef:
 def _check_reachable(name: str, props: dict[str, str]) -> None:
     uri = props.get("uri", "")
     if props.get("type", "sql") == "sql" and uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):].split("?")[0])  # the query is not the path (and may hold a secret)
+        # The query is not the path (and may hold a secret).
+        path = Path(uri[len("sqlite:///"):].split("?")[0])
         if not path.exists():
             raise CatalogUnavailableError(
                 f"catalog {name!r}: SQLite database {path} does not exist "

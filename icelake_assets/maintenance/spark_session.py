@@ -62,7 +62,7 @@ def spark_config(settings: Settings, app_name: str = "icelake_assets", include_s
     if jni:
         conf["spark.driver.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
         conf["spark.executor.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
-    # What comes from the settings (catalog properties, spark.config) may carry secrets; the entries above are ours.
+    # What comes from the settings (catalog properties, spark.config) may carry secrets; the above is ours.
     derived: dict[str, str] = {}
     for name, props in settings.catalogs.items():
         derived.update(spark_catalog_conf(name, props))

@@ -194,4 +194,5 @@ def test_a_target_size_over_the_bound_falls_back_to_the_policy(new_table):
     table.append(batch(range(5), 0))
     with table.transaction() as tx:
         tx.set_properties({"write.target-file-size-bytes": str(10 ** 15)})  # every file would be "small"
-    assert compute_table_stats(table, POLICY).target_file_size_bytes == POLICY.small_files.target_file_size_bytes
+    target = compute_table_stats(table, POLICY).target_file_size_bytes
+    assert target == POLICY.small_files.target_file_size_bytes

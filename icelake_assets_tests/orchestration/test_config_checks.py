@@ -139,11 +139,11 @@ def test_a_table_writer_cannot_overrule_the_operator(tmp_path_factory):
     assert not result.passed and result.metadata["ignored_properties"].value == 7
     problems = result.metadata["problems"].value
     for expected in ("icelake.mode='enforce' ignored: only the settings file sets the mode",
-                     "icelake.operations.enabled='rewrite_data_files' ignored: only the settings file enables",
+                     "icelake.operations.enabled='rewrite_data_files' ignored: only the settings file",
                      "icelake.guards.quiet_period_minutes='0' ignored: a table property may only raise",
-                     "icelake.guards.max_rewrite_bytes='1000000000000000000' ignored: guards.max_rewrite_bytes: "
-                     "Input should be less than or equal to",
-                     "icelake.partitions.max_retries='1000000' ignored: only the settings file sets partitioned runs",
-                     "icelake.sensor.interval_seconds='30' ignored: only the settings file sets the sensor interval",
+                     "icelake.guards.max_rewrite_bytes='1000000000000000000' ignored: "
+                     "guards.max_rewrite_bytes: Input should be less than or equal to",
+                     "icelake.partitions.max_retries='1000000' ignored: only the settings file sets",
+                     "icelake.sensor.interval_seconds='30' ignored: only the settings file sets the sensor",
                      "icelake.schedule.cron='* * * * *' ignored: only the settings file sets schedules"):
         assert expected in problems

@@ -2,7 +2,6 @@
 through a real Dagster run (sensor tick, maintenance on real Spark, checks) on a real SQLite lake, and
 none of them shows up in logs, run config, job snapshots, metadata, the audit table or the metrics file."""
 
-import os
 import uuid
 from pathlib import Path
 
@@ -39,7 +38,8 @@ def _lake(folder: Path) -> tuple[Path, str]:
     (folder / "lake" / "warehouse").mkdir(parents=True)
     data = {
         "catalogs": {name: {
-            "type": "sql", "uri": "sqlite:///lake/catalog.db?password=${DB_PASSWORD}", "warehouse": "lake/warehouse",
+            "type": "sql", "uri": "sqlite:///lake/catalog.db?password=${DB_PASSWORD}",
+            "warehouse": "lake/warehouse",
             "adls.connection-string": "${ADLS_CONN}",
             "header.Authorization": "${HDR_TOKEN}", "header.X-Api-Key": "${API_KEY}",
             "s3.endpoint": "http://minio:9000/?X-Amz-Signature=${SIG}",
@@ -59,7 +59,8 @@ def _everything_recorded(instance: DagsterInstance) -> str:
         parts.append(serialize_value(run))
         parts.append(serialize_value(instance.get_job_snapshot(run.job_snapshot_id)))
         if run.execution_plan_snapshot_id:
-            parts.append(serialize_value(instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)))
+            plan = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+            parts.append(serialize_value(plan))
         parts += [serialize_value(e) for e in instance.all_logs(run.run_id)]
     return "\n".join(parts)
 

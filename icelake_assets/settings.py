@@ -6,8 +6,9 @@ needs no server. Relative paths in catalog properties are resolved against the f
 
 Catalog connections are pyiceberg's own: ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__<KEY>``
 variables are read by pyiceberg's ``Config`` and merged under the file's ``catalogs`` (the file wins,
-as in ``load_catalog``). Secrets come from the environment only: a secret-looking key in the file must
-be a ``${ENV_VAR}`` reference, and every printable form of the settings redacts them.
+as in ``load_catalog``). Secrets come from the environment only: a literal value under a catalog key not
+known to be safe (or a secret-looking Spark key, or a URI password) is refused, write ``${ENV_VAR}``; every
+printable form of the settings shows only values known to be safe (:func:`is_safe_key`), the rest as ***.
 
 Policies (``thresholds``, ``policies.defaults|catalogs|namespaces|tables`` and table properties) are
 modelled here and resolved per table in :mod:`icelake_assets.policies`.

@@ -104,8 +104,12 @@ def property_rule(path: LeafPath) -> Direction | str:
         return PROPERTY_ALLOWLIST[key]
     if path[0] in _SETTINGS_ONLY:
         return _SETTINGS_ONLY[path[0]]
-    return (f"only the settings file sets {dotted(path)} (a table property may set "
-            f"{', '.join(PROPERTY_PREFIX + k for k in PROPERTY_ALLOWLIST)})")
+    return f"only the settings file sets {dotted(path)} (a table property may set {allowed_property_keys()})"
+
+
+def allowed_property_keys() -> str:
+    """The ``icelake.*`` properties a table may set, as listed in messages."""
+    return ", ".join(PROPERTY_PREFIX + (f"{k}.<key>" if k == "tags" else k) for k in PROPERTY_ALLOWLIST)
 
 
 class PolicyError(SettingsError):
@@ -262,8 +266,7 @@ def table_property_leaves(properties: Mapping[str, str]) -> tuple[list[PropertyL
         found = _property_leaf(name)
         if found is None:
             problems.append(f"table property {name} ignored: unknown policy key (a table property may set "
-                            f"{', '.join(PROPERTY_PREFIX + k for k in PROPERTY_ALLOWLIST)} and "
-                            f"{PROPERTY_PREFIX}tags.<key>)")
+                            f"{allowed_property_keys()})")
             continue
         path, ann = found
         leaves.append(PropertyLeaf(path, _convert(properties[name], ann), f"table property {name}",

@@ -11,14 +11,20 @@ Precedence, lowest first (a later layer wins for every key it sets; keys it does
 6. ``policies.tables[<pattern>]``, matched against ``namespace.table`` and ``catalog.namespace.table``;
 7. the table's Iceberg properties: ``write.target-file-size-bytes``, ``history.expire.min-snapshots-to-keep``,
    ``history.expire.max-snapshot-age-ms``;
-8. the table's ``icelake.<key>`` properties, e.g. ``icelake.mode=enforce``, ``icelake.snapshots.max_count=50``,
+8. the table's ``icelake.<key>`` properties, e.g. ``icelake.snapshots.min_keep=50``,
    ``icelake.owners=team:data,ana@example.com``, ``icelake.tags.tier=gold``.
+
+Table properties (7, 8) can only tighten what the settings file set: only the keys of
+:data:`PROPERTY_ALLOWLIST` are read, each only in its safe direction (keep more snapshots, older orphans,
+lower caps, longer quiet periods; owners and tags are only added). Mode, operations, schedules, the
+sensor, retries and every other key come from the settings file only.
 
 Within one level several patterns may match: the one with more literal (non-wildcard) characters is more
 specific and wins; on a tie the one written later in the file wins. Mappings (``tags``,
 ``configuration.required_properties``) merge key by key; lists (``owners``, ``operations.enabled``) are
-replaced whole. A table property with an invalid or unsafe value is ignored and reported (as a problem
-of the table, shown by the ``table_configuration`` check); an invalid settings file is an error.
+replaced whole. A table property that is invalid, not allowlisted or moves a value the unsafe way is
+ignored and reported with the reason (a problem of the table, shown by the ``table_configuration``
+check and ``icelake policy TABLE``); an invalid settings file is an error.
 """
 
 from __future__ import annotations
@@ -54,6 +60,56 @@ ICEBERG_PROPERTIES: dict[str, tuple[LeafPath, Any]] = {
     "history.expire.min-snapshots-to-keep": (("snapshots", "min_keep"), int),
     "history.expire.max-snapshot-age-ms": (("snapshots", "max_age_hours"), lambda v: int(v) / 3_600_000),
 }
+
+# Anyone who can write a table can set its properties: they may only tighten what the operator set.
+# The keys a table property may set and the one way each may move the settings file's value:
+# "up" keeps more or acts less, "down" lowers a cap, "bounded" any value within the model's bounds,
+# "add" only adds (descriptive keys: owners, tags). Every other key comes from the settings file only.
+Direction = Literal["up", "down", "bounded", "add"]
+PROPERTY_ALLOWLIST: dict[str, Direction] = {
+    "snapshots.min_keep": "up",
+    "snapshots.max_age_hours": "up",
+    "snapshots.max_count": "up",
+    "orphans.older_than_hours": "up",
+    "orphans.max_count": "up",
+    "manifests.max_count": "up",
+    "small_files.max_files_per_partition": "up",
+    "small_files.min_input_files": "up",
+    "small_files.max_concurrent_file_group_rewrites": "down",
+    "small_files.target_file_size_bytes": "bounded",  # the table's own write.target-file-size-bytes
+    "delete_files.max_file_ratio": "up",
+    "delete_files.max_record_ratio": "up",
+    "guards.quiet_period_minutes": "up",
+    "guards.max_rewrite_bytes": "down",
+    "owners": "add",
+    "tags": "add",
+}
+# Why a key outside the allowlist is ignored, by section (the rest: the generic reason).
+_SETTINGS_ONLY: dict[str, str] = {
+    "mode": "only the settings file sets the mode",
+    "operations": "only the settings file enables operations",
+    "schedule": "only the settings file sets schedules",
+    "sensor": "only the settings file sets the sensor interval (one interval for the whole lake)",
+    "partitions": "only the settings file sets partitioned runs and their retries",
+    "configuration": "only the settings file sets what tables must carry",
+    "guards": "only the settings file sets this guard",
+}
+_DIRECTION_WORDS = {"up": "raise", "down": "lower"}
+
+
+def property_rule(path: LeafPath) -> Direction | str:
+    """The direction a table property may move ``path``, or why it may not set it at all."""
+    key = "tags" if path[0] == "tags" else dotted(path)
+    if key in PROPERTY_ALLOWLIST:
+        return PROPERTY_ALLOWLIST[key]
+    if path[0] in _SETTINGS_ONLY:
+        return _SETTINGS_ONLY[path[0]]
+    return f"only the settings file sets {dotted(path)} (a table property may set {allowed_property_keys()})"
+
+
+def allowed_property_keys() -> str:
+    """The ``icelake.*`` properties a table may set, as listed in messages."""
+    return ", ".join(PROPERTY_PREFIX + (f"{k}.<key>" if k == "tags" else k) for k in PROPERTY_ALLOWLIST)
 
 
 class PolicyError(SettingsError):
@@ -185,18 +241,23 @@ def _convert(value: str, ann: Any) -> Any:
     return value
 
 
-def _known_property_keys() -> list[str]:
-    return sorted(PROPERTY_PREFIX + dotted(p) for p in policy_leaves(Policy()))
+@dataclass(frozen=True)
+class PropertyLeaf:
+    path: LeafPath
+    value: Any  # converted for the policy model (pydantic validates it)
+    source: str  # e.g. "table property icelake.snapshots.min_keep"
+    raw: str  # the property's text, as reported
 
 
-def table_property_leaves(properties: Mapping[str, str]) -> tuple[dict[LeafPath, tuple[Any, str]], list[str]]:
-    """Policy values set by table properties (Iceberg's first, then ``icelake.*``), and problems."""
-    leaves: dict[LeafPath, tuple[Any, str]] = {}
+def table_property_leaves(properties: Mapping[str, str]) -> tuple[list[PropertyLeaf], list[str]]:
+    """Policy values set by table properties, Iceberg's first, then ``icelake.*``; and problems."""
+    leaves: list[PropertyLeaf] = []
     problems: list[str] = []
     for name, (path, conv) in ICEBERG_PROPERTIES.items():
         if name in properties:
             try:
-                leaves[path] = (conv(properties[name]), f"table property {name}")
+                leaves.append(PropertyLeaf(path, conv(properties[name]), f"table property {name}",
+                                           properties[name]))
             except ValueError:
                 problems.append(f"table property {name}={properties[name]!r} ignored: not a number")
     for name in sorted(properties):
@@ -204,11 +265,12 @@ def table_property_leaves(properties: Mapping[str, str]) -> tuple[dict[LeafPath,
             continue
         found = _property_leaf(name)
         if found is None:
-            problems.append(f"table property {name} ignored: unknown policy key (known: {', '.join(_known_property_keys())}, "
-                            f"and {PROPERTY_PREFIX}tags.<key>, {PROPERTY_PREFIX}configuration.required_properties.<key>)")
+            problems.append(f"table property {name} ignored: unknown policy key (a table property may set "
+                            f"{allowed_property_keys()})")
             continue
         path, ann = found
-        leaves[path] = (_convert(properties[name], ann), f"table property {name}")
+        leaves.append(PropertyLeaf(path, _convert(properties[name], ann), f"table property {name}",
+                                   properties[name]))
     return leaves, problems
 
 
@@ -289,6 +351,41 @@ def _explain(err: Exception, values: Mapping[LeafPath, tuple[Any, str]]) -> str:
     return "; ".join(lines)
 
 
+def _source_words(source: str) -> str:
+    return "the built-in default" if source == DEFAULT_SOURCE else source
+
+
+Values = dict[LeafPath, tuple[Any, str]]  # policy path → (value, source)
+
+
+def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: Values,
+             leaf: PropertyLeaf) -> tuple[Policy, Values, str | None]:
+    """Apply one table property if its key is allowlisted and it moves the value toward safety;
+    else keep the policy and say why."""
+    rule = property_rule(leaf.path)
+    if rule not in ("up", "down", "bounded", "add"):
+        return policy, values, rule
+    value, source = leaf.value, leaf.source
+    current, current_source = values.get(leaf.path, (None, DEFAULT_SOURCE))
+    if leaf.path == ("owners",):  # owners are added to the file's, never replace them
+        value = tuple(dict.fromkeys((*current, *value)))
+        source = f"{current_source} + {source}" if current else source
+    elif leaf.path[0] == "tags" and current is not None and current_source != DEFAULT_SOURCE:
+        if str(current) != str(value):
+            return policy, values, (f"tags.{leaf.path[1]} is set by {current_source} ({current!r}): "
+                                    "tags are only added")
+    candidate = {**values, leaf.path: (value, source)}
+    try:
+        built = _build(settings, ref, candidate)
+    except (ValidationError, ValueError) as err:
+        return policy, values, _explain(err, {})
+    new, old = policy_leaves(built)[leaf.path], policy_leaves(policy).get(leaf.path)
+    if (rule == "up" and new < old) or (rule == "down" and new > old):
+        return policy, values, (f"a table property may only {_DIRECTION_WORDS[rule]} {dotted(leaf.path)} "
+                                f"(it keeps {format_value(old)} from {_source_words(current_source)})")
+    return built, candidate, None
+
+
 def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[str, str] | None = None) -> EffectivePolicy:
     """The effective policy of ``table`` (TableRef, name or pyiceberg Table) given its properties.
 
@@ -308,18 +405,11 @@ def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[st
     except (ValidationError, ValueError) as err:
         raise PolicyError(f"invalid policy for {name} in {settings.source}: {_explain(err, values)}") from None
 
-    prop_leaves, problems = table_property_leaves(properties or {})
-    try:
-        policy = _build(settings, ref, {**values, **prop_leaves})
-        values.update(prop_leaves)
-    except (ValidationError, ValueError):
-        for path, leaf in prop_leaves.items():  # keep every property that is valid on its own
-            candidate = {**values, path: leaf}
-            try:
-                policy = _build(settings, ref, candidate)
-                values = candidate
-            except (ValidationError, ValueError) as err:
-                problems.append(f"{leaf[1]}={leaf[0]!r} ignored: {_explain(err, {})}")
+    leaves, problems = table_property_leaves(properties or {})
+    for leaf in leaves:  # one by one: each is checked against what the layers below it set
+        policy, values, problem = _tighten(settings, ref, policy, values, leaf)
+        if problem:
+            problems.append(f"{leaf.source}={leaf.raw!r} ignored: {problem}")
 
     final = policy_leaves(policy)
     rows = tuple(PolicyValue(dotted(p), v, values.get(p, (None, DEFAULT_SOURCE))[1]) for p, v in final.items())

@@ -6,8 +6,9 @@ needs no server. Relative paths in catalog properties are resolved against the f
 
 Catalog connections are pyiceberg's own: ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__<KEY>``
 variables are read by pyiceberg's ``Config`` and merged under the file's ``catalogs`` (the file wins,
-as in ``load_catalog``). Secrets come from the environment only: a secret-looking key in the file must
-be a ``${ENV_VAR}`` reference, and every printable form of the settings redacts them.
+as in ``load_catalog``). Secrets come from the environment only: a literal value under a catalog key not
+known to be safe (or a secret-looking Spark key, or a URI password) is refused, write ``${ENV_VAR}``; every
+printable form of the settings shows only values known to be safe (:func:`is_safe_key`), the rest as ***.
 
 Policies (``thresholds``, ``policies.defaults|catalogs|namespaces|tables`` and table properties) are
 modelled here and resolved per table in :mod:`icelake_assets.policies`.
@@ -20,7 +21,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 import yaml
@@ -34,6 +35,13 @@ MIN_ORPHAN_AGE_HOURS = 24.0  # Iceberg refuses younger orphans: a file may belon
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
+TiB = 1024 * GiB
+# Upper bounds of the numeric knobs (file and table properties alike): past them a value is a typo or an
+# attempt to switch a guard off (a cap of 10^18 bytes, a million retries), never a policy.
+MAX_HOURS = 10 * 365 * 24.0  # ten years
+MAX_COUNT = 1_000_000
+MAX_TARGET_FILE_BYTES = 16 * GiB
+MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off
 # Maintenance operations in run order; policy.operations.enabled picks among them.
 OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
 Operation = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests"]
@@ -41,8 +49,34 @@ Operation = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_fil
 Mode = Literal["observe", "propose", "enforce"]
 # A catalog nobody configured a mode for only proposes: a first rollout never writes to a table.
 DEFAULT_MODE: Mode = "propose"
-# Property names whose values are secrets (pyiceberg: s3.secret-access-key, credential, token, ...).
-_SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential", "key-id", "account-key", "private-key")
+# Printing and Dagster resource config go by what is known to be safe: a property's value is shown only
+# when its key is listed here (URI values then lose their password and query values); any other value
+# is a secret (***). pyiceberg / Iceberg / Spark keys that configure but never authenticate.
+_SAFE_KEYS = frozenset(k.lower() for k in (
+    "type", "uri", "warehouse", "py-io-impl", "io-impl", "catalog-impl", "init-catalog-tables", "echo",
+    "pool_pre_ping", "prefix", "scope", "audience", "resource", "oauth2-server-uri", "cache-enabled",
+    "clients",
+    "jdbc.busy_timeout", "jdbc.init-catalog-tables", "downcast-ns-timestamp-to-us-on-write",
+    "legacy-current-snapshot-id", "header.X-Iceberg-Access-Delegation", "rest.sigv4-enabled",
+    "rest.signing-region", "rest.signing-name", "s3.path-style-access", "s3.force-virtual-addressing",
+    "s3.role-arn", "s3.role-session-name", "s3.signer", "s3.signer.uri", "s3.proxy-uri", "s3.anonymous",
+    "s3.sse.type", "s3.acl", "adls.account-name", "adls.account-host", "gcs.project-id", "gcs.access",
+    "gcs.default-bucket-location", "gcs.requester-pays", "gcs.version-aware", "gcs.consistency",
+    "hdfs.host", "hdfs.port", "hdfs.user", "hive.hive2-compatible", "hive.kerberos-authentication",
+    "glue.id", "glue.skip-archive", "glue.profile-name",
+    "spark.master", "spark.app.name", "spark.sql.extensions", "spark.sql.shuffle.partitions",
+    "spark.driver.memory", "spark.driver.cores", "spark.executor.memory", "spark.executor.cores",
+    "spark.executor.instances", "spark.default.parallelism", "spark.jars", "spark.jars.packages",
+    "spark.sql.session.timeZone",
+))
+_SAFE_SUFFIXES = (".region", ".endpoint", "-timeout", ".impl", "-impl", "-enabled", ".enabled")
+_SAFE_PREFIXES = ("spark.ui.", "spark.sql.adaptive.", "spark.dynamicallocation.")
+_SPARK_CATALOG_KEY = re.compile(r"spark\.sql\.catalog\.[A-Za-z0-9_\-]+(?:\.(.+))?", re.IGNORECASE)
+# What a secret's key looks like: a literal value under such a key is refused in the settings file.
+_SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential", "key-id", "account-key",
+                   "private-key", "access-key", "api-key", "apikey", "connection-string", "connectionstring",
+                   "signature", "authorization", "cookie")
+_SECRET_WORDS = frozenset({"key", "sas", "sig", "pwd", "auth"})  # whole words of a key: fs.s3a.secret.key
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 REDACTED = "***"
 
@@ -57,14 +91,14 @@ class _Strict(BaseModel):
 
 class SmallFilesPolicy(_Strict):
     # Seed 000's diagnostic: a partition with more than 20 files averaging under 128 MB.
-    max_files_per_partition: int = Field(20, ge=1)
-    max_avg_file_bytes: int = Field(128 * MiB, ge=1)
+    max_files_per_partition: int = Field(20, ge=1, le=MAX_COUNT)
+    max_avg_file_bytes: int = Field(128 * MiB, ge=1, le=64 * GiB)
     # Target of rewrites unless the table sets write.target-file-size-bytes.
-    target_file_size_bytes: int = Field(128 * MiB, ge=MiB)
+    target_file_size_bytes: int = Field(128 * MiB, ge=MiB, le=MAX_TARGET_FILE_BYTES)
     # A file under this fraction of the target counts as small (Amoro: 0.75).
     small_file_ratio: float = Field(0.75, gt=0, le=1)
     # Iceberg's min-input-files: fewer files per group are not worth a rewrite.
-    min_input_files: int = Field(5, ge=2)
+    min_input_files: int = Field(5, ge=2, le=MAX_COUNT)
     # binpack keeps the order; sort uses sort_order (columns), else the table's own sort order;
     # zorder clusters by zorder_columns (Iceberg: strategy 'sort', sort_order 'zorder(a, b)').
     strategy: Literal["binpack", "sort", "zorder"] = "binpack"
@@ -72,7 +106,7 @@ class SmallFilesPolicy(_Strict):
     zorder_columns: tuple[str, ...] = ()
     # rewrite_data_files options: commit groups as they finish (a failure keeps the finished ones) ...
     partial_progress_enabled: bool = True
-    partial_progress_max_commits: int = Field(10, ge=1)
+    partial_progress_max_commits: int = Field(10, ge=1, le=10_000)
     # ... and rewrite this many groups at once. Over 1 is refused on SQLite catalogs (one writer):
     # racing commits fail and partial progress drops them silently.
     max_concurrent_file_group_rewrites: int = Field(1, ge=1, le=64)
@@ -86,17 +120,17 @@ class SmallFilesPolicy(_Strict):
 
 class SnapshotPolicy(_Strict):
     # expire_snapshots acts when the table holds more snapshots than this ...
-    max_count: int = Field(100, ge=1)
+    max_count: int = Field(100, ge=1, le=MAX_COUNT)
     # ... or when its oldest snapshot is older than this (Iceberg default: 5 days).
-    max_age_hours: float = Field(120.0, gt=0)
+    max_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)
     # Never keep fewer than this many snapshots (history.expire.min-snapshots-to-keep wins).
-    min_keep: int = Field(5, ge=1)
+    min_keep: int = Field(5, ge=1, le=MAX_COUNT)
 
 
 class OrphanPolicy(_Strict):
-    older_than_hours: float = Field(72.0)
+    older_than_hours: float = Field(72.0, le=MAX_HOURS)
     # remove_orphan_files acts when more orphans than this are found.
-    max_count: int = Field(0, ge=0)
+    max_count: int = Field(0, ge=0, le=100 * MAX_COUNT)
 
     @field_validator("older_than_hours")
     @classmethod
@@ -111,34 +145,34 @@ class OrphanPolicy(_Strict):
 
 class ManifestPolicy(_Strict):
     # rewrite_manifests acts when the current snapshot has more manifests than this.
-    max_count: int = Field(50, ge=1)
+    max_count: int = Field(50, ge=1, le=MAX_COUNT)
 
 
 class DeleteFilesPolicy(_Strict):
     # delete_files warns when delete files exceed this fraction of the data files ...
-    max_file_ratio: float = Field(0.2, gt=0)
+    max_file_ratio: float = Field(0.2, gt=0, le=100)
     # ... or deleted records this fraction of the data records (Amoro's duplicate ratio: 0.1).
-    max_record_ratio: float = Field(0.1, gt=0)
+    max_record_ratio: float = Field(0.1, gt=0, le=100)
 
 
 class LayoutPolicy(_Strict):
     # layout_drift warns when more than this fraction of the data files were written under an older
     # partition spec, or overlap other files of their partition on the first sort column.
-    max_drift_ratio: float = Field(0.1, gt=0)
+    max_drift_ratio: float = Field(0.1, gt=0, le=1)
 
 
 class ActivityPolicy(_Strict):
     # Writer commits (any operation but maintenance's 'replace') within this window count as recent.
-    window_minutes: float = Field(60.0, gt=0)
+    window_minutes: float = Field(60.0, gt=0, le=30 * 24 * 60)
 
 
 class GuardsPolicy(_Strict):
     """What automation waits for before it launches a run (read by the sensors)."""
 
     # No writer commit for this long before maintenance starts (avoids commit conflicts).
-    quiet_period_minutes: float = Field(15.0, ge=0)
+    quiet_period_minutes: float = Field(15.0, ge=0, le=30 * 24 * 60)
     # Cost cap: automation launches no rewrite estimated above this many bytes (maintenance/guards.py).
-    max_rewrite_bytes: int = Field(100 * GiB, ge=MiB)
+    max_rewrite_bytes: int = Field(100 * GiB, ge=MiB, le=MAX_REWRITE_BYTES)
 
 
 class OperationsPolicy(_Strict):
@@ -148,7 +182,7 @@ class OperationsPolicy(_Strict):
 
 class SensorPolicy(_Strict):
     # How often the health sensor evaluates the table (Dagster's minimum_interval_seconds).
-    interval_seconds: int = Field(300, ge=30)
+    interval_seconds: int = Field(300, ge=30, le=24 * 3600)
 
 
 class SchedulePolicy(_Strict):
@@ -180,10 +214,10 @@ class PartitionsPolicy(_Strict):
     """Partitioned maintenance: backfills and retries of the rewrite (read when definitions load)."""
 
     # A backfill launches one run per this many partitions (Dagster BackfillPolicy.multi_run).
-    partitions_per_run: int = Field(10, ge=1)
+    partitions_per_run: int = Field(10, ge=1, le=10_000)
     # The rewrite op retries partitions that failed this often, waiting delay x 2^attempt (+/- jitter).
-    max_retries: int = Field(2, ge=0)
-    retry_delay_seconds: float = Field(30.0, ge=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    retry_delay_seconds: float = Field(30.0, ge=0, le=3600)
 
 
 class ConfigurationPolicy(_Strict):
@@ -315,7 +349,7 @@ class AutomationSettings(_Strict):
     # of the tables are evaluated on the next ticks (a cursor remembers where the tick stopped).
     tick_budget_seconds: float = Field(40.0, gt=0, le=55)
     # The sensor lists each table's storage for orphans this often (listing is the expensive part).
-    orphan_scan_hours: float = Field(24.0, gt=0)
+    orphan_scan_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
     # The metadata checks of every table (cheap); the orphan check lists storage, so it runs less often.
     checks_cron: str = "*/30 * * * *"
     orphan_checks_cron: str = "0 4 * * *"
@@ -456,36 +490,90 @@ def dotted(path: tuple[Any, ...] | list[Any]) -> str:
 
 
 def is_secret_key(key: str) -> bool:
-    """Whether a property name holds a secret (pyiceberg's s3.secret-access-key, credential, token, ...)."""
+    """Whether a key looks like it holds a secret (s3.secret-access-key, adls.connection-string,
+    fs.s3a.bucket.b.secret.key, header.Authorization ...): literal values under it are refused."""
     k = key.lower()
-    return any(m in k for m in _SECRET_MARKERS) or k.endswith("authorization")
+    return any(m in k for m in _SECRET_MARKERS) or bool(_SECRET_WORDS & set(re.split(r"[.\-_]", k)))
 
 
-def _uri_password(value: str) -> str | None:
-    if "://" not in value:
+def is_safe_key(key: str) -> bool:
+    """Whether a key is known to configure without authenticating, so its value may be shown; any other
+    key's value is treated as a secret (unknown means secret)."""
+    catalog_key = _SPARK_CATALOG_KEY.fullmatch(key)
+    if catalog_key:  # spark.sql.catalog.<name>[.<pyiceberg/Iceberg property>]
+        return catalog_key.group(1) is None or is_safe_key(catalog_key.group(1))
+    k = key.lower()
+    if is_secret_key(k):
+        return False
+    return k in _SAFE_KEYS or k.endswith(_SAFE_SUFFIXES) or k.startswith(_SAFE_PREFIXES)
+
+
+def _uri_parts(value: str) -> tuple[str, Any] | None:
+    """(prefix, urlsplit result) of a URI value (``jdbc:`` URLs too), else None."""
+    prefix, rest = ("jdbc:", value[5:]) if value.lower().startswith("jdbc:") else ("", value)
+    if "://" not in rest:
         return None
     try:
-        return urlsplit(value).password
+        parts = urlsplit(rest)
+        parts.port  # noqa: B018 - raises ValueError on a malformed authority
     except ValueError:
         return None
+    return prefix, parts
+
+
+def _query_items(query: str) -> list[tuple[str, str | None]]:
+    return [(item.partition("=")[0], item.partition("=")[2] if "=" in item else None)
+            for item in query.split("&") if item]
+
+
+def redact_uri(value: str) -> str:
+    """A URI without its password and its query and fragment values (signatures, tokens, passwords)."""
+    found = _uri_parts(value)
+    if found is None:
+        return value
+    prefix, parts = found
+    if parts.password is None and not parts.query and not parts.fragment:
+        return value
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:{REDACTED}@{host}"
+    query = "&".join(REDACTED if v is None else f"{k}={REDACTED}" for k, v in _query_items(parts.query))
+    return prefix + urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else ""))
+
+
+def uri_secrets(value: str) -> list[str]:
+    """The secret parts of a URI value: its password, query values and fragment."""
+    found = _uri_parts(value)
+    if found is None:
+        return []
+    _, parts = found
+    out = [parts.password] if parts.password else []
+    out += [v if v is not None else k for k, v in _query_items(parts.query) if v or v is None]
+    return out + ([parts.fragment] if parts.fragment else [])
 
 
 def redact_value(key: str, value: Any) -> Any:
-    """``value`` with secrets replaced by ***: secret keys, passwords inside URIs, nested mappings."""
+    """``value`` safe to print: values of keys not known to be safe become ***, URIs lose their
+    password and query values; mappings and lists are redacted item by item."""
     if isinstance(value, Mapping):
         return {k: redact_value(str(k), v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redact_value(key, v) for v in value)
-    if not isinstance(value, str):
+    if value is None or value == "":
         return value
-    if is_secret_key(key):
+    if not is_safe_key(key):
         return REDACTED
-    password = _uri_password(value)
-    return value.replace(f":{password}@", f":{REDACTED}@", 1) if password else value
+    return redact_uri(value) if isinstance(value, str) else value
 
 
 def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: redact_value(k, v) for k, v in props.items()}
+
+
+def public_properties(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries that redaction leaves unchanged (safe to store in Dagster resource config)."""
+    return {k: v for k, v in props.items() if redact_value(k, v) == v}
 
 
 def pyiceberg_env_var(catalog: str, key: str) -> str:
@@ -494,33 +582,52 @@ def pyiceberg_env_var(catalog: str, key: str) -> str:
 
 
 def _refuse_literal_secrets(data: Mapping[str, Any], source: str) -> None:
-    """Secrets in the file must be ``${ENV_VAR}`` references: a literal one is refused, never echoed."""
+    """Secrets in the file must be ``${ENV_VAR}`` references: a literal one is refused, never echoed.
+
+    Catalog properties follow "unknown means secret": a literal is accepted only under a known-safe key.
+    Spark's keys are open-ended: a literal is refused under a secret-looking key; any other unknown key
+    is still printed as *** and kept out of Dagster resource config. In both, a URI's password and
+    query values must be references too."""
     found: list[tuple[str, str]] = []
     catalogs = data.get("catalogs")
     if isinstance(catalogs, Mapping):
         for name, props in catalogs.items():
             if isinstance(props, Mapping):
                 found += [(dotted(("catalogs", name, k)), pyiceberg_env_var(str(name), str(k))) for k, v in props.items()
-                          if _is_literal_secret(str(k), v)]
+                          if _is_literal_secret(str(k), v, unknown_is_secret=True)]
     spark = data.get("spark")
     if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
-        found += [(dotted(("spark", "config", k)), "") for k, v in spark["config"].items() if _is_literal_secret(str(k), v)]
+        found += [(dotted(("spark", "config", k)), "") for k, v in spark["config"].items()
+                  if _is_literal_secret(str(k), v, unknown_is_secret=False)]
     if found:
         lines = [f"invalid settings in {source}:"]
         for key, env in found:
             alt = f" (or set {env}, as pyiceberg reads it)" if env else ""
-            lines.append(f"  {key}: a literal secret is refused: write ${{ENV_VAR}} and export the variable{alt}")
+            lines.append(f"  {key}: a literal secret is refused (a key not known to be safe, or a URI "
+                         f"password or query value): write ${{ENV_VAR}} and export the variable{alt}")
         raise SettingsError("\n".join(lines))
 
 
-def _is_literal_secret(key: str, value: Any) -> bool:
-    if not isinstance(value, str) or not value:
+def _is_reference(text: str) -> bool:
+    ref = _ENV_REF.fullmatch(text.strip())
+    return ref is not None and ref.group(2) is None  # a ${VAR:-default} default would be a literal
+
+
+def _is_literal_secret(key: str, value: Any, unknown_is_secret: bool) -> bool:
+    if value is None or value == "" or isinstance(value, bool):
         return False
-    if is_secret_key(key):
-        ref = _ENV_REF.fullmatch(value.strip())
-        return ref is None or ref.group(2) is not None  # a ${VAR:-default} default would be a literal
-    password = _uri_password(value)
-    return bool(password) and _ENV_REF.fullmatch(password) is None
+    secret_key = is_secret_key(key) or (unknown_is_secret and not is_safe_key(key))
+    if not isinstance(value, str):
+        return secret_key  # a number under a secret key is a literal secret too
+    if secret_key:
+        return not _is_reference(value)
+    found = _uri_parts(value)
+    if found is None:
+        return False
+    parts = found[1]
+    secrets = [parts.password] if parts.password else []
+    secrets += [v for k, v in _query_items(parts.query) if v and is_secret_key(k)]
+    return any(not _is_reference(part) for part in secrets)
 
 
 def _interpolate(value: Any, path: tuple[Any, ...], source: str) -> Any:
@@ -581,7 +688,10 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
         if not loc:  # a whole-file rule: the message names its key, the input is the whole file
             lines.append(f"  {msg.removeprefix('Value error, ')}")
             continue
-        shown = redact_value(str(loc[-1]), e.get("input"))
+        # Catalog and Spark values may be secrets; policy values are shown as written.
+        shown = e.get("input")
+        if loc[0] in ("catalogs", "spark"):
+            shown = redact_value(str(loc[-1]), shown)
         lines.append(f"  {key}: {msg} (got {shown!r})")
     return "\n".join(lines)
 

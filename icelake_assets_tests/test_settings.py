@@ -69,13 +69,15 @@ def test_unknown_catalog_lists_the_configured_ones(tmp_path):
         s.catalog_properties("b")
 
 
-def test_table_properties_override_thresholds():
+def test_iceberg_table_properties_override_thresholds_toward_keeping_more():
     s = default_settings(Path("/tmp"))
     policy = s.policy_for({"write.target-file-size-bytes": "1048576", "history.expire.min-snapshots-to-keep": "9",
-                           "history.expire.max-snapshot-age-ms": str(2 * 3_600_000)})
+                           "history.expire.max-snapshot-age-ms": str(200 * 3_600_000)})
     assert policy.small_files.target_file_size_bytes == 1_048_576
     assert policy.snapshots.min_keep == 9
-    assert policy.snapshots.max_age_hours == 2
+    assert policy.snapshots.max_age_hours == 200
+    # Expiring sooner than the operator's 120 h is not the table's call.
+    assert s.policy_for({"history.expire.max-snapshot-age-ms": str(2 * 3_600_000)}).snapshots.max_age_hours == 120
 
 
 def test_include_exclude_patterns(tmp_path):
@@ -121,6 +123,13 @@ CAT = "catalogs:\n  c1: {type: sql, uri: 'sqlite:///c.db'}\n"
         ("thresholds:\n  small_files: {strategy: zorder}\n", r"small_files: .*zorder.* needs zorder_columns"),
         ("thresholds:\n  sensor: {interval_seconds: 5}\n", r"sensor\.interval_seconds: .*greater than or equal to 30"),
         ("thresholds:\n  guards: {quiet_period_minutes: -1}\n", r"guards\.quiet_period_minutes: .*greater than or equal to 0"),
+        # Every numeric knob has an upper bound, in the file too: no way to switch a guard off.
+        ("thresholds:\n  guards: {max_rewrite_bytes: 1000000000000000000}\n",
+         r"guards\.max_rewrite_bytes: Input should be less than or equal to 1125899906842624"),
+        ("thresholds:\n  partitions: {max_retries: 1000000}\n", r"partitions\.max_retries: .*less than or equal to 10"),
+        ("thresholds:\n  sensor: {interval_seconds: 1000000}\n", r"sensor\.interval_seconds: .*less than or equal to 86400"),
+        ("policies:\n  namespaces:\n    taxi: {snapshots: {max_age_hours: 1e9}}\n",
+         r"policies\.namespaces\.taxi\.snapshots\.max_age_hours: .*less than or equal to 87600"),
         ("thresholds:\n  schedule: {cron: 'every night'}\n", r"schedule\.cron: .*not a 5-field cron"),
         ("thresholds:\n  schedule: {timezone: Mars/Olympus}\n", r"schedule\.timezone: .*not an IANA time zone"),
         ("thresholds:\n  owners: [bob]\n", r"owners: .*e-mail addresses or 'team:<name>'"),
@@ -172,6 +181,17 @@ def test_a_missing_env_reference_names_the_key_and_the_variable(tmp_path, monkey
         ("catalogs:\n  c1: {type: sql, uri: 'postgresql://u:hunter2@db/lake'}\n", r"catalogs\.c1\.uri"),
         ("catalogs:\n  c1: {type: rest, uri: 'http://x', token: '${T:-hunter2}'}\n", r"catalogs\.c1\.token"),
         (CAT + "spark:\n  config: {spark.hadoop.fs.s3a.secret.key: hunter2}\n", r"spark\.config\['spark\.hadoop"),
+        # Forms the old marker list missed (issue 10 item 6): unknown catalog keys mean secret, ...
+        ("catalogs:\n  c1: {type: sql, uri: 'sqlite:///c.db', adls.connection-string: 'AccountKey=hunter2'}\n",
+         r"catalogs\.c1\['adls\.connection-string'\]"),
+        ("catalogs:\n  c1: {type: rest, uri: 'http://x', header.X-Api-Key: hunter2}\n", r"catalogs\.c1\['header\.X-Api"),
+        ("catalogs:\n  c1: {type: rest, uri: 'http://x', vendor.opaque: hunter2}\n", r"catalogs\.c1\['vendor\.opaque'\]"),
+        # ... a password in a URI's query string, ...
+        ("catalogs:\n  c1: {type: sql, uri: 'postgresql://db/lake?user=u&password=hunter2'}\n", r"catalogs\.c1\.uri"),
+        # ... and key-looking Spark settings.
+        (CAT + "spark:\n  config: {spark.hadoop.fs.s3a.bucket.b.access.key: hunter2}\n", r"spark\.config\['spark\.hadoop"),
+        (CAT + "spark:\n  config: {spark.hadoop.fs.azure.account.key.a.dfs.core.windows.net: hunter2}\n",
+         r"spark\.config\['spark\.hadoop\.fs\.azure"),
     ],
 )
 def test_literal_secrets_are_refused_without_echoing_them(tmp_path, text, key):
@@ -193,6 +213,28 @@ def test_secrets_from_the_environment_never_print(tmp_path, monkeypatch):
     for text in (repr(s), str(s), str(s.redacted_catalog_properties("c1"))):  # ... and never a printout
         assert "hunter2" not in text and "s3cr3t-value" not in text
     assert s.redacted_catalog_properties("c1")["uri"] == "postgresql://u:***@db/lake"
+
+
+def test_only_values_known_to_be_safe_print(tmp_path, monkeypatch):
+    """Redaction by what is known to be safe: every form issue 10 found printed now prints as ***."""
+    values = {"ADLS": "AccountKey=adls-hunter2", "HDR": "Bearer hdr-hunter2", "API": "api-hunter2",
+              "PW": "pw-hunter2", "SIG": "sig-hunter2", "S3A": "s3a-hunter2", "OPAQUE": "opaque-hunter2"}
+    for var, value in values.items():
+        monkeypatch.setenv(var, value)
+    s = load_settings(write(tmp_path, (
+        "catalogs:\n  c1: {type: sql, uri: 'postgresql://u@db/lake?sslmode=require&password=${PW}', "
+        "warehouse: 's3://b/wh', s3.region: eu-west-1, s3.endpoint: 'http://minio:9000/?X-Amz-Signature=${SIG}', "
+        "adls.connection-string: '${ADLS}', header.Authorization: '${HDR}', header.X-Api-Key: '${API}', "
+        "vendor.opaque: '${OPAQUE}'}\n"
+        "spark:\n  config: {spark.hadoop.fs.s3a.bucket.b.access.key: '${S3A}', spark.executor.memory: 4g, "
+        "spark.executor.extraJavaOptions: '-Dx=${OPAQUE}'}\n")))
+    shown = s.redacted_catalog_properties("c1")
+    assert shown == {"type": "sql", "uri": "postgresql://u@db/lake?sslmode=***&password=***", "warehouse": "s3://b/wh",
+                     "s3.region": "eu-west-1", "s3.endpoint": "http://minio:9000/?X-Amz-Signature=***",
+                     "adls.connection-string": "***", "header.Authorization": "***", "header.X-Api-Key": "***",
+                     "vendor.opaque": "***"}
+    text = repr(s) + str(s) + str(shown)
+    assert "4g" in text and not [v for v in values.values() if v.split("=")[-1] in text]
 
 
 def test_validation_errors_redact_secrets(tmp_path, monkeypatch):

@@ -10,9 +10,7 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
-from urllib.parse import urlsplit
-
-from icelake_assets.settings import REDACTED, Settings, is_secret_key, redact_properties
+from icelake_assets.settings import REDACTED, Settings, is_safe_key, redact_properties, uri_secrets
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_\-]+$")
 
@@ -70,7 +68,8 @@ class TableRef:
 def _check_reachable(name: str, props: dict[str, str]) -> None:
     uri = props.get("uri", "")
     if props.get("type", "sql") == "sql" and uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
+        # The query is not the path (and may hold a secret).
+        path = Path(uri[len("sqlite:///"):].split("?")[0])
         if not path.exists():
             raise CatalogUnavailableError(
                 f"catalog {name!r}: SQLite database {path} does not exist "
@@ -91,10 +90,12 @@ def open_catalog(settings: Settings, name: str, create: bool = False) -> Catalog
 
 
 def redact_text(text: str, props: dict[str, str]) -> str:
-    """Driver errors may echo a URL or a credential: replace every secret value by ***."""
-    for key, value in props.items():
-        for secret in filter(None, (value if is_secret_key(key) else None, urlsplit(value).password
-                                    if "://" in value else None)):
+    """Driver errors may echo a URL or a credential: replace every value that is not known to be safe
+    (and every URI password and query value) by ***, longest first."""
+    secrets = {str(v) for k, v in props.items() if not is_safe_key(k) and str(v)}
+    secrets |= {s for v in props.values() for s in uri_secrets(str(v))}
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 4:  # shorter values (true, 1, ...) would garble the message, not hide a secret
             text = text.replace(secret, REDACTED)
     return text
 

@@ -21,7 +21,7 @@ from pyiceberg.table import Table
 
 from icelake_assets.health.cache import FileRow, ManifestCache
 from icelake_assets.health.manifests import UNPARTITIONED, ManifestMeta, ManifestSummary, bound_decoder
-from icelake_assets.settings import Policy
+from icelake_assets.settings import MAX_TARGET_FILE_BYTES, Policy
 
 __all__ = ["UNPARTITIONED", "FileRow", "ManifestCache", "PartitionStats", "TableStats", "compute_table_stats",
            "target_file_size", "MAINTENANCE_OPERATION"]
@@ -170,8 +170,11 @@ class TableStats:
 
 
 def target_file_size(table: Table, policy: Policy) -> int:
-    prop = table.properties.get("write.target-file-size-bytes")
-    return int(prop) if prop else policy.small_files.target_file_size_bytes
+    """The table's write.target-file-size-bytes up to the policy model's bound, else the policy's target
+    (a table property cannot make every file "small" and have the whole table rewritten into one)."""
+    prop = table.properties.get("write.target-file-size-bytes", "")
+    within = prop.isdigit() and 0 < int(prop) <= MAX_TARGET_FILE_BYTES
+    return int(prop) if within else policy.small_files.target_file_size_bytes
 
 
 def _manifest_target(table: Table) -> int:

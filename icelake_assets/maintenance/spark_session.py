@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from icelake_assets.catalog.spark_catalog import spark_catalog_conf
-from icelake_assets.settings import Settings, is_secret_key
+from icelake_assets.settings import Settings, public_properties
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
 # JDBC URL prefix -> (driver jar, Debian package, Maven coordinates); the SQLite driver also needs its JNI
@@ -70,8 +70,9 @@ def _check_master(master: str, config: dict[str, str]) -> None:
 def spark_config(settings: Settings, app_name: str = "icelake_assets", include_secrets: bool = True) -> dict[str, str]:
     """The full Spark configuration for maintenance, derived from the settings' catalogs.
 
-    ``include_secrets=False`` leaves out credentials (JDBC passwords, tokens, keys): for Dagster
-    resource config, which the UI shows; the resource adds them to the session at runtime."""
+    ``include_secrets=False`` keeps only what is known to be safe to show (see
+    :func:`~icelake_assets.settings.is_safe_key`; URIs without password or query): for Dagster resource
+    config, which the UI and the run storage keep; the resource adds the rest at runtime."""
     conf: dict[str, str] = {
         "spark.master": settings.spark.master,
         "spark.app.name": app_name,
@@ -96,12 +97,17 @@ def spark_config(settings: Settings, app_name: str = "icelake_assets", include_s
     if jni:
         conf["spark.driver.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
         conf["spark.executor.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
+    # What comes from the settings (catalog properties, spark.config) may carry secrets; the above is ours.
+    derived: dict[str, str] = {}
     for catalog_conf in catalogs.values():
-        conf.update(catalog_conf)
-    conf.update(settings.spark.config)
-    return conf if include_secrets else {k: v for k, v in conf.items() if not is_secret_key(k)}
+        derived.update(catalog_conf)
+    derived.update(settings.spark.config)
+    if include_secrets:
+        return {**conf, **derived}
+    return {**{k: v for k, v in conf.items() if k not in derived}, **public_properties(derived)}
 
 
 def secret_spark_config(settings: Settings) -> dict[str, str]:
-    """Only the credentials of :func:`spark_config`, read from the environment-backed settings."""
-    return {k: v for k, v in spark_config(settings).items() if is_secret_key(k)}
+    """What ``spark_config(include_secrets=False)`` leaves out, read from the environment-backed settings."""
+    public = spark_config(settings, include_secrets=False)
+    return {k: v for k, v in spark_config(settings).items() if k not in public}

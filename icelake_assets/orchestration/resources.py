@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import TYPE_CHECKING, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
+from dagster_pyspark.resources import spark_session_from_config
 from pydantic import PrivateAttr
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -82,12 +85,23 @@ class IcebergSparkResource(LazyPySparkResource):
     config_path: Optional[str] = None
     _checked: bool = PrivateAttr(default=False)
 
+    def _secrets(self) -> dict[str, str]:
+        return secret_spark_config(load_settings(self.config_path)) if self.config_path else {}
+
+    def _init_session(self) -> None:
+        # The session is built with the secrets the resource config leaves out (read from the settings'
+        # environment now), so they reach Spark without ever being stored in run config.
+        if self._spark_session is None:
+            with quiet_py4j():
+                self._spark_session = spark_session_from_config({**self.spark_config, **self._secrets()})
+
     @property
     def spark_session(self) -> SparkSession:
         session: SparkSession = super().spark_session
-        if not self._checked:
-            secrets = secret_spark_config(load_settings(self.config_path)) if self.config_path else {}
-            for key, value in {**self.spark_config, **secrets}.items():
+        if self._checked:
+            return session
+        with quiet_py4j():
+            for key, value in {**self.spark_config, **self._secrets()}.items():
                 if not key.startswith("spark.sql.catalog."):
                     continue
                 current = session.conf.get(key, None)
@@ -98,5 +112,20 @@ class IcebergSparkResource(LazyPySparkResource):
                         f"a live Spark session has {key}={redact_value(key, current)!r}, not "
                         f"{redact_value(key, str(value))!r}: stop it or use another catalog name"
                     )
-            self._checked = True
+        self._checked = True
         return session
+
+
+@contextmanager
+def quiet_py4j() -> Iterator[None]:
+    """py4j traces every command and answer at DEBUG, values included: while secrets cross to the JVM,
+    its loggers say nothing below INFO (whatever the process's logging configuration)."""
+    loggers = [logging.getLogger(name) for name in ("py4j", "py4j.clientserver", "py4j.java_gateway")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.getEffectiveLevel(), logging.INFO))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)

@@ -187,3 +187,12 @@ def test_the_projected_reader_agrees_with_pyicebergs_full_reader(new_table):
             for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
         )
         assert ours == theirs
+
+
+def test_a_target_size_over_the_bound_falls_back_to_the_policy(new_table):
+    table = new_table(spec=UNPARTITIONED_PARTITION_SPEC)
+    table.append(batch(range(5), 0))
+    with table.transaction() as tx:
+        tx.set_properties({"write.target-file-size-bytes": str(10 ** 15)})  # every file would be "small"
+    target = compute_table_stats(table, POLICY).target_file_size_bytes
+    assert target == POLICY.small_files.target_file_size_bytes

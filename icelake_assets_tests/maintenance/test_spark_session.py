@@ -30,7 +30,10 @@ def test_credentials_stay_out_of_resource_config(tmp_path, monkeypatch):
     settings = _settings(tmp_path, monkeypatch)
     public = spark_config(settings, include_secrets=False)
     assert "s3cr3t" not in repr(public) and "spark.sql.catalog.pg.jdbc.password" not in public
-    assert secret_spark_config(settings) == {"spark.sql.catalog.pg.jdbc.password": "s3cr3t"}
+    # Unknown means secret: the JDBC user is not known to be safe, so it is added at runtime too.
+    assert secret_spark_config(settings) == {"spark.sql.catalog.pg.jdbc.password": "s3cr3t",
+                                             "spark.sql.catalog.pg.jdbc.user": "ice"}
+    assert {**public, **secret_spark_config(settings)} == spark_config(settings)
 
 
 def test_maven_packages_replace_the_bundled_runtime(tmp_path, monkeypatch):
@@ -71,3 +74,27 @@ def test_a_driver_outside_the_run_process_is_refused_with_the_reason(tmp_path, s
                               str(tmp_path / "icelake.yaml"), tmp_path)
     with pytest.raises(SparkSetupError, match=message):
         spark_config(settings)
+
+
+def test_resource_config_keeps_only_what_is_known_to_be_safe(tmp_path, monkeypatch):
+    """Issue 10 item 6: secrets under keys the old detector missed reached Dagster resource config."""
+    planted = {"ADLS": "AccountKey=adls-hunter2", "HDR": "hdr-hunter2", "SIG": "sig-hunter2",
+               "S3A": "s3a-hunter2", "PW": "pw-hunter2"}
+    for var, value in planted.items():
+        monkeypatch.setenv(var, value)
+    settings = parse_settings({
+        "catalogs": {"pg": {"type": "sql", "uri": "postgresql://ice@db/lake?password=${PW}",
+                            "warehouse": "s3://b/wh", "adls.connection-string": "${ADLS}",
+                            "header.X-Api-Key": "${HDR}", "s3.region": "eu-west-1",
+                            "s3.endpoint": "http://minio:9000/?X-Amz-Signature=${SIG}"}},
+        "spark": {"config": {"spark.hadoop.fs.s3a.bucket.b.access.key": "${S3A}",
+                             "spark.executor.memory": "4g"}}},
+        str(tmp_path / "icelake.yaml"), tmp_path)
+    public, full = spark_config(settings, include_secrets=False), spark_config(settings)
+    assert not [v for v in planted.values() if v in repr(public)]
+    # Spark still gets every one at runtime (header.* is forwarded to REST catalogs only).
+    assert all(v in repr(full) for k, v in planted.items() if k != "HDR")
+    assert public["spark.sql.catalog.pg.s3.region"] == "eu-west-1" and public["spark.executor.memory"] == "4g"
+    assert public["spark.sql.catalog.pg.warehouse"] == "s3://b/wh"
+    assert "spark.sql.catalog.pg.uri" not in public  # its query holds the password
+    assert {**public, **secret_spark_config(settings)} == full

@@ -108,3 +108,42 @@ def _ref(lake, ns, table):
     from icelake_assets.catalog.connection import TableRef
 
     return TableRef(lake["name"], (ns,), table)
+
+
+def test_a_table_writer_cannot_overrule_the_operator(tmp_path_factory):
+    """Issue 10 item 2 through the definitions: a table's properties switch nothing on and loosen nothing;
+    the table_configuration check says what was ignored and why."""
+    settings = new_lake(tmp_path_factory, extra={"policies": {"defaults": {
+        "operations": {"enabled": ["expire_snapshots"]}, "guards": {"quiet_period_minutes": 30}}}})
+    name = catalog_name(settings)
+    catalog = open_catalog(settings, name, create=True)
+    catalog.create_namespace("free")
+    rogue = {"icelake.mode": "enforce", "icelake.operations.enabled": "rewrite_data_files",
+             "icelake.guards.quiet_period_minutes": "0", "icelake.guards.max_rewrite_bytes": str(10 ** 18),
+             "icelake.partitions.max_retries": "1000000", "icelake.sensor.interval_seconds": "30",
+             "icelake.schedule.cron": "* * * * *", "icelake.snapshots.min_keep": "9"}
+    _create(catalog, "free.rogue", rogue)
+    defs = build_definitions(settings)
+    key = AssetKey([name, "free", "rogue"])
+    assert defs.resolve_sensor_def("icelake_maintenance_sensor").minimum_interval_seconds == 300  # not 30
+    assert not [s for s in defs.schedules if "maintenance_schedule" in s.name]
+    spec = _spec(defs, key)
+    assert spec.tags["icelake/mode"] == "propose"
+    effective = {r.data["key"]: r.data["value"] for r in spec.metadata["policy/effective"].value.records}
+    assert effective["operations.enabled"] == "expire_snapshots"
+    assert effective["guards.quiet_period_minutes"] == "30.0"
+    assert effective["snapshots.min_keep"] == "9"  # keeping more snapshots is the table's call
+    assert "guards.max_rewrite_bytes" not in effective and "partitions.max_retries" not in effective
+
+    result = _run_config_checks(defs, [key], DagsterInstance.ephemeral())["rogue"]
+    assert not result.passed and result.metadata["ignored_properties"].value == 7
+    problems = result.metadata["problems"].value
+    for expected in ("icelake.mode='enforce' ignored: only the settings file sets the mode",
+                     "icelake.operations.enabled='rewrite_data_files' ignored: only the settings file",
+                     "icelake.guards.quiet_period_minutes='0' ignored: a table property may only raise",
+                     "icelake.guards.max_rewrite_bytes='1000000000000000000' ignored: "
+                     "guards.max_rewrite_bytes: Input should be less than or equal to",
+                     "icelake.partitions.max_retries='1000000' ignored: only the settings file sets",
+                     "icelake.sensor.interval_seconds='30' ignored: only the settings file sets the sensor",
+                     "icelake.schedule.cron='* * * * *' ignored: only the settings file sets schedules"):
+        assert expected in problems

@@ -286,8 +286,11 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
     partitions = policy.policy.partitions if policy is not None else PartitionsPolicy()
     partitions_def = partitions_def_for(table)
     expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True)
+    # The orphan scan needs every known table (their files are never orphans of this one).
     orphans = _op_step(ref, "remove_orphan_files",
-                       lambda spark, r, t, p, stats_fn: runner.remove_orphan_files(spark, r, t, p), first=False)
+                       lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
+                           spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)),
+                       first=False, work_kwargs=lambda context: {"icelake": context.resources.icelake})
     rewrite = _rewrite_step(table, partitions)
     manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False)
     validate = _validate_op(ref)

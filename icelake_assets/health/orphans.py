@@ -109,7 +109,8 @@ class OrphanScan:
 
 @dataclass(frozen=True)
 class FileKey:
-    """A location as Iceberg compares it: scheme and authority (None when absent) and a clean path."""
+    """A location as Iceberg compares it: scheme and authority (None when absent) and a clean path, so
+    ``file:/x``, ``file:///x`` and ``/x`` are one file and ``s3a://b/k`` is ``s3://b/k``."""
 
     scheme: str | None
     authority: str | None
@@ -140,8 +141,6 @@ def file_key(location: str) -> FileKey:
         path, authority = parts.path, parts.netloc or None
     if scheme is not None:
         scheme = EQUAL_SCHEMES.get(scheme, scheme)
-    if scheme == "file":
-        scheme = None  # file:/x, file:///x and /x are the same local file
     path = re.sub(r"/{2,}", "/", path)
     if len(path) > 1:
         path = path.rstrip("/")
@@ -185,7 +184,7 @@ def referenced_files(table: Table) -> set[str]:
 
 def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
     """The table's FileIO filesystem (its catalog's ``s3.*``, ``gcs.*``... properties), the root to list
-    and the prefix that turns a listed path back into a location."""
+    and the prefix that turns a listed path back into a location (local files keep their bare path)."""
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
     if isinstance(io, PyArrowFileIO):
@@ -210,6 +209,11 @@ def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
     else:
         prefix = f"{scheme}://"  # object stores list "bucket/key"
     return filesystem, path.rstrip("/") or "/", prefix
+
+
+def _location(prefix: str, listed: str) -> str:
+    """A listed path as a location; local listings may come back without their leading slash."""
+    return prefix + listed if prefix or listed.startswith("/") else "/" + listed
 
 
 def list_files(location: str, io: FileIO | None = None) -> list[pafs.FileInfo]:
@@ -301,17 +305,21 @@ def scan_orphans(table: Table, name: str, older_than_hours: float, others: Seque
     scan.refused = _refusal(table, name, others, default_locations, (k for ks in refs.values() for k in ks))
     foreign = _foreign_prefixes(location, others)
     hidden_prefixes = _partition_prefixes(table)
-    filesystem, root, prefix = _filesystem(table.io, table.metadata.location)
+    _, _, prefix = _filesystem(table.io, table.metadata.location)
     mismatches: list[str] = []
     for info in list_files(table.metadata.location, table.io):
         scan.listed_files += 1
-        key = file_key(prefix + info.path)
+        listed = _location(prefix, info.path)
+        key = file_key(listed if prefix else "file://" + listed)  # a local file is a file: URI to Iceberg
+        if not key.under(location):
+            raise OrphanScanError(f"{name}: listing {table.metadata.location} returned {listed}, which is not "
+                                  "under it: nothing is deleted")
         twins = refs.get(key.path)
         if twins is not None:
             if not any(key.same_place(t) for t in twins):
-                mismatches.append(f"{prefix + info.path} vs {twins[0]}")
+                mismatches.append(f"{listed} vs {twins[0]}")
             continue
-        relative = key.path[len(location.path):] if key.under(location) else key.path
+        relative = key.path[len(location.path):]
         if _hidden(relative, hidden_prefixes) or info.base_name == "version-hint.text":
             scan.hidden_files += 1
             continue
@@ -319,11 +327,11 @@ def scan_orphans(table: Table, name: str, older_than_hours: float, others: Seque
         if reason is not None:
             scan.skipped[reason] += 1
             if len(scan.skipped_sample) < _SKIPPED_SAMPLE:
-                scan.skipped_sample.append((prefix + info.path, reason))
+                scan.skipped_sample.append((listed, reason))
             continue
         age = (now - info.mtime.timestamp()) / 3600 if info.mtime else 0.0
         if age >= older_than_hours:
-            scan.orphans.append(OrphanFile(path=prefix + info.path, size=info.size or 0, age_hours=age))
+            scan.orphans.append(OrphanFile(path=listed, size=info.size or 0, age_hours=age))
     if mismatches:
         raise PathMismatchError(
             f"{name}: {len(mismatches)} listed files match referenced files by path but not by scheme or "
@@ -348,7 +356,7 @@ def verify_referenced_files(table: Table) -> int:
     table.refresh()
     referenced = referenced_locations(table)
     _, _, prefix = _filesystem(table.io, table.metadata.location)
-    present = {file_key(prefix + info.path).path for info in list_files(table.metadata.location, table.io)}
+    present = {file_key(_location(prefix, info.path)).path for info in list_files(table.metadata.location, table.io)}
     missing = sorted(loc for loc in referenced
                      if file_key(loc).path not in present and not table.io.new_input(loc).exists())
     if missing:

@@ -61,10 +61,11 @@ def known_tables(settings: Settings, catalog_fn: Callable[[str], Catalog] | None
         try:
             found.extend(_catalog_tables(name, open_fn(name)))
         except CatalogUnavailableError as err:
-            raise CatalogUnavailableError(f"cannot list every known table, so no orphan may be removed: {err}") from err
+            raise CatalogUnavailableError(
+                f"cannot list every known table, so no orphan may be removed: {err}") from err
         except Exception as err:
-            raise CatalogUnavailableError(f"catalog {name!r}: cannot list its tables, so no orphan may be removed: "
-                                          f"{type(err).__name__}: {err}") from err
+            raise CatalogUnavailableError(f"catalog {name!r}: cannot list its tables, so no orphan may be "
+                                          f"removed: {type(err).__name__}: {err}") from err
     return found
 
 

@@ -222,7 +222,8 @@ def orphan_finding(orphan_count: int, orphan_bytes: int, policy: Policy, sample:
     action = (f"review and delete them by hand (maintenance never cleans this table: {refused})" if refused
               else "run remove_orphan_files (after expire_snapshots, never concurrently with it)")
     return Finding("orphan_files", severity,
-                   f"{orphan_count} unreferenced files ({orphan_bytes} B) older than {p.older_than_hours:g} h{notes}",
+                   f"{orphan_count} unreferenced files ({orphan_bytes} B) older than "
+                   f"{p.older_than_hours:g} h{notes}",
                    action, metrics, rows)
 
 

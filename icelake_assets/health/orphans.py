@@ -247,7 +247,8 @@ def _gc_disabled(table: Table) -> bool:
 
 def _own_prefixes(table: Table) -> list[FileKey]:
     props = table.properties
-    return [file_key(table.metadata.location)] + [file_key(props[k]) for k in WRITE_PATH_PROPERTIES if props.get(k)]
+    return [file_key(table.metadata.location)] + [file_key(props[k]) for k in WRITE_PATH_PROPERTIES
+                                                  if props.get(k)]
 
 
 def _refusal(table: Table, name: str, others: Sequence[KnownTable], default_locations: Sequence[str],
@@ -270,8 +271,9 @@ def _refusal(table: Table, name: str, others: Sequence[KnownTable], default_loca
     own = _own_prefixes(table)
     outside = [k for k in referenced if not any(k.under(p) for p in own)]
     if outside:
-        return (f"{len(outside)} referenced files lie outside its location and write paths (e.g. {outside[0]}): "
-                "files shared with another table (Iceberg's snapshot procedure, add_files)")
+        return (f"{len(outside)} referenced files lie outside its location and write paths "
+                f"(e.g. {outside[0]}): files shared with another table (Iceberg's snapshot procedure, "
+                "add_files)")
     return None
 
 
@@ -312,8 +314,8 @@ def scan_orphans(table: Table, name: str, older_than_hours: float, others: Seque
         listed = _location(prefix, info.path)
         key = file_key(listed if prefix else "file://" + listed)  # a local file is a file: URI to Iceberg
         if not key.under(location):
-            raise OrphanScanError(f"{name}: listing {table.metadata.location} returned {listed}, which is not "
-                                  "under it: nothing is deleted")
+            raise OrphanScanError(f"{name}: listing {table.metadata.location} returned {listed}, which is "
+                                  "not under it: nothing is deleted")
         twins = refs.get(key.path)
         if twins is not None:
             if not any(key.same_place(t) for t in twins):
@@ -335,8 +337,8 @@ def scan_orphans(table: Table, name: str, older_than_hours: float, others: Seque
     if mismatches:
         raise PathMismatchError(
             f"{name}: {len(mismatches)} listed files match referenced files by path but not by scheme or "
-            f"authority (e.g. {mismatches[0]}); nothing is deleted: fix the table's locations or its catalog's "
-            "file IO settings")
+            f"authority (e.g. {mismatches[0]}); nothing is deleted: fix the table's locations or its "
+            "catalog's file IO settings")
     scan.orphans.sort(key=lambda o: o.path)
     return scan
 
@@ -356,7 +358,8 @@ def verify_referenced_files(table: Table) -> int:
     table.refresh()
     referenced = referenced_locations(table)
     _, _, prefix = _filesystem(table.io, table.metadata.location)
-    present = {file_key(_location(prefix, info.path)).path for info in list_files(table.metadata.location, table.io)}
+    present = {file_key(_location(prefix, info.path)).path
+               for info in list_files(table.metadata.location, table.io)}
     missing = sorted(loc for loc in referenced
                      if file_key(loc).path not in present and not table.io.new_input(loc).exists())
     if missing:

@@ -51,7 +51,8 @@ from icelake_assets.settings import PartitionsPolicy
 _RESULT_METRICS = {
     "expire_snapshots": ("snapshots_before", "snapshots_after", "deleted_data_files_count",
                          "deleted_manifest_files_count", "deleted_manifest_lists_count"),
-    "remove_orphan_files": ("orphans_found", "orphans_removed", "bytes_found"),
+    "remove_orphan_files": ("orphans_found", "orphans_removed", "bytes_found", "hidden_files",
+                            "skipped_other_tables"),
     "rewrite_data_files": ("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count",
                            "failed_data_files_count", "data_files_before", "data_files_after",
                            "small_files_before", "small_files_after"),

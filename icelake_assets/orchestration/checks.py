@@ -121,17 +121,18 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
     @asset_check(
         asset=key,
         name=ORPHAN_CHECK,
-        description="Files under the table location that no snapshot references, leaving hidden files and other "
-                    "tables' files aside (lists storage; never deletes).",
+        description="Files under the table location that no snapshot references, leaving hidden files "
+                    "and other tables' files aside (lists storage; never deletes).",
     )
     def orphan_files(icelake: IcelakeResource) -> AssetCheckResult:
         tbl = icelake.load_table(ref)
         policy = icelake.policy(tbl)
         scan = icelake.scan_orphans(ref, tbl, policy)
         orphans = scan.orphans
-        finding = orphan_finding(len(orphans), sum(o.size for o in orphans), policy, [o.path for o in orphans],
-                                 scan.hidden_files, scan.skipped, scan.refused)
-        extra = {"skipped_sample": MetadataValue.json(scan.summary()["skipped_sample"])} if scan.skipped else {}
+        finding = orphan_finding(len(orphans), sum(o.size for o in orphans), policy,
+                                 [o.path for o in orphans], scan.hidden_files, scan.skipped, scan.refused)
+        extra = ({"skipped_sample": MetadataValue.json(scan.summary()["skipped_sample"])}
+                 if scan.skipped else {})
         return check_result(finding, key, extra)
 
     return [metadata_checks, orphan_files]

@@ -65,7 +65,8 @@ def _old_file(path: Path, days: float = 5) -> str:
 
 
 def test_locations_are_compared_as_iceberg_compares_them():
-    assert file_key("file:/w/t/a.parquet") == file_key("file:///w/t//a.parquet") == file_key("file:/w/t/a.parquet/")
+    assert file_key("file:/w/t/a.parquet") == file_key("file:///w/t//a.parquet") \
+        == file_key("file:/w/t/a.parquet/")
     assert file_key("/w/t/a.parquet").same_place(file_key("file:///w/t/a.parquet"))
     assert file_key("s3a://b/k/x") == file_key("s3n://b/k/x") == file_key("s3://b//k/x")
     assert not file_key("s3://other/k/x").same_place(file_key("s3://b/k/x"))  # another authority
@@ -75,7 +76,8 @@ def test_locations_are_compared_as_iceberg_compares_them():
 
 
 def test_hidden_files_and_folders_are_not_orphans_but_hidden_partitions_are_listed(new_table):
-    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="_id"))
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(),
+                                        name="_id"))
     table = new_table(spec=spec)
     table.append(batch(range(3), 0))
     root = data_dir(table)

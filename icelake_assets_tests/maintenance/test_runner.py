@@ -33,8 +33,9 @@ def _remove(lake, short: str) -> runner.OpOutcome:
     policy = lake["settings"].policy_for(ref, table.properties)
     known = known_tables(lake["settings"])
     where = default_locations(lake["catalog"], ref)
-    return runner.remove_orphan_files(lambda: lake["spark"], ref, table, policy,
-                                      lambda t: scan_orphans(t, str(ref), policy.orphans.older_than_hours, known, where))
+    return runner.remove_orphan_files(
+        lambda: lake["spark"], ref, table, policy,
+        lambda t: scan_orphans(t, str(ref), policy.orphans.older_than_hours, known, where))
 
 
 def _count(lake, short: str) -> int:
@@ -43,7 +44,8 @@ def _count(lake, short: str) -> int:
 
 def test_a_table_containing_another_is_never_cleaned_and_the_nested_table_stays_whole(lake):
     nested = _files(lake["tables"]["c"])
-    assert nested and all(p.startswith(str(local_path(lake["tables"]["b"].metadata.location))) for p in nested)
+    outer = str(local_path(lake["tables"]["b"].metadata.location))
+    assert nested and all(p.startswith(outer) for p in nested)
     outcome = _remove(lake, "b")
     assert not outcome.acted
     assert "never cleaned" in outcome.reason and f"{lake['refs']['c']}'s location" in outcome.reason

@@ -10,7 +10,7 @@ from typing import Sequence
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef, load_table, open_catalog
 from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.health.findings import orphan_finding
-from icelake_assets.health.orphans import find_orphans
+from icelake_assets.health.orphans import scan_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.settings import Settings, SettingsError, load_settings
 
@@ -39,13 +39,20 @@ def cmd_health(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     cache = ManifestCache(path=default_cache_path())  # repeated runs read only new manifests
     healths, rows = [], []
+    known = None
     for ref in _selected_refs(settings, args.table):
         table = load_table(open_catalog(settings, ref.catalog), ref)
         policy = settings.policy_for(ref, table.properties)
         extra = []
         if args.orphans:
-            orphans = find_orphans(table, policy.orphans.older_than_hours)
-            extra.append(orphan_finding(len(orphans), sum(o.size for o in orphans), policy, [o.path for o in orphans]))
+            from icelake_assets.catalog.known_tables import default_locations, known_tables
+
+            known = known_tables(settings) if known is None else known
+            scan = scan_orphans(table, str(ref), policy.orphans.older_than_hours, known,
+                                default_locations(open_catalog(settings, ref.catalog), ref))
+            extra.append(orphan_finding(len(scan.orphans), sum(o.size for o in scan.orphans), policy,
+                                        [o.path for o in scan.orphans], scan.hidden_files, scan.skipped,
+                                        scan.refused))
         health = evaluate(compute_table_stats(table, policy, cache), policy, extra, name=str(ref))
         healths.append(health)
         for f in health.findings:

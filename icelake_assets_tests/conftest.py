@@ -65,3 +65,31 @@ def spark_for(request) -> Callable[[Settings], Any]:
         return IcebergSparkResource(spark_config=spark_config(settings)).spark_session
 
     return get
+
+
+def build_nested_lake(settings: Settings, spark, gc_disabled: tuple[str, ...] = ("g",)) -> dict[str, Any]:
+    """Tables created by Spark's JDBC catalog, where ``a.b.c`` lives inside ``a.b``'s location
+    (``warehouse/a/b/c``): ``a.b``, ``a.b.c``, ``a.d``, and ``a.<x>`` with ``gc.enabled=false`` for each
+    ``gc_disabled``. Every file is 5 days old and each table but ``a.b.c`` holds 3 old planted orphans.
+    Returns the refs and the planted orphans by short name (``b``, ``c``, ``d``...)."""
+    from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
+    from icelake_assets.demo.lake import age_all_files, plant_orphans
+
+    name = catalog_name(settings)
+    open_catalog(settings, name, create=True)  # creates the catalog tables Spark's JDBC catalog uses
+    q = lambda *parts: ".".join(f"`{p}`" for p in (name, *parts))  # noqa: E731
+    spark.sql(f"CREATE NAMESPACE {q('a')}")
+    spark.sql(f"CREATE NAMESPACE {q('a', 'b')}")
+    idents = {"b": ("a", "b"), "c": ("a", "b", "c"), "d": ("a", "d"), **{g: ("a", g) for g in gc_disabled}}
+    for short, ident in idents.items():
+        props = " TBLPROPERTIES ('gc.enabled'='false')" if short in gc_disabled else ""
+        spark.sql(f"CREATE TABLE {q(*ident)} (id bigint, s string) USING iceberg{props}")
+        for i in range(2):
+            spark.sql(f"INSERT INTO {q(*ident)} VALUES ({2 * i}, '{short}'), ({2 * i + 1}, '{short}')")
+    catalog = open_catalog(settings, name)
+    refs = {short: TableRef(name, ident[:-1], ident[-1]) for short, ident in idents.items()}
+    tables = {short: load_table(catalog, ref) for short, ref in refs.items()}
+    for short in ("b", "d", *gc_disabled):  # a.b's folder holds a.b.c's: it is aged with it
+        age_all_files(tables[short], 5)
+    planted = {short: plant_orphans(tables[short], 3, age_days=5) for short in ("b", "d", *gc_disabled)}
+    return {"refs": refs, "tables": tables, "planted": planted, "catalog": catalog}

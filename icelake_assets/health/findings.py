@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from icelake_assets.health.stats import SIZE_BUCKETS, TableStats
 from icelake_assets.settings import Policy
@@ -200,19 +200,31 @@ def layout_drift_finding(stats: TableStats, policy: Policy) -> Finding:
     return Finding("layout_drift", severity, summary, "; then ".join(steps), metrics, rows)
 
 
-def orphan_finding(orphan_count: int, orphan_bytes: int, policy: Policy, sample: Sequence[str] = ()) -> Finding:
+def orphan_finding(orphan_count: int, orphan_bytes: int, policy: Policy, sample: Sequence[str] = (),
+                   hidden_files: int = 0, skipped: Mapping[str, int] | None = None,
+                   refused: str | None = None) -> Finding:
+    """``hidden_files``: not orphans by Iceberg's rule; ``skipped``: files left alone because another
+    table owns them, by reason; ``refused``: why this table is never cleaned automatically."""
     p = policy.orphans
+    skipped = dict(skipped or {})
     metrics = {"orphan_files": orphan_count, "orphan_bytes": orphan_bytes, "max_orphans": p.max_count,
-               "orphan_older_than_hours": p.older_than_hours}
+               "orphan_older_than_hours": p.older_than_hours, "hidden_files": hidden_files,
+               "skipped_other_tables": sum(skipped.values()), "cleanup_refused": int(refused is not None)}
     rows = tuple({"path": path} for path in list(sample)[:10])
+    notes = "".join(f"; {n} files skipped ({reason})" for reason, n in sorted(skipped.items()))
+    if refused:
+        notes += f"; never removed automatically: {refused}"
     if orphan_count <= p.max_count:
         return Finding("orphan_files", Severity.OK,
-                       f"{orphan_count} unreferenced files older than {p.older_than_hours:g} h", "nothing to remove",
-                       metrics, rows)
+                       f"{orphan_count} unreferenced files older than {p.older_than_hours:g} h{notes}",
+                       "nothing to remove", metrics, rows)
     severity = Severity.ERROR if orphan_count >= max(1, p.max_count) * ERROR_FACTOR else Severity.WARN
+    action = (f"review and delete them by hand (maintenance never cleans this table: {refused})" if refused
+              else "run remove_orphan_files (after expire_snapshots, never concurrently with it)")
     return Finding("orphan_files", severity,
-                   f"{orphan_count} unreferenced files ({orphan_bytes} B) older than {p.older_than_hours:g} h",
-                   "run remove_orphan_files (after expire_snapshots, never concurrently with it)", metrics, rows)
+                   f"{orphan_count} unreferenced files ({orphan_bytes} B) older than "
+                   f"{p.older_than_hours:g} h{notes}",
+                   action, metrics, rows)
 
 
 METADATA_FINDINGS = {

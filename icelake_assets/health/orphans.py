@@ -1,18 +1,54 @@
 """Orphan files: files under the table location that no snapshot or metadata file references.
 
-Listing storage is expensive, so callers run this less often than the other checks. It never deletes.
+Listing storage is expensive, so callers run this less often than the other checks. It never deletes:
+it decides the exact set of files that removal may delete (maintenance/runner.py deletes that list
+and nothing else). The rules, Iceberg's own where Iceberg has one:
+
+- a listed file is compared with the referenced ones as Iceberg compares them (``s3a``/``s3n`` are
+  ``s3``; ``file:/x``, ``file:///x`` and ``/x`` are one file; duplicate slashes do not count); the
+  same path under another scheme or authority is an error, never an orphan;
+- hidden files and folders (a name starting with ``.`` or ``_``, e.g. ``.crc``, ``_SUCCESS``) are
+  not orphans, unless the folder is a partition whose field name starts with ``_`` / ``.``;
+- nothing under another known table's location, ``write.data.path`` or ``write.metadata.path``;
+- a table whose files may be shared is never cleaned (``refused``): ``gc.enabled=false``, a location
+  equal to or containing another table's, another table writing over its location, a location outside
+  where its catalog puts tables (``register_table``), referenced files outside its own folders
+  (Iceberg's ``snapshot`` procedure).
 """
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
+from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
 from icelake_assets.health.manifests import live_file_paths
+
+# Iceberg's default equal_schemes (DeleteOrphanFilesSparkAction): s3a and s3n are s3.
+EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+# Table properties naming where a table writes besides its location (the last two: older spellings).
+WRITE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
+                         "write.folder-storage.path")
+_SKIPPED_SAMPLE = 20
+
+
+class OrphanScanError(RuntimeError):
+    """Storage cannot be compared safely with the table's metadata: nothing may be deleted."""
+
+
+class PathMismatchError(OrphanScanError):
+    """A listed file has a referenced twin under another scheme or authority (Iceberg's prefix mismatch)."""
+
+
+class ReferencedFilesMissingError(RuntimeError):
+    """A file the table's metadata references does not exist."""
 
 
 @dataclass(frozen=True)
@@ -22,17 +58,106 @@ class OrphanFile:
     age_hours: float
 
 
+@dataclass(frozen=True)
+class KnownTable:
+    """Another table of a configured catalog: where it lives and where it writes."""
+
+    name: str
+    location: str
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def write_paths(self) -> dict[str, str]:
+        """Where it writes files: its explicit write paths, else the default data and metadata folders."""
+        loc = self.location.rstrip("/")
+        paths = {"write.data.path": f"{loc}/data", "write.metadata.path": f"{loc}/metadata"}
+        paths.update({k: self.properties[k] for k in WRITE_PATH_PROPERTIES if self.properties.get(k)})
+        return paths
+
+
+@dataclass
+class OrphanScan:
+    """What a storage listing found under one table's location."""
+
+    table: str
+    location: str
+    orphans: list[OrphanFile] = field(default_factory=list)
+    hidden_files: int = 0
+    skipped: Counter = field(default_factory=Counter)  # reason -> files left alone
+    skipped_sample: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    refused: str | None = None  # why this table is never cleaned
+    listed_files: int = 0
+
+    @property
+    def removable(self) -> list[OrphanFile]:
+        """The files removal may delete: none when the table is refused."""
+        return [] if self.refused else self.orphans
+
+    def summary(self) -> dict[str, object]:
+        out: dict[str, object] = {"listed_files": self.listed_files, "orphans_found": len(self.orphans),
+                                  "hidden_files": self.hidden_files,
+                                  "skipped_other_tables": sum(self.skipped.values())}
+        if self.skipped:
+            out["skipped_reasons"] = dict(self.skipped)
+            out["skipped_sample"] = [f"{p} ({r})" for p, r in self.skipped_sample]
+        if self.refused:
+            out["refused"] = self.refused
+        return out
+
+
+# -- path equivalence -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FileKey:
+    """A location as Iceberg compares it: scheme and authority (None when absent) and a clean path, so
+    ``file:/x``, ``file:///x`` and ``/x`` are one file and ``s3a://b/k`` is ``s3://b/k``."""
+
+    scheme: str | None
+    authority: str | None
+    path: str
+
+    def same_place(self, other: "FileKey") -> bool:
+        """Scheme and authority agree where both are known (Iceberg compares only non-null parts)."""
+        return ((self.scheme is None or other.scheme is None or self.scheme == other.scheme)
+                and (self.authority is None or other.authority is None or self.authority == other.authority))
+
+    def under(self, prefix: "FileKey") -> bool:
+        """This location equals ``prefix`` or lies inside it (whole path components)."""
+        if not self.same_place(prefix):
+            return False
+        return self.path == prefix.path or self.path.startswith(prefix.path.rstrip("/") + "/")
+
+    def __str__(self) -> str:
+        head = f"{self.scheme}://{self.authority or ''}" if self.scheme else ""
+        return head + self.path
+
+
+def file_key(location: str) -> FileKey:
+    parts = urlsplit(location)
+    scheme = parts.scheme.lower() or None
+    if scheme is not None and len(scheme) == 1:  # a Windows drive letter, not a scheme
+        scheme, path, authority = None, location, None
+    else:
+        path, authority = parts.path, parts.netloc or None
+    if scheme is not None:
+        scheme = EQUAL_SCHEMES.get(scheme, scheme)
+    path = re.sub(r"/{2,}", "/", path)
+    if len(path) > 1:
+        path = path.rstrip("/")
+    return FileKey(scheme, authority, path)
+
+
 def _normalize(path: str) -> str:
     """Compare locations scheme-independently: file:/x, file:///x and /x are one file."""
-    parts = urlsplit(path)
-    if parts.scheme in ("", "file"):
-        return parts.path
-    return f"{parts.netloc}{parts.path}"
+    key = file_key(path)
+    return f"{key.authority}{key.path}" if key.authority else key.path
 
 
-def referenced_files(table: Table) -> set[str]:
-    """Every file reachable from the table's metadata: metadata.json log, manifest lists,
-    manifests, live data and delete files of every snapshot, statistics files."""
+# -- what the metadata references -------------------------------------------------------------------
+
+def referenced_locations(table: Table) -> set[str]:
+    """Every file reachable from the table's metadata, as written there: metadata.json log, manifest
+    lists, manifests, data and delete files of every snapshot, statistics files."""
     md = table.metadata
     refs = {table.metadata_location}
     refs.update(entry.metadata_file for entry in md.metadata_log)
@@ -47,26 +172,200 @@ def referenced_files(table: Table) -> set[str]:
             seen_manifests.add(manifest.manifest_path)
             refs.add(manifest.manifest_path)
             refs.update(live_file_paths(table.io, manifest.manifest_path))
-    return {_normalize(r) for r in refs}
+    return refs
 
 
-def list_files(location: str) -> list[pafs.FileInfo]:
-    filesystem, root = pafs.FileSystem.from_uri(location)
+def referenced_files(table: Table) -> set[str]:
+    """:func:`referenced_locations`, normalized for comparison."""
+    return {_normalize(r) for r in referenced_locations(table)}
+
+
+# -- listing with the table's own FileIO ------------------------------------------------------------
+
+def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
+    """The table's FileIO filesystem (its catalog's ``s3.*``, ``gcs.*``... properties), the root to list
+    and the prefix that turns a listed path back into a location (local files keep their bare path)."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    if isinstance(io, PyArrowFileIO):
+        scheme, netloc, path = io.parse_location(location, io.properties)
+        filesystem = io.fs_by_scheme(scheme, netloc)
+    else:
+        try:
+            from pyiceberg.io.fsspec import FsspecFileIO
+        except ImportError:  # pragma: no cover - fsspec is optional
+            FsspecFileIO = None  # type: ignore[misc,assignment]
+        if FsspecFileIO is None or not isinstance(io, FsspecFileIO):
+            raise OrphanScanError(f"cannot list {location} with the table's FileIO {type(io).__name__}: "
+                                  "orphan listing supports pyiceberg's PyArrowFileIO and FsspecFileIO")
+        parts = urlsplit(location)
+        scheme, netloc = parts.scheme or "file", parts.netloc
+        path = parts.path if scheme == "file" else f"{netloc}{parts.path}"
+        filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(io.get_fs(scheme)))
+    if scheme == "file":
+        prefix = ""
+    elif scheme in ("hdfs", "viewfs"):
+        prefix = f"{scheme}://{netloc}"
+    else:
+        prefix = f"{scheme}://"  # object stores list "bucket/key"
+    return filesystem, path.rstrip("/") or "/", prefix
+
+
+def _location(prefix: str, listed: str) -> str:
+    """A listed path as a location; local listings may come back without their leading slash."""
+    return prefix + listed if prefix or listed.startswith("/") else "/" + listed
+
+
+def list_files(location: str, io: FileIO | None = None) -> list[pafs.FileInfo]:
+    """Every file under ``location`` (recursively), listed with ``io``'s filesystem (default: a plain
+    PyArrowFileIO, i.e. no catalog properties: pass the table's ``io``)."""
+    if io is None:
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+
+        io = PyArrowFileIO()
+    filesystem, root, _ = _filesystem(io, location)
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
     return [info for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.File]
 
 
-def find_orphans(table: Table, older_than_hours: float, now: float | None = None) -> list[OrphanFile]:
-    """Files under the table location referenced by nothing and older than ``older_than_hours``.
+def _hidden(relative: str, partition_prefixes: Sequence[str]) -> bool:
+    """Iceberg's PartitionAwareHiddenPathFilter over every component below the table location."""
+    return any(part[:1] in ("_", ".") and not part.startswith(tuple(partition_prefixes))
+               for part in relative.split("/") if part)
 
-    ``version-hint.text`` and other non-table files of Hadoop catalogs are not counted."""
+
+def _partition_prefixes(table: Table) -> list[str]:
+    names = {f.name for spec in table.metadata.partition_specs for f in spec.fields}
+    return [f"{n}=" for n in names if n[:1] in ("_", ".")]
+
+
+# -- which tables must never be cleaned, which paths belong to others -------------------------------
+
+def _gc_disabled(table: Table) -> bool:
+    return str(table.properties.get("gc.enabled", "true")).strip().lower() == "false"
+
+
+def _own_prefixes(table: Table) -> list[FileKey]:
+    props = table.properties
+    return [file_key(table.metadata.location)] + [file_key(props[k]) for k in WRITE_PATH_PROPERTIES
+                                                  if props.get(k)]
+
+
+def _refusal(table: Table, name: str, others: Sequence[KnownTable], default_locations: Sequence[str],
+             referenced: Iterable[FileKey]) -> str | None:
+    location = file_key(table.metadata.location)
+    if _gc_disabled(table):
+        return "gc.enabled=false: its files may be shared with another table (Iceberg's snapshot procedure)"
+    for other in others:
+        theirs = file_key(other.location)
+        if theirs.path == location.path and theirs.same_place(location):
+            return f"its location is also the location of {other.name} (register_table on shared files)"
+        if theirs.under(location):
+            return f"its location contains {other.name}'s location {other.location}"
+        for prop, path in other.write_paths.items():
+            if location.under(file_key(path)):
+                return f"{other.name}'s {prop} {path} contains its location"
+    if default_locations and not any(location.under(file_key(d)) for d in default_locations):
+        return (f"its location {table.metadata.location} is not where its catalog puts {name} "
+                f"({', '.join(default_locations)}): registered on files another table may own")
+    own = _own_prefixes(table)
+    outside = [k for k in referenced if not any(k.under(p) for p in own)]
+    if outside:
+        return (f"{len(outside)} referenced files lie outside its location and write paths "
+                f"(e.g. {outside[0]}): files shared with another table (Iceberg's snapshot procedure, "
+                "add_files)")
+    return None
+
+
+def _foreign_prefixes(location: FileKey, others: Sequence[KnownTable]) -> list[tuple[FileKey, str]]:
+    """Prefixes inside ``location`` that belong to another table, each with the reason to skip it."""
+    out = []
+    for other in others:
+        claims = {"location": other.location, **other.write_paths}
+        for prop, path in claims.items():
+            key = file_key(path)
+            if key.under(location):
+                out.append((key, f"under {other.name}'s {prop}"))
+    return out
+
+
+def scan_orphans(table: Table, name: str, older_than_hours: float, others: Sequence[KnownTable] = (),
+                 default_locations: Sequence[str] = (), now: float | None = None) -> OrphanScan:
+    """List the table's location with its own FileIO and decide which files are orphans.
+
+    ``others``: every other known table (a table named ``name`` among them is ignored);
+    ``default_locations``: where the table's catalog would put it (empty: unknown, not checked).
+    Raises :class:`PathMismatchError` when a listed file matches a referenced one only by path."""
     now = time.time() if now is None else now
-    refs = referenced_files(table)
-    orphans = []
-    for info in list_files(table.metadata.location):
-        if _normalize(info.path) in refs or info.base_name == "version-hint.text":
+    others = [o for o in others if o.name != name]
+    refs: dict[str, list[FileKey]] = {}
+    for loc in referenced_locations(table):
+        key = file_key(loc)
+        refs.setdefault(key.path, []).append(key)
+    location = file_key(table.metadata.location)
+    scan = OrphanScan(table=name, location=table.metadata.location)
+    scan.refused = _refusal(table, name, others, default_locations, (k for ks in refs.values() for k in ks))
+    foreign = _foreign_prefixes(location, others)
+    hidden_prefixes = _partition_prefixes(table)
+    _, _, prefix = _filesystem(table.io, table.metadata.location)
+    mismatches: list[str] = []
+    for info in list_files(table.metadata.location, table.io):
+        scan.listed_files += 1
+        listed = _location(prefix, info.path)
+        key = file_key(listed if prefix else "file://" + listed)  # a local file is a file: URI to Iceberg
+        if not key.under(location):
+            raise OrphanScanError(f"{name}: listing {table.metadata.location} returned {listed}, which is "
+                                  "not under it: nothing is deleted")
+        twins = refs.get(key.path)
+        if twins is not None:
+            if not any(key.same_place(t) for t in twins):
+                mismatches.append(f"{listed} vs {twins[0]}")
+            continue
+        relative = key.path[len(location.path):]
+        if _hidden(relative, hidden_prefixes) or info.base_name == "version-hint.text":
+            scan.hidden_files += 1
+            continue
+        reason = next((r for p, r in foreign if key.under(p)), None)
+        if reason is not None:
+            scan.skipped[reason] += 1
+            if len(scan.skipped_sample) < _SKIPPED_SAMPLE:
+                scan.skipped_sample.append((listed, reason))
             continue
         age = (now - info.mtime.timestamp()) / 3600 if info.mtime else 0.0
         if age >= older_than_hours:
-            orphans.append(OrphanFile(path=info.path, size=info.size or 0, age_hours=age))
-    return sorted(orphans, key=lambda o: o.path)
+            scan.orphans.append(OrphanFile(path=listed, size=info.size or 0, age_hours=age))
+    if mismatches:
+        raise PathMismatchError(
+            f"{name}: {len(mismatches)} listed files match referenced files by path but not by scheme or "
+            f"authority (e.g. {mismatches[0]}); nothing is deleted: fix the table's locations or its "
+            "catalog's file IO settings")
+    scan.orphans.sort(key=lambda o: o.path)
+    return scan
+
+
+def find_orphans(table: Table, older_than_hours: float, now: float | None = None,
+                 others: Sequence[KnownTable] = (), name: str = "") -> list[OrphanFile]:
+    """Files under the table location referenced by nothing, not hidden, not another table's, and older
+    than ``older_than_hours`` (see :func:`scan_orphans`)."""
+    return scan_orphans(table, name or ".".join(table.name()), older_than_hours, others, now=now).orphans
+
+
+def verify_referenced_files(table: Table) -> int:
+    """After a removal: every file the table's metadata references (all snapshots, statistics, metadata
+    log) still exists. One listing of the location, plus a lookup for files outside it.
+
+    Returns the number of files checked; raises :class:`ReferencedFilesMissingError` naming the missing."""
+    table.refresh()
+    referenced = referenced_locations(table)
+    _, _, prefix = _filesystem(table.io, table.metadata.location)
+    present = {file_key(_location(prefix, info.path)).path
+               for info in list_files(table.metadata.location, table.io)}
+    missing = sorted(loc for loc in referenced
+                     if file_key(loc).path not in present and not table.io.new_input(loc).exists())
+    if missing:
+        raise ReferencedFilesMissingError(
+            f"{'.'.join(table.name())}: {len(missing)} files referenced by the table's metadata do not exist "
+            f"after orphan removal: {', '.join(missing[:10])}{' …' if len(missing) > 10 else ''}. The table "
+            "may be unreadable: restore these files from a backup or roll back to a snapshot that does not "
+            "reference them")
+    return len(referenced)

@@ -64,13 +64,6 @@ def expire_snapshots(spark: SparkSession, ref: TableRef, older_than: datetime, r
     return _single(call_procedure(spark, ref, "expire_snapshots", older_than=older_than, retain_last=retain_last))
 
 
-def remove_orphan_files(
-    spark: SparkSession, ref: TableRef, older_than: datetime, dry_run: bool = False
-) -> list[str]:
-    rows = call_procedure(spark, ref, "remove_orphan_files", older_than=older_than, dry_run=dry_run)
-    return [r["orphan_file_location"] for r in rows]
-
-
 def rewrite_data_files(
     spark: SparkSession,
     ref: TableRef,

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.health.orphans import find_orphans
+from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
@@ -21,6 +20,7 @@ from icelake_assets.maintenance.partition_filter import PartitionScope
 from icelake_assets.settings import Policy
 
 StatsFn = Callable[[Table], TableStats]
+ScanFn = Callable[[Table], OrphanScan]
 
 
 @dataclass
@@ -72,17 +72,47 @@ def expire_snapshots(spark_fn: Callable[[], SparkSession], ref: TableRef, table:
 
 
 def remove_orphan_files(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
-                        now: datetime | None = None) -> OpOutcome:
+                        scan_fn: ScanFn) -> OpOutcome:
+    """Delete exactly the orphans ``scan_fn`` decided on (health/orphans.py: not referenced, not hidden,
+    not another table's, old enough), one by one through the table's own FileIO, then verify that every
+    file the metadata references still exists (else raise ReferencedFilesMissingError).
+
+    Iceberg's ``remove_orphan_files`` procedure is not called: it lists the whole location itself and
+    would delete the files of a table nested inside it. So this op needs no Spark."""
     def work() -> OpOutcome:
-        orphans = find_orphans(table, policy.orphans.older_than_hours)
+        scan = scan_fn(table)
+        info: dict[str, Any] = scan.summary()
+        orphans = scan.removable
         d = plan.decide_orphans(len(orphans), sum(o.size for o in orphans), policy)
+        signals = {**d.signals, "hidden_files": scan.hidden_files,
+                   "skipped_other_tables": sum(scan.skipped.values())}
+        if scan.refused:
+            return OpOutcome(d.op, False, f"never cleaned: {scan.refused}", signals, info)
         if not d.act:
-            return OpOutcome(d.op, False, d.reason, d.signals)
-        cutoff = (now or datetime.now(timezone.utc)) - timedelta(hours=policy.orphans.older_than_hours)
-        removed = procedures.remove_orphan_files(spark_fn(), ref, cutoff)
-        res = {"orphans_found": len(orphans), "orphans_removed": len(removed),
-               "bytes_found": sum(o.size for o in orphans), "removed_sample": removed[:20]}
-        return OpOutcome(d.op, True, d.reason, d.signals, res)
+            return OpOutcome(d.op, False, d.reason, signals, info)
+        # A commit since the listing may reference a listed file (e.g. add_files): keep those.
+        listed_at = table.metadata_location
+        table.refresh()
+        if table.metadata_location != listed_at:
+            now_referenced = {file_key(r).path for r in referenced_locations(table)}
+            orphans = [o for o in orphans if file_key(o.path).path not in now_referenced]
+        removed, errors = [], []
+        for orphan in orphans:
+            try:
+                table.io.delete(orphan.path)
+                removed.append(orphan.path)
+            except FileNotFoundError:
+                pass  # gone already: nothing to do
+            except OSError as err:
+                errors.append(f"{orphan.path}: {type(err).__name__}: {err}")
+        checked = verify_referenced_files(table)
+        res = {**info, "orphans_removed": len(removed), "bytes_found": sum(o.size for o in scan.orphans),
+               "removed_sample": removed[:20], "referenced_files_verified": checked}
+        reason = d.reason
+        if errors:
+            res["delete_errors"] = errors[:20]
+            reason = f"{reason}; {len(errors)} files could not be deleted (e.g. {errors[0]})"
+        return OpOutcome(d.op, True, reason, signals, res)
 
     return _timed("remove_orphan_files", table, work)
 

@@ -51,7 +51,8 @@ from icelake_assets.settings import PartitionsPolicy
 _RESULT_METRICS = {
     "expire_snapshots": ("snapshots_before", "snapshots_after", "deleted_data_files_count",
                          "deleted_manifest_files_count", "deleted_manifest_lists_count"),
-    "remove_orphan_files": ("orphans_found", "orphans_removed", "bytes_found"),
+    "remove_orphan_files": ("orphans_found", "orphans_removed", "bytes_found", "hidden_files",
+                            "skipped_other_tables"),
     "rewrite_data_files": ("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count",
                            "failed_data_files_count", "data_files_before", "data_files_after",
                            "small_files_before", "small_files_after"),
@@ -286,8 +287,11 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
     partitions = policy.policy.partitions if policy is not None else PartitionsPolicy()
     partitions_def = partitions_def_for(table)
     expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True)
+    # The orphan scan needs every known table (their files are never orphans of this one).
     orphans = _op_step(ref, "remove_orphan_files",
-                       lambda spark, r, t, p, stats_fn: runner.remove_orphan_files(spark, r, t, p), first=False)
+                       lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
+                           spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)),
+                       first=False, work_kwargs=lambda context: {"icelake": context.resources.icelake})
     rewrite = _rewrite_step(table, partitions)
     manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False)
     validate = _validate_op(ref)

@@ -33,7 +33,6 @@ from dagster import (
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
-from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.overview import TableHealth, evaluate, lake_overview
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
@@ -122,14 +121,19 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
     @asset_check(
         asset=key,
         name=ORPHAN_CHECK,
-        description="Files under the table location that no snapshot references (lists storage; never deletes).",
+        description="Files under the table location that no snapshot references, leaving hidden files "
+                    "and other tables' files aside (lists storage; never deletes).",
     )
     def orphan_files(icelake: IcelakeResource) -> AssetCheckResult:
         tbl = icelake.load_table(ref)
         policy = icelake.policy(tbl)
-        orphans = find_orphans(tbl, policy.orphans.older_than_hours)
-        finding = orphan_finding(len(orphans), sum(o.size for o in orphans), policy, [o.path for o in orphans])
-        return check_result(finding, key)
+        scan = icelake.scan_orphans(ref, tbl, policy)
+        orphans = scan.orphans
+        finding = orphan_finding(len(orphans), sum(o.size for o in orphans), policy,
+                                 [o.path for o in orphans], scan.hidden_files, scan.skipped, scan.refused)
+        extra = ({"skipped_sample": MetadataValue.json(scan.summary()["skipped_sample"])}
+                 if scan.skipped else {})
+        return check_result(finding, key, extra)
 
     return [metadata_checks, orphan_files]
 

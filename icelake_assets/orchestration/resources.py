@@ -16,7 +16,9 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
+from icelake_assets.catalog.known_tables import default_locations, known_tables
 from icelake_assets.health.cache import default_cache_path
+from icelake_assets.health.orphans import KnownTable, OrphanScan, scan_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
@@ -70,6 +72,17 @@ class IcelakeResource(ConfigurableResource):
     def policy(self, table: Table) -> Policy:
         # The table's catalog and identifier pick its catalog/namespace/table layers.
         return self.settings.policy_for(table, table.properties)
+
+    def known_tables(self) -> list[KnownTable]:
+        """Every table of every configured catalog (raises CatalogUnavailableError if one is down)."""
+        return known_tables(self.settings, self.catalog)
+
+    def scan_orphans(self, ref: TableRef, table: Table, policy: Policy,
+                     known: list[KnownTable] | None = None) -> OrphanScan:
+        """The table's orphans, leaving other tables' files alone; ``known``: from :meth:`known_tables`."""
+        others = self.known_tables() if known is None else known
+        return scan_orphans(table, str(ref), policy.orphans.older_than_hours, others,
+                            default_locations(self.catalog(ref.catalog), ref))
 
     def stats(self, table: Table, policy: Policy | None = None) -> TableStats:
         with _LOCK:

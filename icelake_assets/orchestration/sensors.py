@@ -11,7 +11,7 @@ import json
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from dagster import (
     AssetKey,
@@ -35,7 +35,7 @@ from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.health.orphans import find_orphans
+from icelake_assets.health.orphans import KnownTable, OrphanScanError
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
@@ -125,14 +125,18 @@ def _partition_keys(table: DiscoveredTable, asset: AssetsDefinition, stats: Tabl
 
 
 def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, table: DiscoveredTable,
-                   asset: AssetsDefinition, scan_orphans: bool = False) -> TableEvaluation:
+                   asset: AssetsDefinition, scan_orphans: bool = False,
+                   known: Callable[[], list[KnownTable]] | None = None) -> TableEvaluation:
+    """``known``: every table of every catalog (listed once per tick), for the orphan scan."""
     ref = table.ref
     key = table_asset_key(ref)
     loaded = icelake.load_table(ref)
     effective = icelake.effective_policy(loaded)
     policy = effective.policy
     stats = icelake.stats(loaded, policy)
-    orphans = find_orphans(loaded, policy.orphans.older_than_hours) if scan_orphans else None
+    # Only what removal may delete counts: not hidden files, not other tables', none of a refused table.
+    orphans = (icelake.scan_orphans(ref, loaded, policy, known() if known else None).removable
+               if scan_orphans else None)
     decisions = _decisions(stats, policy, orphans)
     verdict = evaluate_guards(stats, decisions, policy.guards.quiet_period_minutes, policy.guards.max_rewrite_bytes,
                               partitions=plan.rewrite_candidates(stats, policy))
@@ -181,6 +185,13 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
     for name, refs in by_catalog.items():
         locations.update(metadata_locations(icelake.catalog(name), refs))
 
+    known_cache: list[list[KnownTable]] = []
+
+    def known() -> list[KnownTable]:
+        if not known_cache:
+            known_cache.append(icelake.known_tables())
+        return known_cache[0]
+
     results: list[TableEvaluation] = []
     n = len(tables)
     start = cursor.offset % n
@@ -204,8 +215,8 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
                 and not scan_orphans):
             continue  # unchanged since the last tick: nothing to read
         try:
-            evaluation = evaluate_table(context, icelake, table, assets[table.ref], scan_orphans)
-        except (TableMissingError, CatalogUnavailableError) as err:
+            evaluation = evaluate_table(context, icelake, table, assets[table.ref], scan_orphans, known)
+        except (TableMissingError, CatalogUnavailableError, OrphanScanError) as err:
             context.log.warning(f"{name}: {err}")
             cursor.seen[name] = [_metadata_file(location), "error", scanned]
             continue

@@ -164,3 +164,19 @@ def test_old_orphans_launch_maintenance_once_a_scan_is_due(make_lake, instance):
     cursor.seen[str(ref)][2] -= 25 * 3600  # the last scan is now a day old
     _, due = _tick(settings, instance, cursor=cursor.dumps())
     assert len(due.run_requests) == 1 and "remove_orphan_files" in due.run_requests[0].tags["icelake/ops"]
+
+
+def test_old_orphans_of_a_table_containing_another_launch_nothing(make_lake, instance):
+    from icelake_assets.demo.lake import age_all_files, plant_orphans
+
+    settings, ref, table = _lake(make_lake, files=2, automation={"orphan_scan_hours": 24})
+    cat = open_catalog(settings, catalog_name(settings))
+    cat.create_table(("ns", "inner"), SCHEMA, location=table.metadata.location.rstrip("/") + "/inner")
+    plant_orphans(table, 2, age_days=5)
+    age_all_files(table, 5)
+    _, first = _tick(settings, instance)
+    cursor = TickCursor.loads(first.cursor)
+    cursor.seen[str(ref)][2] -= 25 * 3600  # a scan is due: the storage is listed on this tick
+    _, due = _tick(settings, instance, cursor=cursor.dumps())
+    assert due.run_requests == []  # `ns.t` holds `ns.inner`: its orphans are never removed
+    assert TickCursor.loads(due.cursor).seen[str(ref)][1] != "error"

@@ -1,0 +1,98 @@
+"""The maintenance ops' work without Dagster, on real Spark and a real JDBC catalog over SQLite.
+
+Orphan removal (issue 10, item 1): another table's files are never touched, hidden files stay,
+tables on shared files are never cleaned, and a missing referenced file fails the op loudly."""
+
+from pathlib import Path
+
+import pytest
+
+from icelake_assets.catalog.known_tables import default_locations, known_tables
+from icelake_assets.demo.lake import local_path
+from icelake_assets.health.orphans import ReferencedFilesMissingError, scan_orphans
+from icelake_assets.maintenance import procedures, runner
+from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.orchestration.resources import IcebergSparkResource
+from icelake_assets_tests.conftest import TEST_THRESHOLDS, build_nested_lake, new_lake
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    settings = new_lake(tmp_path_factory, {**TEST_THRESHOLDS, "orphans": {"max_count": 0}})
+    spark = IcebergSparkResource(spark_config=spark_config(settings)).spark_session
+    return {"settings": settings, "spark": spark, **build_nested_lake(settings, spark, gc_disabled=("g",))}
+
+
+def _files(table) -> dict[str, float]:
+    root = local_path(table.metadata.location)
+    return {str(p): p.stat().st_mtime for p in root.rglob("*") if p.is_file()}
+
+
+def _remove(lake, short: str) -> runner.OpOutcome:
+    ref, table = lake["refs"][short], lake["tables"][short]
+    policy = lake["settings"].policy_for(ref, table.properties)
+    known = known_tables(lake["settings"])
+    where = default_locations(lake["catalog"], ref)
+    return runner.remove_orphan_files(
+        lambda: lake["spark"], ref, table, policy,
+        lambda t: scan_orphans(t, str(ref), policy.orphans.older_than_hours, known, where))
+
+
+def _count(lake, short: str) -> int:
+    return procedures.count_rows(lake["spark"], lake["refs"][short])
+
+
+def test_a_table_containing_another_is_never_cleaned_and_the_nested_table_stays_whole(lake):
+    nested = _files(lake["tables"]["c"])
+    outer = str(local_path(lake["tables"]["b"].metadata.location))
+    assert nested and all(p.startswith(outer) for p in nested)
+    outcome = _remove(lake, "b")
+    assert not outcome.acted
+    assert "never cleaned" in outcome.reason and f"{lake['refs']['c']}'s location" in outcome.reason
+    assert outcome.result["orphans_found"] == 3 and outcome.result["refused"]
+    assert _files(lake["tables"]["c"]) == nested  # every file of a.b.c, untouched
+    assert all(Path(p).exists() for p in lake["planted"]["b"])
+    assert _count(lake, "c") == 4 and _count(lake, "b") == 4
+
+
+def test_a_plain_tables_old_orphans_are_removed_and_nothing_else(lake):
+    table = lake["tables"]["d"]
+    root = local_path(table.metadata.location)
+    hidden = [root / "data" / "_SUCCESS", root / "data" / ".x"]
+    for path in hidden:
+        path.write_text("kept")
+    before = _files(table)
+    crc = [p for p in before if p.endswith(".crc")]
+    assert crc  # Spark's Hadoop writer leaves a .crc beside each file
+    outcome = _remove(lake, "d")
+    assert outcome.acted and outcome.result["orphans_removed"] == 3
+    assert sorted(outcome.result["removed_sample"]) == sorted(lake["planted"]["d"])
+    assert outcome.result["hidden_files"] == len(crc) + len(hidden)
+    assert outcome.result["referenced_files_verified"] >= 6
+    assert set(_files(table)) == set(before) - set(lake["planted"]["d"])
+    assert _count(lake, "d") == 4
+    assert not _remove(lake, "d").acted  # nothing left to remove
+
+
+def test_a_gc_disabled_table_is_never_cleaned(lake):
+    before = _files(lake["tables"]["g"])
+    outcome = _remove(lake, "g")
+    assert not outcome.acted and "gc.enabled=false" in outcome.reason
+    assert _files(lake["tables"]["g"]) == before
+
+
+def test_a_referenced_file_missing_after_removal_fails_the_op(lake):
+    name, spark = lake["refs"]["d"].catalog, lake["spark"]
+    spark.sql(f"CREATE TABLE `{name}`.`a`.`v` (id bigint) USING iceberg")
+    spark.sql(f"INSERT INTO `{name}`.`a`.`v` VALUES (1)")
+    from icelake_assets.catalog.connection import TableRef
+    from icelake_assets.demo.lake import plant_orphans
+
+    ref = TableRef(name, ("a",), "v")
+    lake["refs"]["v"] = ref
+    table = lake["tables"]["v"] = lake["catalog"].load_table(ref.identifier)
+    plant_orphans(table, 2, age_days=5)
+    lost = table.inspect.files().column("file_path").to_pylist()[0]
+    local_path(lost).unlink()  # what a wrong deletion would leave behind
+    with pytest.raises(ReferencedFilesMissingError, match="do not exist after orphan removal"):
+        _remove(lake, "v")

@@ -14,12 +14,13 @@ that finished, and fails naming the partitions that did not, so a backfill shows
 and re-runs only them.
 """
 
-
+import re
 from typing import Any, Callable
 
 from dagster import (
     AssetKey,
     AssetMaterialization,
+    AssetOut,
     AssetsDefinition,
     BackfillPolicy,
     Backoff,
@@ -32,7 +33,7 @@ from dagster import (
     Out,
     Output,
     RetryPolicy,
-    graph_asset,
+    graph_multi_asset,
     op,
 )
 
@@ -62,6 +63,12 @@ _RESULT_METRICS = {
 
 def table_asset_key(ref: TableRef) -> AssetKey:
     return AssetKey(ref.asset_key_path)
+
+
+def table_pool(ref: TableRef) -> str:
+    """The table's concurrency pool: every op of its maintenance claims it, and dagster.yaml limits each
+    pool to one run (granularity run), whatever launched the run: sensor, schedule, UI or backfill."""
+    return f"icelake/{ref.safe_name}"
 
 
 def _load(icelake: IcelakeResource, ref: TableRef):
@@ -98,14 +105,15 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
 
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
     if first:
-        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name})
+        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name},
+            pool=table_pool(ref))
         def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
             return body(context, icelake, pyspark, None)
 
         return first_op
 
     @op(name=f"{ref.safe_name}__{name}", ins={"state": In(dict)}, out=Out(dict), description=description,
-        tags={"icelake/op": name}, retry_policy=retry_policy)
+        tags={"icelake/op": name}, retry_policy=retry_policy, pool=table_pool(ref))
     def next_op(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
         return body(context, icelake, pyspark, state)
 
@@ -169,7 +177,7 @@ def _validate_op(ref: TableRef):
     # range of partitions (a backfill run of several partitions).
     @op(name=f"{ref.safe_name}__validate", ins={"state": In(dict)}, out=Out(Nothing),
         description=f"row-count parity of {ref} between the snapshots before and after maintenance",
-        tags={"icelake/op": "validate"})
+        tags={"icelake/op": "validate"}, pool=table_pool(ref))
     def validate(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
         table = _load(icelake, ref)
         policy = icelake.policy(table)
@@ -292,14 +300,18 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
     manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False)
     validate = _validate_op(ref)
 
-    @graph_asset(
-        key=table_asset_key(ref),
-        group_name=ref.namespace_name.replace(".", "_") or "default",
-        kinds={"iceberg", "spark"},
-        description=_describe(table),
-        metadata=_asset_metadata(table, policy),
-        tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
-        owners=list(policy.owners) if policy else None,
+    # A named graph: @graph_asset would derive its name from the key, refusing e.g. o'brien or café.
+    @graph_multi_asset(
+        name=ref.safe_name,
+        outs={"table": AssetOut(
+            key=table_asset_key(ref),
+            kinds={"iceberg", "spark"},
+            description=_describe(table),
+            metadata=_asset_metadata(table, policy),
+            tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
+            owners=list(policy.owners) if policy else None,
+        )},
+        group_name=re.sub(r"[^A-Za-z0-9_]+", "_", ref.namespace_name).strip("_") or "default",
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.multi_run(partitions.partitions_per_run) if partitions_def else None,
     )

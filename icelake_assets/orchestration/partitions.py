@@ -55,7 +55,7 @@ from dagster import (
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pyiceberg.table import Table
 
-from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.connection import TableRef, dagster_name
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.partition_filter import (
@@ -306,7 +306,7 @@ def maintenance_jobs(assets: Sequence[AssetsDefinition], name: str,
         jobs.append(define_asset_job(name, selection=AssetSelection.assets(*plain), description=description))
     for a in assets:
         if a.partitions_def is not None:
-            safe = _UNSAFE_NAME.sub("_", "__".join(a.key.path))
+            safe = dagster_name(a.key.path)
             jobs.append(define_asset_job(f"{name}__{safe}", selection=AssetSelection.assets(a),
                                          description=f"{description} ({a.key.to_user_string()}, partitioned)"))
     return jobs

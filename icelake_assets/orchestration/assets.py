@@ -46,6 +46,7 @@ from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_
 from icelake_assets.orchestration.audit_trail import run_records, write_run_audit
 from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.run_model import table_pool
 from icelake_assets.settings import PartitionsPolicy
 
 # Numbers from each op's procedure result worth plotting, by op.
@@ -63,12 +64,6 @@ _RESULT_METRICS = {
 
 def table_asset_key(ref: TableRef) -> AssetKey:
     return AssetKey(ref.asset_key_path)
-
-
-def table_pool(ref: TableRef) -> str:
-    """The table's concurrency pool: every op of its maintenance claims it, and dagster.yaml limits each
-    pool to one run (granularity run), whatever launched the run: sensor, schedule, UI or backfill."""
-    return f"icelake/{ref.safe_name}"
 
 
 def _load(icelake: IcelakeResource, ref: TableRef):

@@ -62,7 +62,8 @@ def test_a_degraded_table_gets_exactly_one_run_and_then_its_checks_pass(make_lak
     assert len(tick.run_requests) == 1
     request = tick.run_requests[0]
     assert request.tags[TABLE_TAG] == str(ref) and request.tags[TRIGGER_TAG] == "sensor"
-    assert request.run_key == f"{ref}@{table.current_snapshot().snapshot_id}:all"
+    assert request.partition_key is None and request.asset_selection == [defs.get_assets_def(
+        request.asset_selection[0]).key]
     observed = {e.asset_key.path[-1]: e.metadata for e in tick.asset_events}
     assert observed["t"]["health/data_files"].value == 25
     assert [r.decision for r in _audit(settings, ref)] == ["launched"]

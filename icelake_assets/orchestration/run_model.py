@@ -90,5 +90,21 @@ def table_runs(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str],
     return out
 
 
+def ensure_pools(instance: DagsterInstance, pools: Iterable[str]) -> list[str]:
+    """Create the limits of the tables' pools the instance does not know yet; returns them.
+
+    Dagster creates a pool's limit the first time its run queue sees the pool, but after it read the
+    known pools: on that first pass the new pool blocks nothing, and two queued runs of a new table
+    would start together. The sensor calls this on every tick, so a table's pool exists before its
+    first run is queued (a run queued before the first tick after a table appears is not covered)."""
+    if not instance.global_op_concurrency_default_limit:
+        return []
+    known = instance.event_log_storage.get_concurrency_keys()
+    missing = sorted(set(pools) - set(known))
+    for pool in missing:
+        instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+    return missing
+
+
 def pools_by_key(refs: Iterable[TableRef]) -> dict[AssetKey, str]:
     return {AssetKey(r.asset_key_path): table_pool(r) for r in refs}

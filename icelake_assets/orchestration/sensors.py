@@ -47,7 +47,8 @@ from icelake_assets.metrics import MetricsWriter
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.run_model import FAILED_RUN_BACKOFF_SECONDS, TableRuns, pools_by_key, table_runs
+from icelake_assets.orchestration import run_model
+from icelake_assets.orchestration.run_model import TableRuns, ensure_pools, pools_by_key, table_runs
 from icelake_assets.policies import decide_action
 from icelake_assets.settings import Policy, Settings
 
@@ -233,8 +234,9 @@ def _hold_back(evaluation: TableEvaluation, runs: TableRuns | None, now: float,
 def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, tables: Sequence[DiscoveredTable],
                   assets: dict[TableRef, AssetsDefinition], budget_seconds: float,
                   orphan_scan_seconds: float = 24 * 3600,
-                  backoff_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> SensorResult:
+                  backoff_seconds: float | None = None) -> SensorResult:
     started = time.monotonic()
+    backoff_seconds = run_model.FAILED_RUN_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
     cursor = TickCursor.loads(context.cursor)
     if not tables:
         return SensorResult(skip_reason="no tables discovered", cursor=cursor.dumps())
@@ -250,6 +252,7 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
             unreachable[name] = err
             context.log.warning(f"catalog {name!r} unreachable, its tables are skipped this tick: {err}")
     pools = pools_by_key(t.ref for t in tables)
+    ensure_pools(context.instance, pools.values())
     runs = table_runs(context.instance, pools)
     now = time.time()
 

@@ -15,6 +15,7 @@ and re-runs only them.
 """
 
 import re
+import time
 from typing import Any, Callable
 
 from dagster import (
@@ -43,7 +44,7 @@ from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
-from icelake_assets.orchestration.audit_trail import run_records, write_run_audit
+from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
 from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_model import table_pool
@@ -91,7 +92,14 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
             state = {"table": str(ref), "before_snapshot_id": snap.snapshot_id if snap else None,
                      "before": _stats_summary(icelake.stats(table, policy)), "ops": []}
         extra = work_kwargs(context) if work_kwargs else {}
-        outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy), **extra)
+        started = time.perf_counter()
+        try:
+            outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy),
+                           **extra)
+        except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
+            write_op_failure(context, icelake.settings, ref, name, policy, err, time.perf_counter() - started,
+                             _current_snapshot_id(table))
+            raise
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
         if check:

@@ -90,20 +90,27 @@ def table_runs(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str],
     return out
 
 
-def ensure_pools(instance: DagsterInstance, pools: Iterable[str]) -> list[str]:
-    """Create the limits of the tables' pools the instance does not know yet; returns them.
+class PoolLimits:
+    """Creates the limits of table pools the instance does not know yet.
 
     Dagster creates a pool's limit the first time its run queue sees the pool, but after it read the
     known pools: on that first pass the new pool blocks nothing, and two queued runs of a new table
-    would start together. The sensor calls this on every tick, so a table's pool exists before its
-    first run is queued (a run queued before the first tick after a table appears is not covered)."""
-    if not instance.global_op_concurrency_default_limit:
-        return []
-    known = instance.event_log_storage.get_concurrency_keys()
-    missing = sorted(set(pools) - set(known))
-    for pool in missing:
-        instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
-    return missing
+    would start together. The sensor creates the pool of every table it visits (about 10 ms each, once
+    per table, within its tick budget), so a table's pool exists before the sensor queues its first
+    run (a run queued by someone else before the sensor first visits a new table is not covered)."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self._instance = instance
+        self._enabled = bool(instance.global_op_concurrency_default_limit)
+        self._known = set(instance.event_log_storage.get_concurrency_keys()) if self._enabled else set()
+
+    def ensure(self, pool: str) -> bool:
+        """Create ``pool``'s limit if missing; True when it was created."""
+        if not self._enabled or pool in self._known:
+            return False
+        self._instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+        self._known.add(pool)
+        return True
 
 
 def pools_by_key(refs: Iterable[TableRef]) -> dict[AssetKey, str]:

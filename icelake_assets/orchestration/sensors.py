@@ -48,7 +48,7 @@ from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration import run_model
-from icelake_assets.orchestration.run_model import TableRuns, ensure_pools, pools_by_key, table_runs
+from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.policies import decide_action
 from icelake_assets.settings import Policy, Settings
 
@@ -252,7 +252,7 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
             unreachable[name] = err
             context.log.warning(f"catalog {name!r} unreachable, its tables are skipped this tick: {err}")
     pools = pools_by_key(t.ref for t in tables)
-    ensure_pools(context.instance, pools.values())
+    limits = PoolLimits(context.instance)
     runs = table_runs(context.instance, pools)
     now = time.time()
 
@@ -280,7 +280,9 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
             cursor.seen[name] = [previous[0] if previous else "", "error", scanned]
             results.append(evaluation)
             continue
-        table_state = runs.get(pools[table_asset_key(table.ref)])
+        pool = pools[table_asset_key(table.ref)]
+        limits.ensure(pool)
+        table_state = runs.get(pool)
         scan_orphans = now - scanned >= orphan_scan_seconds
         unchanged = bool(previous) and previous[0] == _metadata_file(location)
         # A launched table whose run failed since is looked at again (and retried after its backoff).

@@ -108,6 +108,8 @@ def test_the_run_queue_never_overlaps_two_runs_of_one_table_whatever_launched_th
     settings, refs = _lake_of(make_lake, ["u", "v"])
     defs = build_definitions(settings)
     with _queued_instance() as instance:
+        # Run monitoring marks a run whose process died as failed (freeing its pool); never resumed.
+        assert instance.run_monitoring_enabled and instance.run_monitoring_max_resume_run_attempts == 0
         _tick(defs, settings, instance)  # the sensor's first tick creates the tables' pools
         backfill = _queue(instance, defs, refs["t"], {"dagster/backfill": "abcdefgh"})
         sensor = _queue(instance, defs, refs["t"], {TABLE_TAG: str(refs["t"]), TRIGGER_TAG: "sensor"})

@@ -28,7 +28,8 @@ Kind = Literal["decision", "op", "validation", "rollback"]
 # op whether it acted; for validation and rollback their outcome.
 DECISIONS: dict[str, frozenset[str]] = {
     # proposed: the table's mode is propose, so the sensor recorded the run it would have launched.
-    "decision": frozenset({"launched", "proposed", "deferred", "held", "skipped"}),
+    # error: the table could not be evaluated (unreadable metadata or storage, dropped, catalog down).
+    "decision": frozenset({"launched", "proposed", "deferred", "held", "skipped", "error"}),
     "op": frozenset({"acted", "skipped", "failed"}),
     "validation": frozenset({"passed", "partial", "failed"}),
     "rollback": frozenset({"rolled_back", "refused", "failed"}),

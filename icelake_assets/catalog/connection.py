@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
+from typing import Sequence
 from pathlib import Path
 
 from pyiceberg.catalog import Catalog, load_catalog
@@ -12,7 +15,19 @@ from pyiceberg.table import Table
 
 from icelake_assets.settings import REDACTED, Settings, is_safe_key, redact_properties, uri_secrets
 
-_NAME_PART = re.compile(r"^[A-Za-z0-9_\-]+$")
+# Iceberg allows any string as a name part; only empty parts and control characters are refused
+# (a name is split on '.', and control characters would corrupt logs and metric labels).
+_NAME_PART = re.compile(r"^[^\x00-\x1f\x7f]+$")
+_UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_]+")
+_READABLE_MAX = 64
+
+
+def dagster_name(parts: Sequence[str]) -> str:
+    """A Dagster op/job/graph name (``[A-Za-z0-9_]+``) for a multipart name: a readable prefix
+    plus a hash of the exact parts, so ``my-table`` and ``my_table`` (or ``café`` and ``caf_``) differ."""
+    readable = _UNSAFE_RUN.sub("_", "__".join(parts)).strip("_")[:_READABLE_MAX] or "t"
+    digest = hashlib.sha256(json.dumps(list(parts)).encode()).hexdigest()[:10]
+    return f"{readable}_{digest}"
 
 
 class CatalogUnavailableError(RuntimeError):
@@ -37,9 +52,10 @@ class TableRef:
         parts = text.split(".")
         if len(parts) == 2 and default_catalog:
             parts = [default_catalog, *parts]
-        if len(parts) < 3 or not all(_NAME_PART.match(p) for p in parts):
+        if len(parts) < 3 or not all(_NAME_PART.fullmatch(p) for p in parts):
             raise ValueError(
-                f"invalid table name {text!r}: expected catalog.namespace.table with letters, digits, '_' or '-'"
+                f"invalid table name {text!r}: expected catalog.namespace.table, no part empty or with a "
+                "control character"
             )
         return cls(parts[0], tuple(parts[1:-1]), parts[-1])
 
@@ -58,8 +74,8 @@ class TableRef:
 
     @property
     def safe_name(self) -> str:
-        """A name usable as a Dagster op/job name: only letters, digits and '_'."""
-        return re.sub(r"[^A-Za-z0-9_]", "_", "__".join(self.asset_key_path))
+        """A unique Dagster op/job name for the table (see :func:`dagster_name`)."""
+        return dagster_name(self.asset_key_path)
 
     def __str__(self) -> str:
         return ".".join(self.asset_key_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -11,6 +12,8 @@ from pyiceberg.table import Table
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
 from icelake_assets.maintenance.partition_filter import PartitionLayout, partition_layout
 from icelake_assets.settings import Settings
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,10 @@ def discover_tables(settings: Settings) -> list[DiscoveredTable]:
                     ref = TableRef(name, tuple(ident[:-1]), ident[-1])
                     if not settings.selects(name, ref.namespace_name, ref.name):
                         continue
-                    found.append(DiscoveredTable.from_table(ref, catalog.load_table(ident)))
+                    try:
+                        found.append(DiscoveredTable.from_table(ref, catalog.load_table(ident)))
+                    except Exception as err:  # one unreadable table must not stop the code location
+                        _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
         except CatalogUnavailableError:
             raise
         except Exception as err:

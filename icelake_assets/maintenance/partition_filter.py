@@ -73,6 +73,7 @@ class LayoutField:
     source_type: str  # Iceberg type name: timestamp, timestamptz, date, string, long, decimal(9, 2) ...
     transform: str  # identity, day, bucket[16], truncate[4], void ...
     earliest: str | None = None  # time fields: the earliest live partition (human string)
+    latest: str | None = None  # time fields: the latest live partition (human string)
 
     @property
     def kind(self) -> str:
@@ -183,17 +184,18 @@ def partition_layout(table: Table, with_earliest: bool = True) -> PartitionLayou
     if with_earliest:
         current = tuple(
             LayoutField(f.name, f.source_id, f.source, f.source_type, f.transform,
-                        _earliest(table, f, manifests, specs))
+                        _bound(table, f, manifests, specs), _bound(table, f, manifests, specs, latest=True))
             if f.kind == "time" else f
             for f in current
         )
     return PartitionLayout(".".join(table.name()), md.default_spec_id, current, specs, live)
 
 
-def _earliest(table: Table, dim: LayoutField, manifests: Sequence[Any],
-              specs: Mapping[int, tuple[LayoutField, ...]]) -> str | None:
-    """The earliest partition of time field ``dim``: min lower bound in the manifests' partition
-    summaries, over every spec with that column at the same or a finer grain."""
+def _bound(table: Table, dim: LayoutField, manifests: Sequence[Any],
+           specs: Mapping[int, tuple[LayoutField, ...]], latest: bool = False) -> str | None:
+    """The earliest (``latest``: the latest) partition of time field ``dim``: min lower (max upper)
+    bound in the manifests' partition summaries, over every spec with that column at the same or a
+    finer grain."""
     starts = []
     for m in manifests:
         if m.content != ManifestContent.DATA or not m.partitions:
@@ -202,12 +204,12 @@ def _earliest(table: Table, dim: LayoutField, manifests: Sequence[Any],
         for pos, f in enumerate(specs[m.partition_spec_id]):
             if f.kind != "time" or not f.same_column(dim) or _GRAIN[f.transform] > _GRAIN[dim.transform]:
                 continue
-            lower = m.partitions[pos].lower_bound
-            if lower is None:
+            bound = m.partitions[pos].upper_bound if latest else m.partitions[pos].lower_bound
+            if bound is None:
                 continue
-            ordinal = from_bytes(spec.fields[pos].transform.result_type(table.schema().find_type(f.source_id)), lower)
+            ordinal = from_bytes(spec.fields[pos].transform.result_type(table.schema().find_type(f.source_id)), bound)
             starts.append(_ordinal_start(f.transform, int(ordinal)))
-    return format_time(dim.transform, min(starts)) if starts else None
+    return format_time(dim.transform, (max if latest else min)(starts)) if starts else None
 
 
 # -- time values ---------------------------------------------------------------------------------

@@ -14,12 +14,14 @@ that finished, and fails naming the partitions that did not, so a backfill shows
 and re-runs only them.
 """
 
-
+import re
+import time
 from typing import Any, Callable
 
 from dagster import (
     AssetKey,
     AssetMaterialization,
+    AssetOut,
     AssetsDefinition,
     BackfillPolicy,
     Backoff,
@@ -32,7 +34,7 @@ from dagster import (
     Out,
     Output,
     RetryPolicy,
-    graph_asset,
+    graph_multi_asset,
     op,
 )
 
@@ -42,9 +44,10 @@ from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
-from icelake_assets.orchestration.audit_trail import run_records, write_run_audit
+from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
 from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.run_model import table_pool
 from icelake_assets.settings import PartitionsPolicy
 
 # Numbers from each op's procedure result worth plotting, by op.
@@ -90,7 +93,14 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
             state = {"table": str(ref), "before_snapshot_id": snap.snapshot_id if snap else None,
                      "before": _stats_summary(icelake.stats(table, policy)), "ops": []}
         extra = work_kwargs(context) if work_kwargs else {}
-        outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy), **extra)
+        started = time.perf_counter()
+        try:
+            outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy),
+                           **extra)
+        except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
+            write_op_failure(context, icelake.settings, ref, name, policy, err, time.perf_counter() - started,
+                             _current_snapshot_id(table))
+            raise
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
         if check:
@@ -99,14 +109,15 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
 
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
     if first:
-        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name})
+        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name},
+            pool=table_pool(ref))
         def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
             return body(context, icelake, pyspark, None)
 
         return first_op
 
     @op(name=f"{ref.safe_name}__{name}", ins={"state": In(dict)}, out=Out(dict), description=description,
-        tags={"icelake/op": name}, retry_policy=retry_policy)
+        tags={"icelake/op": name}, retry_policy=retry_policy, pool=table_pool(ref))
     def next_op(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
         return body(context, icelake, pyspark, state)
 
@@ -170,7 +181,7 @@ def _validate_op(ref: TableRef):
     # range of partitions (a backfill run of several partitions).
     @op(name=f"{ref.safe_name}__validate", ins={"state": In(dict)}, out=Out(Nothing),
         description=f"row-count parity of {ref} between the snapshots before and after maintenance",
-        tags={"icelake/op": "validate"})
+        tags={"icelake/op": "validate"}, pool=table_pool(ref))
     def validate(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
         table = _load(icelake, ref)
         policy = icelake.policy(table)
@@ -296,14 +307,18 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
     manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False)
     validate = _validate_op(ref)
 
-    @graph_asset(
-        key=table_asset_key(ref),
-        group_name=ref.namespace_name.replace(".", "_") or "default",
-        kinds={"iceberg", "spark"},
-        description=_describe(table),
-        metadata=_asset_metadata(table, policy),
-        tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
-        owners=list(policy.owners) if policy else None,
+    # A named graph: @graph_asset would derive its name from the key, refusing e.g. o'brien or café.
+    @graph_multi_asset(
+        name=ref.safe_name,
+        outs={"table": AssetOut(
+            key=table_asset_key(ref),
+            kinds={"iceberg", "spark"},
+            description=_describe(table),
+            metadata=_asset_metadata(table, policy),
+            tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
+            owners=list(policy.owners) if policy else None,
+        )},
+        group_name=re.sub(r"[^A-Za-z0-9_]+", "_", ref.namespace_name).strip("_") or "default",
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.multi_run(partitions.partitions_per_run) if partitions_def else None,
     )

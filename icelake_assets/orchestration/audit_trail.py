@@ -61,3 +61,14 @@ def write_run_audit(context: OpExecutionContext, settings: Settings, ref: TableR
         if record.kind in ("validation", "rollback"):
             metadata.update(dagster_metadata(record))
     return metadata
+
+
+def write_op_failure(context: OpExecutionContext, settings: Settings, ref: TableRef, op: str, policy: Policy | None,
+                     error: BaseException, duration_s: float, snapshot_before: int | None) -> None:
+    """An op that raised (Spark error, a dead JVM, a lost catalog) still leaves its audit record."""
+    record = AuditRecord(
+        table_name=str(ref), kind="op", op=op, decision="failed", trigger=trigger_from_tags(context.run.tags),
+        run_id=context.run_id, reason=f"{type(error).__name__}: {str(error).splitlines()[0][:500] if str(error) else ''}",
+        policy=policy.model_dump(mode="json") if policy else {}, snapshot_before=snapshot_before,
+        duration_s=duration_s, partitions=tuple(context.partition_keys) if context.has_partitions else ())
+    write_run_audit(context, settings, ref, [record], "failed", duration_s)

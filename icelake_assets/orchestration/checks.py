@@ -17,17 +17,17 @@ from dagster import (
     AssetCheckSpec,
     AssetChecksDefinition,
     AssetExecutionContext,
+    AssetIn,
     AssetKey,
     AssetsDefinition,
     AssetSelection,
     MaterializeResult,
     MetadataValue,
+    Nothing,
     TableColumn,
     TableRecord,
     TableSchema,
     asset,
-    asset_check,
-    multi_asset_check,
 )
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError
@@ -35,6 +35,7 @@ from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, evaluate, lake_overview
 from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.names import named_checks
 from icelake_assets.orchestration.resources import IcelakeResource
 
 METADATA_CHECKS = {
@@ -99,7 +100,7 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
     ref = table.ref
     key = table_asset_key(ref)
 
-    @multi_asset_check(
+    @named_checks(
         name=f"{ref.safe_name}__metadata_checks",
         specs=[AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()],
         can_subset=True,
@@ -118,13 +119,13 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
             if finding.check in selected:
                 yield check_result(finding, key, extra)
 
-    @asset_check(
-        asset=key,
-        name=ORPHAN_CHECK,
-        description="Files under the table location that no snapshot references, leaving hidden files "
-                    "and other tables' files aside (lists storage; never deletes).",
+    @named_checks(
+        name=f"{ref.safe_name}__{ORPHAN_CHECK}",
+        specs=[AssetCheckSpec(ORPHAN_CHECK, asset=key, description="Files under the table location that no "
+                              "snapshot references, leaving hidden files and other tables' files aside "
+                              "(lists storage; never deletes).")],
     )
-    def orphan_files(icelake: IcelakeResource) -> AssetCheckResult:
+    def orphan_files(icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
         tbl = icelake.load_table(ref)
         policy = icelake.policy(tbl)
         scan = icelake.scan_orphans(ref, tbl, policy)
@@ -133,7 +134,7 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
                                  [o.path for o in orphans], scan.hidden_files, scan.skipped, scan.refused)
         extra = ({"skipped_sample": MetadataValue.json(scan.summary()["skipped_sample"])}
                  if scan.skipped else {})
-        return check_result(finding, key, extra)
+        yield check_result(finding, key, extra)
 
     return [metadata_checks, orphan_files]
 
@@ -161,7 +162,8 @@ def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition
         key=OVERVIEW_KEY,
         group_name="icelake",
         kinds={"iceberg"},
-        deps=[table_asset_key(t.ref) for t in tables],
+        # Named inputs: deps=[key] derives input names from the keys, refusing e.g. o'brien or café.
+        ins={t.ref.safe_name: AssetIn(key=table_asset_key(t.ref), dagster_type=Nothing) for t in tables},
         description="What to fix first, and why: every table's health status and score, and the tables and "
                     "partitions ranked by the file opens maintenance would save (pyiceberg metadata only).",
     )

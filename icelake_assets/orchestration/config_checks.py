@@ -2,21 +2,22 @@
 pyiceberg metadata, plus table properties the policy had to ignore), and the effective policy shown as
 asset metadata, owners and tags."""
 
-from typing import Any
+from typing import Any, Iterator
 
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetCheckSpec,
     AssetChecksDefinition,
     MetadataValue,
     TableColumn,
     TableRecord,
     TableSchema,
-    asset_check,
 )
 
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.names import named_checks
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.policies import ConfigurationReport, EffectivePolicy, configuration_report, format_value, resolve_policy
 
@@ -57,17 +58,17 @@ def build_config_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
     ref = table.ref
     key = table_asset_key(ref)
 
-    @asset_check(
-        asset=key,
-        name=CONFIG_CHECK,
-        description="Required table settings of the policy (format version, file format, write distribution "
-                    "mode, properties) from Iceberg metadata; also lists policy properties the table sets wrongly.",
+    @named_checks(
+        name=f"{ref.safe_name}__{CONFIG_CHECK}",
+        specs=[AssetCheckSpec(CONFIG_CHECK, asset=key, description=(
+            "Required table settings of the policy (format version, file format, write distribution "
+            "mode, properties) from Iceberg metadata; also lists policy properties the table sets wrongly."))],
     )
-    def table_configuration(icelake: IcelakeResource) -> AssetCheckResult:
+    def table_configuration(icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
         tbl = icelake.load_table(ref)
         effective = resolve_policy(icelake.settings, ref, tbl.properties)
         report = configuration_report(tbl.metadata.format_version, tbl.properties, effective)
-        return configuration_result(report, effective, key)
+        yield configuration_result(report, effective, key)
 
     return [table_configuration]
 

@@ -4,8 +4,8 @@ sensors request only the partitions that need it.
 Mapping of a table's current spec (the dimensions of :func:`~icelake_assets.maintenance.
 partition_filter.dimension_fields`):
 
-* hour / day / month / year → time-window partitions, UTC, starting at the table's earliest live
-  partition and ending with the current period. Keys are Iceberg's own partition values
+* hour / day / month / year → time-window partitions, UTC, from the table's earliest live partition
+  to its latest (the current period when data reaches it), so every partition holds data. Keys are Iceberg's own partition values
   (``2024-01-03``, ``2024-01-03-05``, ``2024-01``, ``2024``), the ones in the table's storage paths;
 * identity / bucket / truncate → dynamic partitions named ``<table safe name>__<field>`` whose keys
   are the table's partition values (:func:`~icelake_assets.maintenance.partition_filter.value_key`:
@@ -20,7 +20,7 @@ and a run over a partition without files simply has nothing to compact. Sensors 
 for dynamic keys add the missing ones in the same ``SensorResult`` (:func:`dynamic_partition_requests`);
 scripts and tests can call :func:`register_partition_keys`.
 
-The time-window start is read when the definitions load: data written later for an earlier period
+The time-window start and end are read when the definitions load: data written later outside them
 becomes a partition when the definitions are reloaded; until then whole-table runs cover it.
 """
 
@@ -55,7 +55,7 @@ from dagster import (
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pyiceberg.table import Table
 
-from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.connection import TableRef, dagster_name
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.partition_filter import (
@@ -92,14 +92,20 @@ def _time_def(f: LayoutField, now: datetime) -> TimeWindowPartitionsDefinition:
     fmt = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}[f.transform]
     current = format_time(f.transform, now)
     start = f.earliest if f.earliest and f.earliest <= current else current  # human strings sort by time
-    # end_offset=1: the period in progress is a partition too (that is where writers add small files).
+    # The partitions span the data: from its earliest period to its latest (a table of 30 days of 2024
+    # has 30 partitions, not every day since, all "missing" and out of the backfill dialog's range).
+    # Data up to now: end_offset=1 makes the period in progress a partition too (writers add small
+    # files there).
+    end: dict = {"end_offset": 1}
+    if f.latest and start <= f.latest < current:
+        end = {"end_date" if f.transform != "year" else "end": time_window(f.transform, f.latest)[1]}
     if f.transform == "hour":
-        return HourlyPartitionsDefinition(start_date=start, fmt=fmt, end_offset=1)
+        return HourlyPartitionsDefinition(start_date=start, fmt=fmt, **end)
     if f.transform == "day":
-        return DailyPartitionsDefinition(start_date=start, fmt=fmt, end_offset=1)
+        return DailyPartitionsDefinition(start_date=start, fmt=fmt, **end)
     if f.transform == "month":
-        return MonthlyPartitionsDefinition(start_date=start, fmt=fmt, end_offset=1)
-    return TimeWindowPartitionsDefinition(cron_schedule="0 0 1 1 *", start=start, fmt=fmt, end_offset=1)
+        return MonthlyPartitionsDefinition(start_date=start, fmt=fmt, **end)
+    return TimeWindowPartitionsDefinition(cron_schedule="0 0 1 1 *", start=start, fmt=fmt, **end)
 
 
 def _dimension_def(ref: TableRef, f: LayoutField, now: datetime) -> PartitionsDefinition:
@@ -206,8 +212,9 @@ def _time_key_held(layout: PartitionLayout, partitions_def: PartitionsDefinition
     windows = [d for d in defs if isinstance(d, TimeWindowPartitionsDefinition)]
     for dim, value in zip(layout.dimensions, values):
         if dim.kind == "time" and windows and value is not None:
-            start = windows[0].start
-            if time_window(dim.transform, value)[0] < start:
+            begins = time_window(dim.transform, value)[0]
+            end = windows[0].end
+            if begins < windows[0].start or (end is not None and begins >= end):
                 return False
     return True
 
@@ -306,7 +313,7 @@ def maintenance_jobs(assets: Sequence[AssetsDefinition], name: str,
         jobs.append(define_asset_job(name, selection=AssetSelection.assets(*plain), description=description))
     for a in assets:
         if a.partitions_def is not None:
-            safe = _UNSAFE_NAME.sub("_", "__".join(a.key.path))
+            safe = dagster_name(a.key.path)
             jobs.append(define_asset_job(f"{name}__{safe}", selection=AssetSelection.assets(a),
                                          description=f"{description} ({a.key.to_user_string()}, partitioned)"))
     return jobs

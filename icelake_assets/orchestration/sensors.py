@@ -10,7 +10,8 @@ a cursor, and a tick stops after its time budget, so thousands of tables fit Dag
 import json
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from dagster import (
@@ -18,6 +19,7 @@ from dagster import (
     AssetObservation,
     AssetsDefinition,
     AssetSelection,
+    DynamicPartitionsDefinition,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     MetadataValue,
@@ -26,16 +28,18 @@ from dagster import (
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
+    TimeWindowPartitionsDefinition,
     define_asset_job,
     sensor,
 )
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
+from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.health.orphans import KnownTable, OrphanScanError
+from icelake_assets.health.orphans import KnownTable
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
@@ -43,6 +47,8 @@ from icelake_assets.metrics import MetricsWriter
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration import run_model
+from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.policies import decide_action
 from icelake_assets.settings import Policy, Settings
 
@@ -52,7 +58,7 @@ TRIGGER_TAG = "icelake/trigger"
 SIGNAL_TAG = "icelake/signal"
 OPS_TAG = "icelake/ops"
 # Outcomes worth re-evaluating on the next tick even when the table did not change.
-_RECHECK = {"deferred", "error"}
+_RECHECK = {"deferred", "error", "in_flight", "backoff"}
 
 
 @dataclass
@@ -80,7 +86,9 @@ class TickCursor:
 @dataclass
 class TableEvaluation:
     ref: TableRef
-    outcome: str  # launched, proposed, deferred, held, skipped, observed, error
+    # launched, proposed, deferred, held, skipped, observed, error, in_flight (a run of the table is
+    # queued or running), backoff (its last run failed, retried later)
+    outcome: str
     reason: str
     run_requests: list[RunRequest] = field(default_factory=list)
     observation: AssetObservation | None = None
@@ -114,14 +122,37 @@ def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: st
     return AssetObservation(asset_key=key, metadata=metadata)
 
 
-def _partition_keys(table: DiscoveredTable, asset: AssetsDefinition, stats: TableStats,
-                    rewrite_acts: bool) -> list[str | None]:
-    """Which runs to request: the offending partitions of a partitioned asset (one run each), or one
-    whole-table run (unpartitioned assets, and table-wide ops alone)."""
-    if asset.partitions_def is None or not rewrite_acts:
-        return [None]
-    keys = offending_partition_keys(table, stats, asset.partitions_def)
-    return list(keys) or [None]
+def _run_requests(table: DiscoveredTable, asset: AssetsDefinition, stats: TableStats, ops: Sequence[str],
+                  tags: dict[str, str]) -> list[RunRequest]:
+    """One run per table, so one Spark application: the range of its offending time partitions (the
+    rewrite takes only the candidates within it), the offending partition of a dynamic asset when
+    there is one, or else the whole table (table-wide ops, several dynamic or multi-dimension keys)."""
+    key = table_asset_key(table.ref)
+    pdef = asset.partitions_def
+    keys = (offending_partition_keys(table, stats, pdef)
+            if pdef is not None and "rewrite_data_files" in ops else [])
+    if keys and isinstance(pdef, TimeWindowPartitionsDefinition) and len(keys) > 1:
+        # Keys are Iceberg's own time values (2024-01-03, 2024-01-03-05, ...): they sort by time.
+        return [RunRequest(asset_selection=[key], tags={**tags, ASSET_PARTITION_RANGE_START_TAG: min(keys),
+                                                         ASSET_PARTITION_RANGE_END_TAG: max(keys)})]
+    if len(keys) == 1:
+        return [RunRequest(asset_selection=[key], partition_key=keys[0], tags=tags)]
+    return [RunRequest(asset_selection=[key], tags=tags)]
+
+
+def _audit(ref: TableRef, decision: str, reason: str, **fields: Any) -> AuditRecord:
+    return AuditRecord(table_name=str(ref), kind="decision", decision=decision, trigger="sensor", reason=reason,
+                       **fields)
+
+
+def _error(ref: TableRef, err: Exception, context: SensorEvaluationContext) -> TableEvaluation:
+    """A table that cannot be evaluated (missing or corrupt metadata, unreadable storage, dropped, its
+    catalog unreachable): an error outcome for it alone; the tick goes on with the others."""
+    reason = f"{type(err).__name__}: {str(err).splitlines()[0][:500] if str(err) else ''}"
+    context.log.warning(f"{ref}: not evaluated: {reason}")
+    observation = AssetObservation(asset_key=table_asset_key(ref), metadata={
+        "sensor/outcome": MetadataValue.text("error"), "sensor/reason": MetadataValue.text(reason)})
+    return TableEvaluation(ref, "error", reason, observation=observation, audit=_audit(ref, "error", reason))
 
 
 def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, table: DiscoveredTable,
@@ -146,23 +177,19 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
         outcome = {"launch": "launched", "record": "proposed", "nothing": "observed"}[action]
     evaluation = TableEvaluation(ref, outcome, verdict.reason, observation=_observation(key, stats, verdict, outcome))
     if outcome == "launched":
-        snapshot = stats.current_snapshot_id
-        keys = _partition_keys(table, asset, stats, "rewrite_data_files" in verdict.ops)
         tags = {TABLE_TAG: str(ref), TRIGGER_TAG: "sensor", SIGNAL_TAG: verdict.reason[:200],
                 OPS_TAG: ",".join(verdict.ops)}
-        for pk in keys:
-            evaluation.run_requests.append(RunRequest(
-                run_key=f"{ref}@{snapshot}:{pk or 'all'}", asset_selection=[key], partition_key=pk, tags=tags))
-        if any(keys):
-            evaluation.dynamic_requests = dynamic_partition_requests(table, stats, context.instance,
-                                                                     keys=[k for k in keys if k])
+        evaluation.run_requests = _run_requests(table, asset, stats, verdict.ops, tags)
+        keys = [k for r in evaluation.run_requests if (k := r.partition_key)]
+        if keys and isinstance(asset.partitions_def, DynamicPartitionsDefinition):
+            evaluation.dynamic_requests = dynamic_partition_requests(table, stats, context.instance, keys=keys)
     if outcome != "observed":
         decision = {"launched": "launched", "proposed": "proposed", "deferred": "deferred", "held": "held"}.get(
             outcome, "skipped")
-        evaluation.audit = AuditRecord(
-            table_name=str(ref), kind="decision", decision=decision, trigger="sensor", reason=verdict.reason,
+        evaluation.audit = _audit(
+            ref, decision, verdict.reason,
             signals={d.op: d.signals for d in decisions}, policy=policy.model_dump(mode="json"),
-            partitions=tuple(k for r in evaluation.run_requests if (k := r.partition_key)),
+            partitions=tuple(_requested_partitions(evaluation.run_requests)),
             partitions_reason="compaction candidates" if evaluation.run_requests else None,
             writer_check={k: v for k, v in verdict.details.items() if "writer" in k or "quiet" in k},
             cost_estimate_bytes=int(verdict.details.get("estimated_rewrite_bytes", 0)),
@@ -171,10 +198,49 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
     return evaluation
 
 
+def _requested_partitions(requests: Sequence[RunRequest]) -> list[str]:
+    out = []
+    for r in requests:
+        if r.partition_key:
+            out.append(str(r.partition_key))
+        elif ASSET_PARTITION_RANGE_START_TAG in r.tags:
+            out.append(f"{r.tags[ASSET_PARTITION_RANGE_START_TAG]}...{r.tags[ASSET_PARTITION_RANGE_END_TAG]}")
+    return out
+
+
+def _hold_back(evaluation: TableEvaluation, runs: TableRuns | None, now: float,
+               backoff_seconds: float) -> None:
+    """A launch the run model forbids becomes a deferral: the table's maintenance is already queued or
+    running (launched by anyone), or its last run failed and the backoff is not over."""
+    if evaluation.outcome != "launched" or runs is None:
+        return
+    retry_at = runs.retry_at(backoff_seconds)
+    if runs.in_flight:
+        reason = f"maintenance already queued or running ({runs.in_flight})"
+        outcome = "in_flight"
+    elif retry_at is not None and retry_at > now:
+        reason = (f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
+                  f"{datetime.fromtimestamp(retry_at, tz=timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
+        outcome = "backoff"
+    else:
+        return
+    evaluation.outcome, evaluation.reason = outcome, reason
+    evaluation.run_requests, evaluation.dynamic_requests = [], []
+    if evaluation.observation is not None:
+        md = dict(evaluation.observation.metadata)
+        md["sensor/outcome"], md["sensor/reason"] = MetadataValue.text(outcome), MetadataValue.text(reason)
+        evaluation.observation = AssetObservation(asset_key=evaluation.observation.asset_key, metadata=md)
+    if evaluation.audit is not None:
+        evaluation.audit = replace(evaluation.audit, decision="deferred", reason=reason, partitions=(),
+                                   partitions_reason=None)
+
+
 def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, tables: Sequence[DiscoveredTable],
                   assets: dict[TableRef, AssetsDefinition], budget_seconds: float,
-                  orphan_scan_seconds: float = 24 * 3600) -> SensorResult:
+                  orphan_scan_seconds: float = 24 * 3600,
+                  backoff_seconds: float | None = None) -> SensorResult:
     started = time.monotonic()
+    backoff_seconds = run_model.FAILED_RUN_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
     cursor = TickCursor.loads(context.cursor)
     if not tables:
         return SensorResult(skip_reason="no tables discovered", cursor=cursor.dumps())
@@ -182,8 +248,17 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
     for t in tables:
         by_catalog.setdefault(t.ref.catalog, []).append(t.ref)
     locations: dict[TableRef, str | None] = {}
+    unreachable: dict[str, Exception] = {}
     for name, refs in by_catalog.items():
-        locations.update(metadata_locations(icelake.catalog(name), refs))
+        try:
+            locations.update(metadata_locations(icelake.catalog(name), refs))
+        except Exception as err:  # one unreachable catalog must not stop the others
+            unreachable[name] = err
+            context.log.warning(f"catalog {name!r} unreachable, its tables are skipped this tick: {err}")
+    pools = pools_by_key(t.ref for t in tables)
+    limits = PoolLimits(context.instance)
+    runs = table_runs(context.instance, pools)
+    now = time.time()
 
     known_cache: list[list[KnownTable]] = []
 
@@ -202,31 +277,41 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         table = tables[(start + i) % n]
         visited += 1
         name, location = str(table.ref), locations.get(table.ref)
-        if location is None:
-            context.log.warning(f"{name} no longer exists in its catalog: skipped until the definitions reload")
-            continue
         previous = cursor.seen.get(name)
         # A table seen for the first time is scanned at a fixed point of the next interval (by its
         # name's hash), so 1,000 new tables spread their storage listings over the interval.
         scanned = (float(previous[2]) if previous and len(previous) > 2
-                   else time.time() - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds)))
-        scan_orphans = time.time() - scanned >= orphan_scan_seconds
-        if (previous and previous[0] == _metadata_file(location) and previous[1] not in _RECHECK
-                and not scan_orphans):
+                   else now - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds)))
+        if table.ref.catalog in unreachable or location is None:
+            err = unreachable.get(table.ref.catalog) or TableMissingError(
+                f"{name} no longer exists in its catalog (skipped until the definitions reload)")
+            evaluation = _error(table.ref, err, context)
+            if previous and previous[1] == "error":
+                evaluation.audit = None  # recorded when it started failing
+            cursor.seen[name] = [previous[0] if previous else "", "error", scanned]
+            results.append(evaluation)
+            continue
+        pool = pools[table_asset_key(table.ref)]
+        limits.ensure(pool)
+        table_state = runs.get(pool)
+        scan_orphans = now - scanned >= orphan_scan_seconds
+        unchanged = bool(previous) and previous[0] == _metadata_file(location)
+        # A launched table whose run failed since is looked at again (and retried after its backoff).
+        failed_since = (table_state is not None and not table_state.in_flight and table_state.failures_in_a_row > 0)
+        if (unchanged and not scan_orphans and previous[1] not in _RECHECK
+                and not (previous[1] == "launched" and failed_since)):
             continue  # unchanged since the last tick: nothing to read
         try:
             evaluation = evaluate_table(context, icelake, table, assets[table.ref], scan_orphans, known)
-        except (TableMissingError, CatalogUnavailableError, OrphanScanError) as err:
-            context.log.warning(f"{name}: {err}")
-            cursor.seen[name] = [_metadata_file(location), "error", scanned]
-            continue
+        except Exception as err:  # missing/corrupt metadata, unreadable storage: this table only
+            evaluation = _error(table.ref, err, context)
+        _hold_back(evaluation, table_state, now, backoff_seconds)
         # One audit record per change of decision: a table deferred tick after tick is recorded once.
-        if previous and previous[0] == _metadata_file(location) and previous[1] == evaluation.outcome:
+        if unchanged and previous[1] == evaluation.outcome:
             evaluation.audit = None
-        cursor.seen[name] = [_metadata_file(location), evaluation.outcome, time.time() if scan_orphans else scanned]
+        cursor.seen[name] = [_metadata_file(location), evaluation.outcome, now if scan_orphans else scanned]
         results.append(evaluation)
     cursor.offset = (start + visited) % n
-    _record(icelake.settings, [r.audit for r in results if r.audit])
     counts: dict[str, int] = {}
     for r in results:
         counts[r.outcome] = counts.get(r.outcome, 0) + 1
@@ -234,23 +319,33 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
     context.log.info(
         f"evaluated {len(results)} of {n} tables ({visited} visited) in {time.monotonic() - started:.2f}s "
         f"{counts}: " + ", ".join(acting[:20]) + (f" and {len(acting) - 20} more" if len(acting) > 20 else ""))
-    return SensorResult(
+    result = SensorResult(
         run_requests=[rr for r in results for rr in r.run_requests],
         cursor=cursor.dumps(),
         asset_events=[r.observation for r in results if r.observation],
         dynamic_partitions_requests=[d for r in results for d in r.dynamic_requests] or None,
     )
+    # Last, once the result is built: the audit never records a launch the tick does not request.
+    _record(context, icelake.settings, [r.audit for r in results if r.audit])
+    return result
 
 
-def _record(settings: Settings, records: list[AuditRecord]) -> None:
+def _record(context: SensorEvaluationContext, settings: Settings, records: list[AuditRecord]) -> None:
+    """Best effort: a locked audit table or a full metrics disk is logged, and the tick goes on."""
     if not records:
         return
     if settings.audit.enabled:
-        AuditLog.from_settings(settings).append(records)
-    metrics = MetricsWriter.from_settings(settings)
-    for record in records:
-        metrics.record(record)
-    metrics.flush()
+        try:
+            AuditLog.from_settings(settings).append(records)
+        except Exception as err:
+            context.log.error(f"audit records of this tick not written ({len(records)} decisions): {err}")
+    try:
+        metrics = MetricsWriter.from_settings(settings)
+        for record in records:
+            metrics.record(record)
+        metrics.flush()
+    except Exception as err:
+        context.log.error(f"metrics of this tick not written: {err}")
 
 
 def build_maintenance_sensor(tables: Sequence[DiscoveredTable], assets: dict[TableRef, AssetsDefinition],

@@ -54,7 +54,7 @@ def test_a_table_ref_is_accepted_and_kept_as_text():
 
 @pytest.mark.parametrize("change, message", [
     ({"table_name": "trips"}, "invalid table name 'trips'"),
-    ({"table_name": "demo.taxi.tr;ips"}, "invalid table name"),
+    ({"table_name": "demo.taxi.tr\nips"}, "invalid table name"),
     ({"kind": "guess"}, "kind must be one of"),
     ({"decision": "launched"}, "kind 'op': decision must be one of"),
     ({"kind": "decision", "decision": "acted"}, "kind 'decision': decision must be one of"),

@@ -28,7 +28,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 from pyiceberg.types import DateType, LongType, NestedField, StringType, TimestampType, TimestamptzType
 
-from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.catalog.connection import TableRef, dagster_name, open_catalog
 from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables
 from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, append, local_path, trips_batch
 from icelake_assets.health.stats import compute_table_stats
@@ -131,6 +131,10 @@ def test_time_transforms_become_time_window_partitions_from_the_earliest_partiti
         assert pdef.get_first_partition_key() == first, name
         # keys are Iceberg's own partition values, e.g. the hourly table's second partition:
     assert "2024-03-05-01" in partitions_def_for(tables["hourly"][1]).get_partition_keys()
+    # ... and they end with the latest partition that holds data, not with today.
+    assert partitions_def_for(tables["hourly"][1]).get_last_partition_key() == "2024-03-05-01"
+    assert partitions_def_for(tables["monthly"][1]).get_partition_keys() == ["2024-02", "2024-03", "2024-04"]
+    assert partitions_def_for(tables["yearly"][1]).get_partition_keys() == ["2023", "2024"]
 
 
 def test_an_empty_time_partitioned_table_starts_at_the_current_period(shapes):
@@ -246,7 +250,7 @@ def test_whole_table_jobs_load_beside_differently_partitioned_tables(lake):
     jobs = maintenance_jobs(assets, "maint")
     # one asset job over tables of different partitions definitions would not even load
     Definitions.validate_loadable(Definitions(assets=assets, jobs=jobs, resources=defs.resources))
-    safe = {n: "__".join(r.asset_key_path) for n, r in lake["ref"].items()}
+    safe = {n: dagster_name(r.asset_key_path) for n, r in lake["ref"].items()}
     assert sorted(j.name for j in jobs if j.name != "maint") == sorted(f"maint__{s}" for s in safe.values())
 
 

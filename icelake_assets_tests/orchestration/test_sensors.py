@@ -62,7 +62,8 @@ def test_a_degraded_table_gets_exactly_one_run_and_then_its_checks_pass(make_lak
     assert len(tick.run_requests) == 1
     request = tick.run_requests[0]
     assert request.tags[TABLE_TAG] == str(ref) and request.tags[TRIGGER_TAG] == "sensor"
-    assert request.run_key == f"{ref}@{table.current_snapshot().snapshot_id}:all"
+    assert request.partition_key is None and request.asset_selection == [defs.get_assets_def(
+        request.asset_selection[0]).key]
     observed = {e.asset_key.path[-1]: e.metadata for e in tick.asset_events}
     assert observed["t"]["health/data_files"].value == 25
     assert [r.decision for r in _audit(settings, ref)] == ["launched"]
@@ -180,3 +181,85 @@ def test_old_orphans_of_a_table_containing_another_launch_nothing(make_lake, ins
     _, due = _tick(settings, instance, cursor=cursor.dumps())
     assert due.run_requests == []  # `ns.t` holds `ns.inner`: its orphans are never removed
     assert TickCursor.loads(due.cursor).seen[str(ref)][1] != "error"
+
+
+def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(make_lake, instance, monkeypatch):
+    import os
+
+    import yaml
+
+    from icelake_assets import metrics
+    from icelake_assets.audit import store
+    from icelake_assets.settings import load_settings
+
+    settings, ref, _ = _lake(make_lake)
+    # A second catalog, unreachable once the code location has loaded.
+    data = yaml.safe_load(open(settings.source))
+    data["catalogs"]["other"] = {**data["catalogs"][ref.catalog], "uri": "sqlite:///lake/other.db"}
+    open(settings.source, "w").write(yaml.safe_dump(data))
+    settings = load_settings(settings.source)
+    other = open_catalog(settings, "other", create=True)
+    other.create_namespace("ns")
+    other.create_table(("ns", "far"), SCHEMA).append(_batch(0, 1))
+    cat = open_catalog(settings, ref.catalog)
+    for name in ("corrupt", "unreadable", "gone"):
+        cat.create_table(("ns", name), SCHEMA).append(_batch(0, 1))
+    defs = build_definitions(settings)
+
+    with open(cat.load_table(("ns", "corrupt")).metadata_location.removeprefix("file://"), "w") as f:
+        f.write("{not json")  # corrupt metadata
+    with open(cat.load_table(("ns", "unreadable")).current_snapshot().manifest_list.removeprefix("file://"), "wb") as f:
+        f.write(b"not avro")  # storage that cannot be read
+    cat.drop_table(("ns", "gone"))
+    os.remove(settings.catalog_properties("other")["uri"].removeprefix("sqlite:///"))
+    # The audit table locked and the metrics disk full: logged, never fatal.
+    monkeypatch.setattr(store.AuditLog, "append", lambda self, records: (_ for _ in ()).throw(
+        store.AuditLogError("database is locked")))
+    monkeypatch.setattr(metrics.MetricsWriter, "flush", lambda self: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+
+    sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
+    context = build_sensor_context(instance=instance, definitions=defs,
+                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    tick = sensor.evaluate_tick(context)
+    assert [r.tags[TABLE_TAG] for r in tick.run_requests] == [str(ref)]
+    outcomes = {e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value, e.metadata["sensor/reason"].value)
+                for e in tick.asset_events}
+    assert outcomes["t"][0] == "launched"
+    assert {k: v[0] for k, v in outcomes.items() if k != "t"} == dict.fromkeys(
+        ("corrupt", "unreadable", "gone", "far"), "error")
+    assert "no longer exists" in outcomes["gone"][1] and "other.db does not exist" in outcomes["far"][1]
+
+    monkeypatch.undo()  # the audit works again: every error is recorded once, with its cause
+    sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs, resources={
+        "icelake": IcelakeResource(config_path=settings.source)}))
+    decisions = {r.table_name.rsplit(".", 1)[-1]: r.decision
+                 for r in AuditLog.from_settings(settings).records() if r.kind == "decision"}
+    assert decisions == {"t": "launched", "corrupt": "error", "unreadable": "error", "gone": "error", "far": "error"}
+
+
+def test_a_tables_offending_days_go_into_one_run_and_its_partitions_span_its_data(make_lake, instance):
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, append, trips_batch
+
+    settings = make_lake(thresholds={**TEST_THRESHOLDS, "mode": "enforce", "guards": {"quiet_period_minutes": 0},
+                                     "small_files": {"max_files_per_partition": 4}})
+    cat = open_catalog(settings, catalog_name(settings), create=True)
+    cat.create_namespace("ns")
+    trips = cat.create_table(("ns", "trips"), schema=TRIPS_SCHEMA, partition_spec=TRIPS_SPEC)
+    rng = np.random.default_rng(3)
+    for c in range(6):  # 6 files in each of 5 days of January 2024: every day is over the threshold
+        append(trips, trips_batch(rng, c * 5, 5, 5))
+    defs, tick = _tick(settings, instance)
+    ref = TableRef(catalog_name(settings), ("ns",), "trips")
+    # The partitions are the days with data, not every day since 2024 (all but 5 "missing" forever).
+    keys = defs.resolve_assets_def(ref.asset_key_path).partitions_def.get_partition_keys()
+    assert keys == [f"2024-01-0{d}" for d in range(1, 6)]
+    # One run (one Spark application) over the range of the offending days, not one run per day.
+    [request] = tick.run_requests
+    assert request.partition_key is None
+    assert (request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]) == (
+        "2024-01-01", "2024-01-05")
+    [record] = _audit(settings, ref)
+    assert record.decision == "launched" and record.partitions == ("2024-01-01...2024-01-05",)

@@ -1,0 +1,181 @@
+"""Loop benchmark (issue 12): sensor-driven healing of the demo lake vs one manual maintenance.
+
+    python -m bench.loop_bench                 # demo lake at test scale (a few minutes)
+    python -m bench.loop_bench --scale demo    # the full demo lake
+
+Both measurements start from the same freshly built degraded demo lake (its own folder each):
+
+1. **manual**: one process runs the maintenance of every table once (``execute_maintenance``: the
+   whole-table jobs, one Spark JVM), as a user clicking *Materialize* on every table; the time
+   includes starting the process and the JVM;
+2. **sensor**: ``dagster-daemon run`` on the project's workspace with the shipped ``dagster.yaml``
+   (run queue, pools, run monitoring) and the sensor running every 30 s; nobody clicks. Timed from
+   the daemon's start until every table is healed (no maintenance op would act any more) and no run
+   is in flight. Reported: total time, time from the first run's launch, runs launched.
+
+"Healed" is the sensor's own view: each table's op decisions (expire, orphans, rewrite, manifests)
+from its metadata and a storage listing. Settings: the shipped thresholds, the demo catalog in
+``enforce``, no quiet period (the demo tables were just written) and an orphan scan on every tick,
+so the sensor sees what the manual run fixes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
+
+from icelake_assets.catalog.connection import load_table, open_catalog
+from icelake_assets.demo.lake import build_demo_lake
+from icelake_assets.health.orphans import find_orphans
+from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.orchestration.sensors import _decisions
+from icelake_assets.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL_RATIO = 1.5  # sensor-driven healing at most 1.5x one manual run (issue 12)
+MANUAL = """
+import sys
+from dagster import DagsterInstance
+from icelake_assets.orchestration.project import build_definitions, execute_maintenance
+from icelake_assets.settings import load_settings
+results = execute_maintenance(build_definitions(load_settings(sys.argv[1])), DagsterInstance.ephemeral())
+sys.exit(0 if all(r.success for r in results) else 1)
+"""
+
+
+def write_settings(folder: Path) -> Settings:
+    data = yaml.safe_load((ROOT / "icelake.yaml").read_text())
+    data["catalogs"] = {"demo": {"type": "sql", "uri": f"sqlite:///{folder / 'catalog.db'}",
+                                 "warehouse": str(folder / "warehouse")}}
+    data.setdefault("thresholds", {}).update({"guards": {"quiet_period_minutes": 0},
+                                              "sensor": {"interval_seconds": 30}})
+    data["automation"] = {**data.get("automation", {}), "orphan_scan_hours": 0.001,
+                          "schedules_default_status": "stopped"}
+    data["metrics"] = {"textfile_dir": str(folder / "metrics")}
+    path = folder / "icelake.yaml"
+    path.write_text(yaml.safe_dump(data))
+    (folder / "warehouse").mkdir(parents=True, exist_ok=True)
+    return load_settings(path)
+
+
+def unhealed(settings: Settings) -> list[str]:
+    """Tables on which some maintenance op would still act, with the ops."""
+    cat = open_catalog(settings, "demo")
+    out = []
+    for ident in [t for ns in cat.list_namespaces() for t in cat.list_tables(ns)]:
+        if ident[0] == "icelake":
+            continue  # the product's own audit table
+        from icelake_assets.catalog.connection import TableRef
+
+        ref = TableRef("demo", tuple(ident[:-1]), ident[-1])
+        table = load_table(cat, ref)
+        policy = settings.policy_for(table, table.properties)
+        stats = compute_table_stats(table, policy)
+        acting = [d.op for d in _decisions(stats, policy, find_orphans(table, policy.orphans.older_than_hours))
+                  if d.act]
+        if acting:
+            out.append(f"{ref.name}: {', '.join(acting)}")
+    return out
+
+
+def fresh_lake(root: Path, name: str, scale: str) -> Settings:
+    folder = root / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    settings = write_settings(folder)
+    build_demo_lake(settings, catalog="demo", scale=scale, reset=True)
+    return settings
+
+
+def manual(settings: Settings) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", MANUAL, settings.source], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"manual maintenance failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return seconds
+
+
+def sensor(settings: Settings, home: Path, timeout: float) -> dict:
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "ICELAKE_CONFIG": settings.source, "PYTHONPATH": str(ROOT)}
+    daemon_bin = Path(sys.executable).parent / "dagster-daemon"
+    log = open(home / "daemon.log", "w")
+    started = time.perf_counter()
+    daemon = subprocess.Popen([str(daemon_bin), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    first_launch = healed_at = None
+    try:
+        os.environ["DAGSTER_HOME"] = str(home)
+        instance = DagsterInstance.get()
+        while time.perf_counter() - started < timeout:
+            time.sleep(5)
+            assert daemon.poll() is None, f"dagster-daemon exited, see {home / 'daemon.log'}"
+            runs = instance.get_runs(RunsFilter(tags={"dagster/sensor_name": "icelake_maintenance_sensor"}))
+            if runs and first_launch is None:
+                first_launch = time.perf_counter()
+            in_flight = [r for r in runs if r.status in NOT_FINISHED_STATUSES]
+            if runs and not in_flight and not unhealed(settings):
+                healed_at = time.perf_counter()
+                break
+        runs = instance.get_runs(RunsFilter(tags={"dagster/sensor_name": "icelake_maintenance_sensor"}))
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+    if healed_at is None:
+        raise SystemExit(f"not healed after {timeout:.0f}s: {unhealed(settings)}; see {home / 'daemon.log'}")
+    statuses = [r.status for r in runs]
+    return {"total": healed_at - started, "from_first_launch": healed_at - first_launch, "runs": len(runs),
+            "failed": sum(s == DagsterRunStatus.FAILURE for s in statuses),
+            "tables": sorted({r.tags.get("icelake/table", "?") for r in runs})}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", default="test", choices=["test", "demo"])
+    parser.add_argument("--timeout", type=float, default=1200.0, help="give up on sensor healing after this")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="loop-bench-") as tmp:
+        root = Path(tmp)
+        print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+        manual_settings = fresh_lake(root, "manual", args.scale)
+        before = unhealed(manual_settings)
+        manual_s = manual(manual_settings)
+        left = unhealed(manual_settings)
+        print(f"manual: {manual_s:.1f}s; to heal before: {before}; left after: {left}", flush=True)
+        sensor_settings = fresh_lake(root, "sensor", args.scale)
+        result = sensor(sensor_settings, root / "dagster_home", args.timeout)
+        print(f"sensor: {result}", flush=True)
+    command = " ".join([".venv/bin/python -m bench.loop_bench", *sys.argv[1:]])
+    print(f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+          f"{os.getloadavg()[0]:.1f} at the end; command: {command}\n")
+    ratio = result["total"] / manual_s
+    print("| measurement | seconds | runs |\n|---|---:|---:|")
+    print(f"| one manual maintenance of every table (one process, one JVM) | {manual_s:.1f} | 1 process |")
+    print(f"| sensor-driven healing, from the daemon's start | {result['total']:.1f} | {result['runs']} "
+          f"({result['failed']} failed) |")
+    print(f"| sensor-driven healing, from the first launch | {result['from_first_launch']:.1f} | |")
+    print(f"| ratio sensor (from start) / manual (goal ≤ {GOAL_RATIO}) | {ratio:.2f} | |")
+    if left:
+        sys.exit(f"the manual run left work undone: {left}")
+
+
+if __name__ == "__main__":
+    main()

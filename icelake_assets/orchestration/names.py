@@ -1,0 +1,30 @@
+"""Dagster names for Iceberg tables: Iceberg allows any string as a name (``o'brien``, ``café``,
+``my-table`` next to ``my_table``), Dagster's op, input and output names only ``[A-Za-z0-9_]+``.
+
+Asset keys keep the exact Iceberg names; everything Dagster names is built from
+:attr:`~icelake_assets.catalog.connection.TableRef.safe_name` (a readable prefix plus a hash), never
+derived from the key (which Dagster's decorators do by default, and which fails or collides)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from dagster import AssetCheckSpec, AssetChecksDefinition, In, Nothing, Out, op
+
+
+def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str | None = None,
+                 can_subset: bool = False) -> Callable[[Callable], AssetChecksDefinition]:
+    """``@multi_asset_check`` with every Dagster name chosen here: the op is ``name``, its input
+    and outputs are positional. (``@multi_asset_check`` and ``@asset_check`` name them after the
+    asset key.) The decorated function yields ``AssetCheckResult``s, as for ``@multi_asset_check``."""
+    keys = list(dict.fromkeys(s.asset_key for s in specs))
+    ins = {f"asset_{i}": In(Nothing) for i in range(len(keys))}
+    outs = {f"check_{i}": Out(None, is_required=not can_subset) for i in range(len(specs))}
+
+    def decorate(fn: Callable) -> AssetChecksDefinition:
+        node = op(name=name, ins=ins, out=outs, description=description)(fn)
+        return AssetChecksDefinition.create(keys_by_input_name=dict(zip(ins, keys)), node_def=node,
+                                            check_specs_by_output_name=dict(zip(outs, specs)),
+                                            can_subset=can_subset)
+
+    return decorate

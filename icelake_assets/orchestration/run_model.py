@@ -1,0 +1,117 @@
+"""The run model: at most one maintenance run per table at a time, whatever launched it.
+
+* **Concurrency** is enforced by Dagster, not by our tags: every op of a table's maintenance claims
+  the table's pool (:func:`table_pool`), and ``dagster.yaml`` limits every pool to one run
+  (``pools: default_limit: 1, granularity: run``) plus a global cap on runs. The run queue applies
+  pools to every queued run: sensor runs, schedules, *Materialize* in the UI and backfill runs alike.
+* **No duplicate work**: before requesting a run the sensor asks the instance which tables already
+  have a queued or running maintenance run (by the pools in the run's plan, so runs launched by
+  anyone count) or a backfill in progress over their asset (:func:`table_runs`).
+* **Retries after failure**: a table whose last maintenance run failed is retried after a backoff
+  that doubles with each failure in a row (:meth:`TableRuns.retry_at`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable, Mapping
+
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
+
+from icelake_assets.catalog.connection import TableRef
+
+# First retry of a table whose maintenance failed after this long, then 2x per failure in a row.
+FAILED_RUN_BACKOFF_SECONDS = 600.0
+MAX_BACKOFF_SECONDS = 6 * 3600.0
+# Finished runs older than this do not count (a failure a day ago is retried anyway).
+HISTORY_SECONDS = 24 * 3600.0
+_IN_FLIGHT_BACKFILLS = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
+
+
+def table_pool(ref: TableRef) -> str:
+    """The table's concurrency pool: every op of its maintenance claims it (see module docstring)."""
+    return f"icelake/{ref.safe_name}"
+
+
+@dataclass
+class TableRuns:
+    """What the instance knows about one table's maintenance runs."""
+
+    in_flight: str | None = None  # "run <id>" or "backfill <id>" of a queued or running maintenance
+    last_status: DagsterRunStatus | None = None  # of the latest finished run
+    last_finished: float | None = None  # its end time (epoch s)
+    failures_in_a_row: int = 0
+
+    def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
+        """When a table whose last run failed may be launched again (None: its last run did not fail)."""
+        if not self.failures_in_a_row or self.last_finished is None:
+            return None
+        return self.last_finished + min(base_seconds * 2 ** (self.failures_in_a_row - 1), MAX_BACKOFF_SECONDS)
+
+
+def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
+    found = set(run.run_op_concurrency.all_pools or ()) if run.run_op_concurrency else set()
+    # Runs created before pools existed: their asset selection names the tables.
+    found.update(pools_by_key[k] for k in (run.asset_selection or ()) if k in pools_by_key)
+    return found
+
+
+def table_runs(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str],
+               now: float | None = None) -> dict[str, TableRuns]:
+    """Per table pool, its in-flight run or backfill and its recent finished runs. Three queries per
+    tick, whatever the number of tables: runs not finished, backfills in progress, runs finished in
+    the last day."""
+    now = now or time.time()
+    wanted = set(pools_by_key.values())
+    out: dict[str, TableRuns] = {}
+    for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES)):
+        for pool in _pools_of(run, pools_by_key) & wanted:
+            out.setdefault(pool, TableRuns()).in_flight = f"run {run.run_id}"
+    for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=_IN_FLIGHT_BACKFILLS)):
+        for key in backfill.asset_selection or ():
+            if key in pools_by_key:
+                entry = out.setdefault(pools_by_key[key], TableRuns())
+                entry.in_flight = entry.in_flight or f"backfill {backfill.backfill_id}"
+    since = datetime.fromtimestamp(now - HISTORY_SECONDS, tz=timezone.utc)
+    records = instance.get_run_records(RunsFilter(statuses=FINISHED_STATUSES, updated_after=since))
+    # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
+    for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):
+        run = record.dagster_run
+        for pool in _pools_of(run, pools_by_key) & wanted:
+            entry = out.setdefault(pool, TableRuns())
+            entry.last_status = run.status
+            entry.last_finished = record.end_time or record.update_timestamp.timestamp()
+            failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+            entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0
+    return out
+
+
+class PoolLimits:
+    """Creates the limits of table pools the instance does not know yet.
+
+    Dagster creates a pool's limit the first time its run queue sees the pool, but after it read the
+    known pools: on that first pass the new pool blocks nothing, and two queued runs of a new table
+    would start together. The sensor creates the pool of every table it visits (about 10 ms each, once
+    per table, within its tick budget), so a table's pool exists before the sensor queues its first
+    run (a run queued by someone else before the sensor first visits a new table is not covered)."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self._instance = instance
+        self._enabled = bool(instance.global_op_concurrency_default_limit)
+        self._known = set(instance.event_log_storage.get_concurrency_keys()) if self._enabled else set()
+
+    def ensure(self, pool: str) -> bool:
+        """Create ``pool``'s limit if missing; True when it was created."""
+        if not self._enabled or pool in self._known:
+            return False
+        self._instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+        self._known.add(pool)
+        return True
+
+
+def pools_by_key(refs: Iterable[TableRef]) -> dict[AssetKey, str]:
+    return {AssetKey(r.asset_key_path): table_pool(r) for r in refs}

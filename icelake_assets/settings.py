@@ -91,6 +91,9 @@ class SnapshotPolicy(_Strict):
     max_age_hours: float = Field(120.0, gt=0)
     # Never keep fewer than this many snapshots (history.expire.min-snapshots-to-keep wins).
     min_keep: int = Field(5, ge=1)
+    # Never expire a snapshot younger than this, even over max_count: readers and writers that
+    # started from it (long queries, streaming jobs, time travel) may still need its files.
+    min_age_hours: float = Field(24.0, ge=0)
 
 
 class OrphanPolicy(_Strict):

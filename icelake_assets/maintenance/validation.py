@@ -224,6 +224,9 @@ def rollback_if_safe(table: Table, before_snapshot_id: int | None) -> RollbackOu
     if writers:
         return RollbackOutcome(False, f"writer commits came after it ({', '.join(map(str, writers))}): a rollback "
                                       "would lose their rows", writers)
+    if table.format_version >= 3:  # pyiceberg 0.12 cannot write v3 metadata; Spark's procedure has no guard
+        return RollbackOutcome(False, "pyiceberg cannot commit to a format-version 3 table, and Spark's "
+                                      "rollback would not refuse a writer committing meanwhile")
     try:
         table.manage_snapshots().rollback_to_snapshot(before_snapshot_id).commit()
     except CommitFailedException as err:

@@ -10,7 +10,7 @@ from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance import validation
 from icelake_assets.maintenance.procedures import count_rows, table_identifier
-from icelake_assets.maintenance.validation import validate_row_counts
+from icelake_assets.maintenance.validation import rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets_tests.conftest import catalog_name
 
@@ -93,6 +93,9 @@ def test_a_table_with_deletes_is_compacted_and_validated_without_rollback(make_l
     assert count_rows(spark, ref) == live and int(current.summary["total-records"]) == live
     if kind == "deletion_vectors":  # DVs are scoped to their data file and leave with it
         assert compute_table_stats(table, settings.thresholds).position_delete_files == 0
+        # Had validation failed: no automatic rollback of a v3 table (pyiceberg cannot write v3).
+        refused = rollback_if_safe(table, before.snapshot_id)
+        assert not refused.rolled_back and "format-version 3" in refused.reason
     records = AuditLog.from_settings(settings).records(table=str(ref))
     assert [r.decision for r in records if r.kind == "validation"] == ["passed"]
     assert not [r for r in records if r.kind == "rollback"]

@@ -7,8 +7,8 @@ threshold, WARN once it is over it, and ERROR once it reaches ``ERROR_FACTOR`` (
 check                   value graded                                           threshold (policy)
 ======================  =====================================================  ===================================
 small_files             files of the busiest compaction-candidate partition    small_files.max_files_per_partition
-snapshot_retention      snapshots (also WARN: oldest older than the max age),  snapshots.max_count / max_age_hours
-                        only when some may expire (min_age_hours, min_keep)
+snapshot_retention      snapshots (also WARN: oldest older than the max age)   snapshots.max_count / max_age_hours
+                        when some may expire (min_age_hours, min_keep, refs)
 manifest_fragmentation  manifests of the current snapshot                      manifests.max_count
 delete_files            delete files / data files; deleted rows / data rows    delete_files.max_file_ratio,
                                                                                delete_files.max_record_ratio
@@ -132,12 +132,13 @@ def snapshot_finding(stats: TableStats, policy: Policy) -> Finding:
     if not fc.count:
         return Finding("snapshot_retention", Severity.OK,
                        f"{stats.snapshots} snapshots (max {p.max_count}), oldest "
-                       f"{stats.oldest_snapshot_age_hours:.1f} h, none may expire yet: {kept_reason(fc, p.min_keep)}",
+                       f"{stats.oldest_snapshot_age_hours:.1f} h, none may expire yet: "
+                       f"{kept_reason(fc, p.min_keep)}",
                        f"nothing to expire before snapshots are {fc.cutoff_age_hours:g} h old", metrics)
     return Finding("snapshot_retention", severity,
                    f"{stats.snapshots} snapshots (max {p.max_count}, {stats.snapshots_last_24h} in the last 24 h), "
-                   f"oldest {stats.oldest_snapshot_age_hours:.1f} h (max {p.max_age_hours:g} h); {fc.count} may "
-                   f"expire",
+                   f"oldest {stats.oldest_snapshot_age_hours:.1f} h (max {p.max_age_hours:g} h); "
+                   f"{fc.count} may expire",
                    f"run expire_snapshots: {fc.count} snapshots older than {fc.cutoff_age_hours:g} h go "
                    f"({kept_reason(fc, p.min_keep)})", metrics)
 

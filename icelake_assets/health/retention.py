@@ -78,8 +78,8 @@ def snapshot_points(table: Table) -> tuple[tuple[SnapshotPoint, ...], tuple[RefP
     md = table.metadata
     snaps = tuple(SnapshotPoint(s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms) for s in md.snapshots)
     refs = tuple(
-        RefPoint(name, str(getattr(r.snapshot_ref_type, "value", r.snapshot_ref_type)) == "branch", r.snapshot_id,
-                 r.max_ref_age_ms, r.max_snapshot_age_ms, r.min_snapshots_to_keep)
+        RefPoint(name, str(getattr(r.snapshot_ref_type, "value", r.snapshot_ref_type)) == "branch",
+                 r.snapshot_id, r.max_ref_age_ms, r.max_snapshot_age_ms, r.min_snapshots_to_keep)
         for name, r in md.refs.items()
     )
     raw = md.properties.get(MAX_REF_AGE_PROPERTY)
@@ -121,7 +121,8 @@ def forecast(snaps: Iterable[SnapshotPoint], refs: Iterable[RefPoint], cutoff_ho
     young: set[int] = set()
     on_branches: set[int] = set()
     for ref in (r for r in kept_refs if r.is_branch):
-        branch_older_than = now_ms - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms is not None else older_than
+        own_age = ref.max_snapshot_age_ms
+        branch_older_than = now_ms - own_age if own_age is not None else older_than
         keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else min_keep
         retained = 0
         walking = True
@@ -138,7 +139,8 @@ def forecast(snaps: Iterable[SnapshotPoint], refs: Iterable[RefPoint], cutoff_ho
                 continue
             retained += 1
     for snap in by_id.values():
-        if snap.snapshot_id not in on_branches and snap.snapshot_id not in by_ref and snap.timestamp_ms >= older_than:
+        unreferenced = snap.snapshot_id not in on_branches and snap.snapshot_id not in by_ref
+        if unreferenced and snap.timestamp_ms >= older_than:
             young.add(snap.snapshot_id)
     kept = by_ref | newest | young
     # Reported: main's head is simply the newest snapshot; other refs' heads are held by their ref.

@@ -38,25 +38,29 @@ def decide_expire(stats: TableStats, policy: Policy) -> Decision:
         return off
     p = policy.snapshots
     signals = {"snapshots": stats.snapshots, "oldest_snapshot_age_hours": round(stats.oldest_snapshot_age_hours, 2),
-               "max_snapshots": p.max_count, "max_snapshot_age_hours": p.max_age_hours, "min_keep": p.min_keep,
-               "min_snapshot_age_hours": p.min_age_hours}
+               "max_snapshots": p.max_count, "max_snapshot_age_hours": p.max_age_hours,
+               "min_keep": p.min_keep, "min_snapshot_age_hours": p.min_age_hours}
     if stats.snapshots <= p.min_keep:
-        return Decision("expire_snapshots", False, f"{stats.snapshots} snapshots, not above the minimum of {p.min_keep} to keep", signals)
+        return Decision("expire_snapshots", False,
+                        f"{stats.snapshots} snapshots, not above the minimum of {p.min_keep} to keep",
+                        signals)
     if stats.snapshots > p.max_count:
         why = f"{stats.snapshots} snapshots > {p.max_count}"
     elif stats.oldest_snapshot_age_hours > p.max_age_hours:
         why = f"oldest snapshot {stats.oldest_snapshot_age_hours:.1f} h old > {p.max_age_hours:g} h"
     else:
         return Decision("expire_snapshots", False,
-                        f"{stats.snapshots} snapshots ≤ {p.max_count} and none older than {p.max_age_hours:g} h", signals)
+                        f"{stats.snapshots} snapshots ≤ {p.max_count} and none older than "
+                        f"{p.max_age_hours:g} h", signals)
     fc = expiry_forecast(stats, policy)
     signals.update(expirable_snapshots=fc.count, kept_by_ref=fc.kept_by_ref, kept_newest=fc.kept_newest,
                    kept_young=fc.kept_young, expire_older_than_hours=fc.cutoff_age_hours)
     if not fc.count:
-        return Decision("expire_snapshots", False, f"{why}, but none may go yet: {kept_reason(fc, p.min_keep)}", signals)
+        return Decision("expire_snapshots", False,
+                        f"{why}, but none may go yet: {kept_reason(fc, p.min_keep)}", signals)
     return Decision("expire_snapshots", True,
-                    f"{why}: {fc.count} older than {fc.cutoff_age_hours:g} h beyond the newest {p.min_keep} will go "
-                    f"({kept_reason(fc, p.min_keep)})", signals)
+                    f"{why}: {fc.count} older than {fc.cutoff_age_hours:g} h beyond the newest {p.min_keep} "
+                    f"will go ({kept_reason(fc, p.min_keep)})", signals)
 
 
 def expire_cutoff(stats: TableStats, policy: Policy, now: datetime | None = None) -> datetime:

@@ -66,7 +66,8 @@ def expire_snapshots(spark_fn: Callable[[], SparkSession], ref: TableRef, table:
         table.refresh()
         after = len(table.metadata.snapshots)
         res.update(snapshots_before=stats.snapshots, snapshots_after=after,
-                   snapshots_expired=stats.snapshots - after, snapshots_forecast=d.signals["expirable_snapshots"],
+                   snapshots_expired=stats.snapshots - after,
+                   snapshots_forecast=d.signals["expirable_snapshots"],
                    older_than=cutoff.isoformat(), retain_last=policy.snapshots.min_keep)
         return OpOutcome(d.op, True, d.reason, d.signals, res)
 

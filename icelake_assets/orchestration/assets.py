@@ -49,8 +49,9 @@ from icelake_assets.settings import PartitionsPolicy
 
 # Numbers from each op's procedure result worth plotting, by op.
 _RESULT_METRICS = {
-    "expire_snapshots": ("snapshots_before", "snapshots_after", "snapshots_expired", "deleted_data_files_count",
-                         "deleted_manifest_files_count", "deleted_manifest_lists_count"),
+    "expire_snapshots": ("snapshots_before", "snapshots_after", "snapshots_expired",
+                         "deleted_data_files_count", "deleted_manifest_files_count",
+                         "deleted_manifest_lists_count"),
     "remove_orphan_files": ("orphans_found", "orphans_removed", "bytes_found"),
     "rewrite_data_files": ("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count",
                            "failed_data_files_count", "data_files_before", "data_files_after",

@@ -50,7 +50,7 @@ class ValidationResult:
     rewrite_changes: list[list[int]] = field(default_factory=list)
     # Snapshots counted by Spark because they carry delete files (their summary counts deleted rows).
     spark_counted_snapshots: int = 0
-    # Live rows of a snapshot with delete files and no Spark at hand: data rows minus position deletes.
+    # A snapshot with delete files and no Spark at hand (no rewrite ran): its data rows were reported.
     estimated: bool = False
 
     @property
@@ -97,8 +97,9 @@ def has_delete_files(table: Table, snapshot_id: int | None) -> bool:
 
 class LiveRows:
     """Live rows per snapshot: the summary when it has no delete files (free), else a Spark count
-    (cached per snapshot). Without Spark, a snapshot with delete files is estimated as data rows minus
-    position deletes (exact for deletion vectors; equality deletes are not subtracted)."""
+    (cached per snapshot). Without Spark (no rewrite of ours ran, nothing to compare) a snapshot with
+    delete files reports its data rows: no summary arithmetic gives live rows (an equality delete
+    matches any number of rows, and delete files left dangling by a rewrite match none)."""
 
     def __init__(self, table: Table, ref: TableRef, spark_fn: Callable[[], SparkSession] | None):
         self.table, self.ref, self.spark_fn = table, ref, spark_fn
@@ -112,8 +113,7 @@ class LiveRows:
             return summary_records(self.table, snapshot_id)
         if self.spark_fn is None:
             self.estimated = True
-            summary = _snapshot(self.table, snapshot_id).summary
-            return summary_records(self.table, snapshot_id) - int(summary.get("total-position-deletes") or 0)
+            return summary_records(self.table, snapshot_id)
         if snapshot_id not in self.counted:
             self.counted[snapshot_id] = count_rows(self.spark_fn(), self.ref, snapshot_id)
         return self.counted[snapshot_id]
@@ -154,7 +154,7 @@ def validate_row_counts(
     before_snapshot_id: int | None, real_counts: bool = True,
 ) -> ValidationResult:
     """``spark``: a session or a function returning one (called only when a count is needed); None
-    when no rewrite of ours ran (nothing to count: summaries, estimated for delete files)."""
+    when no rewrite of ours ran (nothing to compare: summaries only, see :class:`LiveRows`)."""
     spark_fn: Callable[[], SparkSession] | None
     if spark is None or not isinstance(spark, SparkSession):
         spark_fn = spark

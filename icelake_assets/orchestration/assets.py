@@ -140,6 +140,8 @@ def _run_metadata(state: dict[str, Any], after: dict[str, int], validation) -> d
     md["validation/rows_after"] = MetadataValue.int(validation.rows_after)
     md["validation/writer_rows_since"] = MetadataValue.int(validation.writer_rows_since)
     md["validation/spark_counted_snapshots"] = MetadataValue.int(validation.spark_counted_snapshots)
+    # False: no rewrite ran and the table has delete files; the rows are data rows (deletes not applied).
+    md["validation/live_rows"] = MetadataValue.bool(not validation.estimated)
     md["ops_acted"] = MetadataValue.text(", ".join(o["op"] for o in state["ops"] if o["acted"]) or "none")
     for outcome in state["ops"]:
         if outcome["op"] == "rewrite_data_files" and outcome["acted"]:

@@ -125,6 +125,9 @@ class SnapshotPolicy(_Strict):
     max_age_hours: float = Field(120.0, gt=0, le=MAX_HOURS)
     # Never keep fewer than this many snapshots (history.expire.min-snapshots-to-keep wins).
     min_keep: int = Field(5, ge=1, le=MAX_COUNT)
+    # Never expire a snapshot younger than this, even over max_count: readers and writers that
+    # started from it (long queries, streaming jobs, time travel) may still need its files.
+    min_age_hours: float = Field(24.0, ge=0, le=MAX_HOURS)
 
 
 class OrphanPolicy(_Strict):

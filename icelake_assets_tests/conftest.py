@@ -22,7 +22,9 @@ _LAKES = itertools.count()
 # Thresholds scaled to the demo lake's "test" size (the defaults are sized for production tables).
 TEST_THRESHOLDS: dict[str, Any] = {
     "small_files": {"max_files_per_partition": 20},
-    "snapshots": {"max_count": 20, "min_keep": 5},
+    # The test lakes' snapshots are seconds old: min_age_hours 0 lets expiry act on them (tests of the
+    # default minimum age set their own thresholds).
+    "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0},
     "manifests": {"max_count": 10},
 }
 

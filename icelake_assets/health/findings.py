@@ -8,6 +8,7 @@ check                   value graded                                           t
 ======================  =====================================================  ===================================
 small_files             files of the busiest compaction-candidate partition    small_files.max_files_per_partition
 snapshot_retention      snapshots (also WARN: oldest older than the max age)   snapshots.max_count / max_age_hours
+                        when some may expire (min_age_hours, min_keep, refs)
 manifest_fragmentation  manifests of the current snapshot                      manifests.max_count
 delete_files            delete files / data files; deleted rows / data rows    delete_files.max_file_ratio,
                                                                                delete_files.max_record_ratio
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping, Sequence
 
+from icelake_assets.health.retention import expiry_forecast, kept_reason
 from icelake_assets.health.stats import SIZE_BUCKETS, TableStats
 from icelake_assets.settings import Policy
 
@@ -109,10 +111,14 @@ def small_files_finding(stats: TableStats, policy: Policy) -> Finding:
 
 
 def snapshot_finding(stats: TableStats, policy: Policy) -> Finding:
+    """Graded like expiry decides (maintenance/plan.py decide_expire): past the count or age limit
+    AND with snapshots expiry may remove. Snapshots all too young, among the newest ``min_keep`` or
+    held by branches and tags are what expiry keeps: that passes, saying why."""
     p = policy.snapshots
     metrics = {"snapshots": stats.snapshots, "oldest_snapshot_age_hours": round(stats.oldest_snapshot_age_hours, 3),
                "snapshots_last_24h": stats.snapshots_last_24h, "max_snapshots": p.max_count,
-               "max_snapshot_age_hours": p.max_age_hours, "min_keep": p.min_keep}
+               "max_snapshot_age_hours": p.max_age_hours, "min_keep": p.min_keep,
+               "min_snapshot_age_hours": p.min_age_hours}
     severity = grade(stats.snapshots, p.max_count)
     too_old = stats.snapshots > p.min_keep and stats.oldest_snapshot_age_hours > p.max_age_hours
     if severity is Severity.OK and too_old:
@@ -121,10 +127,20 @@ def snapshot_finding(stats: TableStats, policy: Policy) -> Finding:
         return Finding("snapshot_retention", severity,
                        f"{stats.snapshots} snapshots, oldest {stats.oldest_snapshot_age_hours:.1f} h",
                        "nothing to expire", metrics)
+    fc = expiry_forecast(stats, policy)
+    metrics["expirable_snapshots"] = fc.count
+    if not fc.count:
+        return Finding("snapshot_retention", Severity.OK,
+                       f"{stats.snapshots} snapshots (max {p.max_count}), oldest "
+                       f"{stats.oldest_snapshot_age_hours:.1f} h, none may expire yet: "
+                       f"{kept_reason(fc, p.min_keep)}",
+                       f"nothing to expire before snapshots are {fc.cutoff_age_hours:g} h old", metrics)
     return Finding("snapshot_retention", severity,
                    f"{stats.snapshots} snapshots (max {p.max_count}, {stats.snapshots_last_24h} in the last 24 h), "
-                   f"oldest {stats.oldest_snapshot_age_hours:.1f} h (max {p.max_age_hours:g} h)",
-                   f"run expire_snapshots keeping at least {p.min_keep}", metrics)
+                   f"oldest {stats.oldest_snapshot_age_hours:.1f} h (max {p.max_age_hours:g} h); "
+                   f"{fc.count} may expire",
+                   f"run expire_snapshots: {fc.count} snapshots older than {fc.cutoff_age_hours:g} h go "
+                   f"({kept_reason(fc, p.min_keep)})", metrics)
 
 
 def manifest_finding(stats: TableStats, policy: Policy) -> Finding:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from icelake_assets.health.findings import Finding, Severity, metadata_findings
+from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.score import HealthScore, HealthStatus, health_score, health_status
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
@@ -126,7 +127,7 @@ def table_benefit(health: TableHealth) -> TableBenefit:
         manifests_saved = max(0, stats.manifests - expected)
     snapshots = health.finding("snapshot_retention")
     expiring = snapshots is not None and not snapshots.passed
-    expirable = max(0, stats.snapshots - policy.snapshots.min_keep) if expiring else 0
+    expirable = expiry_forecast(stats, policy).count if expiring else 0
     failing = [f for f in health.findings if not f.passed]
     failing.sort(key=lambda f: -f.severity.rank)
     return TableBenefit(

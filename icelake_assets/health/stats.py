@@ -21,6 +21,7 @@ from pyiceberg.table import Table
 
 from icelake_assets.health.cache import FileRow, ManifestCache
 from icelake_assets.health.manifests import UNPARTITIONED, ManifestMeta, ManifestSummary, bound_decoder
+from icelake_assets.health.retention import RefPoint, SnapshotPoint, snapshot_points
 from icelake_assets.settings import MAX_TARGET_FILE_BYTES, Policy
 
 __all__ = ["UNPARTITIONED", "FileRow", "ManifestCache", "PartitionStats", "TableStats", "compute_table_stats",
@@ -109,6 +110,10 @@ class TableStats:
     oldest_snapshot_age_hours: float = 0.0
     newest_snapshot_age_hours: float = 0.0
     snapshots_last_24h: int = 0
+    # what expiry needs to know which snapshots it may remove (health/retention.py)
+    snapshot_points: tuple[SnapshotPoint, ...] = ()
+    snapshot_refs: tuple[RefPoint, ...] = ()
+    max_ref_age_ms: int | None = None  # history.expire.max-ref-age-ms
     # activity: writer commits are every operation but maintenance's 'replace'
     activity_window_minutes: float = 0.0
     recent_writer_commits: int = 0
@@ -200,6 +205,7 @@ def sort_key(table: Table) -> tuple[int | None, str | None]:
 def _snapshot_facts(table: Table, stats: TableStats, now: float, window_minutes: float) -> None:
     snapshots = table.metadata.snapshots
     stats.snapshots = len(snapshots)
+    stats.snapshot_points, stats.snapshot_refs, stats.max_ref_age_ms = snapshot_points(table)
     stats.activity_window_minutes = window_minutes
     if not snapshots:
         return

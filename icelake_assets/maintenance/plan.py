@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
+from icelake_assets.health.retention import cutoff_age_hours, expiry_forecast, kept_reason
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 
@@ -30,31 +31,44 @@ def _disabled(op: str, policy: Policy) -> Decision | None:
 
 
 def decide_expire(stats: TableStats, policy: Policy) -> Decision:
+    """Acts past the count or age threshold, and only when some snapshot would actually go: older
+    than the cutoff (``min_age_hours`` over the count, else ``max_age_hours``), beyond the newest
+    ``min_keep`` and referenced by no branch or tag (health/retention.py mirrors Iceberg's rule)."""
     if off := _disabled("expire_snapshots", policy):
         return off
     p = policy.snapshots
     signals = {"snapshots": stats.snapshots, "oldest_snapshot_age_hours": round(stats.oldest_snapshot_age_hours, 2),
-               "max_snapshots": p.max_count, "max_snapshot_age_hours": p.max_age_hours, "min_keep": p.min_keep}
+               "max_snapshots": p.max_count, "max_snapshot_age_hours": p.max_age_hours,
+               "min_keep": p.min_keep, "min_snapshot_age_hours": p.min_age_hours}
     if stats.snapshots <= p.min_keep:
-        return Decision("expire_snapshots", False, f"{stats.snapshots} snapshots, not above the minimum of {p.min_keep} to keep", signals)
+        return Decision("expire_snapshots", False,
+                        f"{stats.snapshots} snapshots, not above the minimum of {p.min_keep} to keep",
+                        signals)
     if stats.snapshots > p.max_count:
-        return Decision("expire_snapshots", True, f"{stats.snapshots} snapshots > {p.max_count}", signals)
-    if stats.oldest_snapshot_age_hours > p.max_age_hours:
-        return Decision("expire_snapshots", True,
-                        f"oldest snapshot {stats.oldest_snapshot_age_hours:.1f} h old > {p.max_age_hours:g} h", signals)
-    return Decision("expire_snapshots", False,
-                    f"{stats.snapshots} snapshots ≤ {p.max_count} and none older than {p.max_age_hours:g} h", signals)
+        why = f"{stats.snapshots} snapshots > {p.max_count}"
+    elif stats.oldest_snapshot_age_hours > p.max_age_hours:
+        why = f"oldest snapshot {stats.oldest_snapshot_age_hours:.1f} h old > {p.max_age_hours:g} h"
+    else:
+        return Decision("expire_snapshots", False,
+                        f"{stats.snapshots} snapshots ≤ {p.max_count} and none older than "
+                        f"{p.max_age_hours:g} h", signals)
+    fc = expiry_forecast(stats, policy)
+    signals.update(expirable_snapshots=fc.count, kept_by_ref=fc.kept_by_ref, kept_newest=fc.kept_newest,
+                   kept_young=fc.kept_young, expire_older_than_hours=fc.cutoff_age_hours)
+    if not fc.count:
+        return Decision("expire_snapshots", False,
+                        f"{why}, but none may go yet: {kept_reason(fc, p.min_keep)}", signals)
+    return Decision("expire_snapshots", True,
+                    f"{why}: {fc.count} older than {fc.cutoff_age_hours:g} h beyond the newest {p.min_keep} "
+                    f"will go ({kept_reason(fc, p.min_keep)})", signals)
 
 
 def expire_cutoff(stats: TableStats, policy: Policy, now: datetime | None = None) -> datetime:
-    """Snapshots older than this go (``retain_last`` still keeps the newest ``min_keep``).
-
-    Over the count threshold, every snapshot but the newest ``min_keep`` may go; otherwise only
-    those past the age limit."""
-    now = now or datetime.now(timezone.utc)
-    if stats.snapshots > policy.snapshots.max_count:
-        return now
-    return now - timedelta(hours=policy.snapshots.max_age_hours)
+    """Snapshots older than this may go (``retain_last`` still keeps the newest ``min_keep``, and
+    Iceberg keeps what branches and tags point to). ``now`` defaults to when the stats were taken,
+    so the cutoff is the one :func:`decide_expire` forecast."""
+    now = now or datetime.fromtimestamp(stats.evaluated_at, timezone.utc)
+    return now - timedelta(hours=cutoff_age_hours(stats.snapshots, policy))
 
 
 def decide_orphans(orphan_count: int, orphan_bytes: int, policy: Policy) -> Decision:

@@ -64,7 +64,10 @@ def expire_snapshots(spark_fn: Callable[[], SparkSession], ref: TableRef, table:
         cutoff = plan.expire_cutoff(stats, policy)
         res = procedures.expire_snapshots(spark_fn(), ref, cutoff, policy.snapshots.min_keep)
         table.refresh()
-        res.update(snapshots_before=stats.snapshots, snapshots_after=len(table.metadata.snapshots),
+        after = len(table.metadata.snapshots)
+        res.update(snapshots_before=stats.snapshots, snapshots_after=after,
+                   snapshots_expired=stats.snapshots - after,
+                   snapshots_forecast=d.signals["expirable_snapshots"],
                    older_than=cutoff.isoformat(), retain_last=policy.snapshots.min_keep)
         return OpOutcome(d.op, True, d.reason, d.signals, res)
 

@@ -14,6 +14,7 @@ from icelake_assets.health.findings import (
     small_files_finding,
     snapshot_finding,
 )
+from icelake_assets.health.retention import RefPoint, SnapshotPoint
 from icelake_assets.health.stats import PartitionStats, TableStats
 from icelake_assets.settings import Policy
 
@@ -41,12 +42,30 @@ def test_small_files_boundaries(files, expected):
     assert finding.rows[0]["partition"] == "p=1" and finding.metrics["small_files"] == files
 
 
+def history(count: int, age_hours: float, now: float = 1_800_000_000.0) -> TableStats:
+    """``count`` snapshots on main, one after the other, the oldest ``age_hours`` old (the rest 1 ms apart)."""
+    oldest = int(now * 1000 - age_hours * 3_600_000)
+    points = tuple(SnapshotPoint(i + 1, i or None, oldest + i) for i in range(count))
+    refs = (RefPoint("main", True, count),) if count else ()
+    return stats(snapshots=count, oldest_snapshot_age_hours=age_hours, snapshot_points=points,
+                 snapshot_refs=refs, evaluated_at=now)
+
+
 @pytest.mark.parametrize("count, age, expected", [
-    (100, 1.0, OK), (101, 1.0, WARN), (399, 1.0, WARN), (400, 1.0, ERROR),
+    (100, 30.0, OK), (101, 30.0, WARN), (399, 30.0, WARN), (400, 30.0, ERROR),
     (6, 120.0, OK), (6, 120.5, WARN), (5, 500.0, OK),  # at min_keep nothing may be expired, however old
+    (101, 23.9, OK), (400, 1.0, OK),  # over the count but younger than min_age_hours (24): expiry keeps them
 ])
 def test_snapshot_retention_boundaries(count, age, expected):
-    assert snapshot_finding(stats(snapshots=count, oldest_snapshot_age_hours=age), POLICY).severity is expected
+    assert snapshot_finding(history(count, age), POLICY).severity is expected
+
+
+def test_snapshot_retention_says_why_nothing_may_expire_and_what_would():
+    young = snapshot_finding(history(300, 1.0), POLICY)
+    assert "none may expire yet: 5 of the newest 5 kept, 295 younger than 24 h" in young.summary
+    assert young.metrics["expirable_snapshots"] == 0
+    old = snapshot_finding(history(300, 30.0), POLICY)  # all but the newest 5 are 30 h old
+    assert old.metrics["expirable_snapshots"] == 295 and "295 snapshots older than 24 h go" in old.recommendation
 
 
 @pytest.mark.parametrize("manifests, expected", [(50, OK), (51, WARN), (199, WARN), (200, ERROR)])

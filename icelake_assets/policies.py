@@ -70,6 +70,7 @@ PROPERTY_ALLOWLIST: dict[str, Direction] = {
     "snapshots.min_keep": "up",
     "snapshots.max_age_hours": "up",
     "snapshots.max_count": "up",
+    "snapshots.min_age_hours": "up",
     "orphans.older_than_hours": "up",
     "orphans.max_count": "up",
     "manifests.max_count": "up",

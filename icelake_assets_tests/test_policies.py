@@ -313,3 +313,11 @@ def test_icelake_policy_prints_each_value_with_its_source(make_lake, capsys):
     keys = {line.split()[0] for line in changed.splitlines()[3:] if not line.startswith("problem:")}
     assert keys == {"mode", "snapshots.min_keep", "snapshots.max_count", "manifests.max_count"} | {
         f"{section}.{k}" for section, values in TEST_THRESHOLDS.items() for k in values}
+
+
+def test_a_table_property_may_only_raise_the_minimum_snapshot_age():
+    s = settings({"thresholds": {"snapshots": {"min_age_hours": 24}}})
+    assert resolve_policy(s, TRIPS, {"icelake.snapshots.min_age_hours": "48"}).policy.snapshots.min_age_hours == 48
+    lowered = resolve_policy(s, TRIPS, {"icelake.snapshots.min_age_hours": "0"})
+    assert lowered.policy.snapshots.min_age_hours == 24
+    assert "a table property may only raise snapshots.min_age_hours" in "\n".join(lowered.problems)

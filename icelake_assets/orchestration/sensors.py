@@ -22,6 +22,7 @@ from dagster import (
     DefaultSensorStatus,
     MetadataValue,
     RunRequest,
+    RunsFilter,
     ScheduleDefinition,
     SensorDefinition,
     SensorEvaluationContext,
@@ -38,6 +39,7 @@ from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
+from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
 from icelake_assets.metrics import MetricsWriter
 from icelake_assets.orchestration.assets import table_asset_key
@@ -52,7 +54,7 @@ TRIGGER_TAG = "icelake/trigger"
 SIGNAL_TAG = "icelake/signal"
 OPS_TAG = "icelake/ops"
 # Outcomes worth re-evaluating on the next tick even when the table did not change.
-_RECHECK = {"deferred", "error"}
+_RECHECK = {"deferred", "error", "backoff"}
 
 
 @dataclass
@@ -114,6 +116,16 @@ def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: st
     return AssetObservation(asset_key=key, metadata=metadata)
 
 
+def _relaunch_hold(context: SensorEvaluationContext, ref: TableRef, stats: TableStats, policy: Policy) -> str | None:
+    """The table's latest run that recorded an outcome (run tags, see maintenance/effect.py)."""
+    records = context.instance.get_run_records(RunsFilter(tags={OUTCOME_TABLE_TAG: str(ref)}), limit=1)
+    if not records:
+        return None
+    record = records[0]
+    ended = record.end_time or record.update_timestamp.timestamp()
+    return relaunch_hold(record.dagster_run.tags, stats.current_snapshot_id, policy, (time.time() - ended) / 3600)
+
+
 def _partition_keys(table: DiscoveredTable, asset: AssetsDefinition, stats: TableStats,
                     rewrite_acts: bool) -> list[str | None]:
     """Which runs to request: the offending partitions of a partitioned asset (one run each), or one
@@ -135,11 +147,13 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
     orphans = find_orphans(loaded, policy.orphans.older_than_hours) if scan_orphans else None
     decisions = _decisions(stats, policy, orphans)
     verdict = evaluate_guards(stats, decisions, policy.guards.quiet_period_minutes, policy.guards.max_rewrite_bytes,
-                              partitions=plan.rewrite_candidates(stats, policy))
+                              partitions=plan.plan_rewrite(stats, policy).partitions)
     action = decide_action(effective.mode, verdict.action == "launch")
     outcome = {"defer": "deferred", "hold": "held", "skip": "skipped"}.get(verdict.action, "launched")
     if verdict.action == "launch":
         outcome = {"launch": "launched", "record": "proposed", "nothing": "observed"}[action]
+    if outcome == "launched" and (why := _relaunch_hold(context, ref, stats, policy)):
+        outcome, verdict = "backoff", Verdict("skip", why, verdict.ops, verdict.details)
     evaluation = TableEvaluation(ref, outcome, verdict.reason, observation=_observation(key, stats, verdict, outcome))
     if outcome == "launched":
         snapshot = stats.current_snapshot_id

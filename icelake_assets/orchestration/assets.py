@@ -39,7 +39,6 @@ from dagster import (
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance import runner
-from icelake_assets.health.overview import evaluate
 from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TABLE_TAG, OUTCOME_TAG,
                                                POLICY_HASH_TAG, policy_hash, run_outcome, verify_effects)
 from icelake_assets.maintenance.guards import APPROVAL_TAG
@@ -153,7 +152,8 @@ def _run_metadata(state: dict[str, Any], after: dict[str, int], validation) -> d
     return md
 
 
-def _effect_metadata(state: dict[str, Any], effects, outcome, after_stats, policy, result) -> dict[str, Any]:
+def _effect_metadata(state: dict[str, Any], effects, outcome, after_stats, policy, result,
+                     health) -> dict[str, Any]:
     """Per op its effect; the run's outcome; the health recomputed after maintenance; what the run
     added to the table (snapshots and manifests, with their bound)."""
     md: dict[str, Any] = {}
@@ -162,7 +162,6 @@ def _effect_metadata(state: dict[str, Any], effects, outcome, after_stats, polic
         md[f"{e.op}/effect_reason"] = MetadataValue.text(e.reason)
     md["effect/outcome"] = MetadataValue.text(outcome or "nothing acted")
     md["effect/ineffective_ops"] = MetadataValue.int(sum(1 for e in effects if e.effect == "ineffective"))
-    health = evaluate(after_stats, policy)
     md["after/health_score"] = MetadataValue.int(health.score.score)
     md["after/health_status"] = MetadataValue.text(health.status.value)
     md["run/snapshots_added"] = MetadataValue.int(result.rewrite_snapshots)
@@ -241,7 +240,11 @@ def _validate_op(ref: TableRef):
         # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
         effects = verify_effects(state["ops"], after_stats, policy)
         outcome = run_outcome(effects)
-        metadata.update(_effect_metadata(state, effects, outcome, after_stats, policy, result))
+        from icelake_assets.orchestration.health import table_health  # it imports this module
+
+        removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
+        health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
+        metadata.update(_effect_metadata(state, effects, outcome, after_stats, policy, result, health))
         by_op = {e.op: e for e in effects}
         state = {**state, "ops": [{**o, "result": {**o["result"], "effect": by_op[o["op"]].effect,
                                                    "effect_reason": by_op[o["op"]].reason}}

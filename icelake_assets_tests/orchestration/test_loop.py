@@ -16,6 +16,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.demo.many_files import write_many_files
 from icelake_assets.health.overview import evaluate
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.effect import OUTCOME_TAG
@@ -156,3 +157,31 @@ def test_a_forced_no_op_is_reported_ineffective_and_not_relaunched(make_lake, in
     assert not failed.success
     failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
     assert "ineffective" in failure.step_failure_data.error.message
+
+
+def test_partial_progress_commits_are_followed_by_a_manifest_rewrite(make_lake, instance, spark_for):
+    # 8 day partitions of 6 files; partial progress past 2 groups, at most 4 commits.
+    thresholds = {"mode": "enforce", "guards": {"quiet_period_minutes": 0},
+                  "small_files": {"max_files_per_partition": 5, "partial_progress_min_groups": 2,
+                                  "partial_progress_max_commits": 4}}
+    settings = make_lake(thresholds=thresholds)
+    ref = TableRef(catalog_name(settings), ("ns",), "many")
+    cat = open_catalog(settings, ref.catalog, create=True)
+    cat.create_namespace("ns")
+    write_many_files(spark_for(settings), ref, files=48, days=8)
+    table = cat.load_table(("ns", "many"))
+    assert compute_table_stats(table, settings.thresholds).data_files == 48
+    before_rows = table.scan().to_arrow().num_rows
+
+    results = execute_maintenance(build_definitions(settings), instance, raise_on_error=True)
+    table.refresh()
+    md = _materialization(results)
+    ops = [s.summary.operation.value for s in table.metadata.snapshots]
+    assert ops == ["append"] + ["replace"] * 5  # 4 partial-progress commits, then the manifest rewrite
+    assert md["rewrite_manifests/acted"].value is True
+    assert "partial progress" in md["rewrite_manifests/reason"].value
+    stats = compute_table_stats(table, settings.thresholds)
+    assert (stats.data_files, stats.manifests) == (8, 1)
+    assert md["run/snapshots_added"].value == 5 <= md["run/max_snapshots_added"].value
+    assert md["effect/outcome"].value == "effective"
+    assert table.scan().to_arrow().num_rows == before_rows

@@ -39,6 +39,7 @@ from dagster import (
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance import runner
+from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
 from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TABLE_TAG, OUTCOME_TAG,
                                                POLICY_HASH_TAG, policy_hash, run_outcome, verify_effects)
 from icelake_assets.maintenance.guards import APPROVAL_TAG
@@ -210,7 +211,14 @@ def _validate_op(ref: TableRef):
                 mismatch = (f"{ref}: row count after maintenance is {result.rows_after}, expected "
                             f"{result.rows_expected} ({result.rows_before} before + {result.writer_rows_since} "
                             f"from writers)")
-        except ValidationFailed as err:
+            elif policy.loop.cross_engine_check and any(o["acted"] for o in state["ops"]):
+                # Proof by a second and third engine: Spark, pyiceberg and DuckDB agree on the result.
+                cross = cross_engine_check(pyspark.spark_session, ref, table)
+                context.log.info(f"{ref} cross-engine read: {cross.describe()}")
+                state = {**state, "cross_engine": cross.describe()}
+                if not cross.ok:
+                    mismatch = f"{ref}: engines disagree after maintenance: {cross.describe()}"
+        except (ValidationFailed, CrossEngineError) as err:
             mismatch = str(err)
         if mismatch:
             # Undo our rewrites when nothing else came after them; otherwise leave the ids to recover.
@@ -237,6 +245,8 @@ def _validate_op(ref: TableRef):
         after = _stats_summary(after_stats)
         context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
         metadata = _run_metadata(state, after, result)
+        if "cross_engine" in state:
+            metadata["validation/cross_engine"] = MetadataValue.text(state["cross_engine"])
         # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
         effects = verify_effects(state["ops"], after_stats, policy)
         outcome = run_outcome(effects)

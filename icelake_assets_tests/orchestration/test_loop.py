@@ -68,7 +68,7 @@ def instance(tmp_path):
 
 
 def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, instance):
-    settings, ref, table = _twelve_file_lake(make_lake)
+    settings, ref, table = _twelve_file_lake(make_lake, loop={"cross_engine_check": True})
     before_rows = _rows(table)
     stats = compute_table_stats(table, settings.thresholds)
     assert (stats.data_files, len(stats.compaction_candidates)) == (12, 6)
@@ -89,6 +89,10 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     assert md["after/health_score"].value == after.score.score
     run = instance.get_run_by_id(results[0].run_id)
     assert run.tags[OUTCOME_TAG] == "effective"
+    # Spark, pyiceberg and DuckDB read the compacted table alike (60 rows, sum(id) of both batches).
+    expected = f"60 rows, sum(id) = {sum(range(30)) + sum(range(1000, 1030))}"
+    assert md["validation/cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg",
+                                                                                        "duckdb"))
 
 
 def _tick(settings, instance, cursor=None):

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.orphans import find_orphans
-from icelake_assets.health.stats import TableStats
+from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
 from icelake_assets.maintenance.partition_filter import (PartitionScope, partition_layout, partition_values,
@@ -140,18 +140,28 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         else:
             sort_order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
         options = rp.options
-        error = None
+        error, fallback = None, False
         try:
             res = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy, sort_order=sort_order,
                                                 options=options, where=run_where)
         except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
             res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
+        if error and options["partial-progress.enabled"] == "false" and rp.groups > 1 and sf.partial_progress_enabled:
+            # A single commit failed as a whole (nothing committed): retry with partial progress so
+            # the groups that can be rewritten commit and only the failing ones are left behind.
+            fallback, options = True, {**options, "partial-progress.enabled": "true"}
+            try:
+                res, error = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy, sort_order=sort_order,
+                                                           options=options, where=run_where), None
+            except Exception as err:
+                res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
         after = stats_fn(_refreshed(table))
         failed = [c for c in candidates if _not_compacted(stats, after, c, int(options["min-input-files"]))]
         iceberg_failed = int(res.get("failed_data_files_count", 0) or 0)
         res.update(data_files_before=stats.data_files, data_files_after=after.data_files,
                    small_files_before=stats.small_files, small_files_after=after.small_files,
                    candidate_partitions=candidates[:50], where=run_where, options=options,
+                   partial_progress_fallback=fallback,
                    estimated_rewrite_bytes=cost, snapshots_committed=_commits_after(_refreshed(table), before_id),
                    partitions_rewritten=[c for c in candidates if c not in failed],
                    partitions_failed=failed,
@@ -192,10 +202,11 @@ def _table_where(table: Table, ref: TableRef, stats: TableStats, named: list[str
 
 
 def _commits_after(table: Table, snapshot_id: int | None) -> int:
-    """Snapshots on the current branch after ``snapshot_id`` (the commits one op made)."""
+    """Rewrite (``replace``) snapshots on the current branch after ``snapshot_id``: the commits one
+    op made (writers committing meanwhile are not counted)."""
     n, snap = 0, table.current_snapshot()
     while snap is not None and snap.snapshot_id != snapshot_id:
-        n += 1
+        n += snap.summary is not None and snap.summary.operation.value == MAINTENANCE_OPERATION
         snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
     return n
 

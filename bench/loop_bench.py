@@ -33,7 +33,8 @@ from icelake_assets.settings import load_settings
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--days", type=int, default=40)
     args = parser.parse_args()
@@ -63,7 +64,8 @@ def main() -> None:
     table.refresh()
     after = compute_table_stats(table, settings.thresholds)
     md = next(e for r in results for e in r.get_asset_materialization_events()).materialization.metadata
-    rows = [("data files", before.data_files, after.data_files), ("snapshots", before.snapshots, after.snapshots),
+    rows = [("data files", before.data_files, after.data_files),
+            ("snapshots", before.snapshots, after.snapshots),
             ("manifests", before.manifests, after.manifests)]
     print(f"| {args.files} files, {args.days} days | before | after |\n|---|---|---|")
     for name, b, a in rows:

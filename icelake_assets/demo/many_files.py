@@ -12,7 +12,8 @@ from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.procedures import table_identifier
 
 
-def write_many_files(spark: SparkSession, ref: TableRef, files: int, days: int, rows_per_file: int = 5) -> None:
+def write_many_files(spark: SparkSession, ref: TableRef, files: int, days: int,
+                     rows_per_file: int = 5) -> None:
     """Create ``ref`` (id, day, payload; partitioned by day) holding ``files`` small files."""
     if files % days:
         raise ValueError(f"files ({files}) must be a multiple of days ({days})")

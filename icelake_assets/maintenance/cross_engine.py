@@ -47,7 +47,8 @@ class CrossEngineResult:
         return len({(r.rows, r.checksum) for r in self.reads}) == 1
 
     def describe(self) -> str:
-        return ", ".join(f"{r.engine}: {r.rows} rows, {self.kind}({self.column}) = {r.checksum}" for r in self.reads)
+        return ", ".join(f"{r.engine}: {r.rows} rows, {self.kind}({self.column}) = {r.checksum}"
+                         for r in self.reads)
 
 
 def checksum_column(table: Table) -> tuple[str, str]:
@@ -114,7 +115,8 @@ def pyiceberg_read(table: Table, column: str, kind: str, snapshot_id: int | None
     return EngineRead("pyiceberg", len(data), int(checksum))
 
 
-def spark_read(spark: SparkSession, ref: TableRef, column: str, kind: str, snapshot_id: int | None) -> EngineRead:
+def spark_read(spark: SparkSession, ref: TableRef, column: str, kind: str,
+               snapshot_id: int | None) -> EngineRead:
     reader = spark.read.format("iceberg")
     if snapshot_id is not None:
         reader = reader.option("snapshot-id", str(int(snapshot_id)))
@@ -131,6 +133,6 @@ def cross_engine_check(spark: SparkSession, ref: TableRef, table: Table) -> Cros
     snap = table.current_snapshot()
     snapshot_id = snap.snapshot_id if snap else None
     column, kind = checksum_column(table)
-    reads = (spark_read(spark, ref, column, kind, snapshot_id), pyiceberg_read(table, column, kind, snapshot_id),
-             duckdb_read(table, column, kind))
+    reads = (spark_read(spark, ref, column, kind, snapshot_id),
+             pyiceberg_read(table, column, kind, snapshot_id), duckdb_read(table, column, kind))
     return CrossEngineResult(column, kind, reads)

@@ -51,8 +51,8 @@ def policy_hash(policy: Policy) -> str:
 def _finding_effect(op: str, finding: Finding, progress: str) -> OpEffect:
     if finding.passed:
         return OpEffect(op, "effective", f"{finding.check} passes: {finding.summary}", finding.check)
-    return OpEffect(op, "ineffective", f"{finding.check} still fails after {op} ({progress}): {finding.summary}",
-                    finding.check)
+    return OpEffect(op, "ineffective",
+                    f"{finding.check} still fails after {op} ({progress}): {finding.summary}", finding.check)
 
 
 def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Policy) -> OpEffect:
@@ -60,18 +60,20 @@ def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Polic
     named = [*res.get("partitions_rewritten", []), *res.get("partitions_failed", [])]
     finding = small_files_finding(after, policy)
     if res.get("snapshots_committed", 1) == 0:
+        error = f" ({res['error']})" if res.get("error") else ""
         return OpEffect("rewrite_data_files", "ineffective",
-                        f"Iceberg committed nothing for {len(named)} named partitions"
-                        f"{' (' + res['error'] + ')' if res.get('error') else ''}", finding.check, tuple(named))
+                        f"Iceberg committed nothing for {len(named)} named partitions{error}", finding.check,
+                        tuple(named))
     still = tuple(p for p in named if p in set(after.compaction_candidates))
     progress = f"{res.get('data_files_before')} → {res.get('data_files_after')} data files"
     if not still:
         return OpEffect("rewrite_data_files", "effective",
-                        f"none of its {len(named)} partitions is a compaction candidate any more ({progress})",
-                        finding.check)
+                        f"none of its {len(named)} partitions is a compaction candidate any more "
+                        f"({progress})", finding.check)
     effect: Effect = "partial" if len(still) < len(named) else "ineffective"
     worst = after.partitions.get(still[0])
-    detail = (f"{still[0]} still holds {worst.data_files} files ({worst.small_files} small)" if worst else still[0])
+    detail = (f"{still[0]} still holds {worst.data_files} files ({worst.small_files} small)"
+              if worst else still[0])
     return OpEffect("rewrite_data_files", effect,
                     f"{len(still)} of {len(named)} partitions are still compaction candidates ({progress}; "
                     f"e.g. {detail}; max {policy.small_files.max_files_per_partition} files per partition)",
@@ -97,8 +99,8 @@ def verify_effects(ops: Sequence[Mapping[str, Any]], after: TableStats, policy: 
             if finding.passed and (before is None or now < before or now <= 1):
                 effects.append(OpEffect(op, "effective", f"{before} → {now} manifests", finding.check))
             elif finding.passed:
-                effects.append(OpEffect(op, "ineffective", f"the manifest count did not drop ({before} → {now})",
-                                        finding.check))
+                why = f"the manifest count did not drop ({before} → {now})"
+                effects.append(OpEffect(op, "ineffective", why, finding.check))
             else:
                 effects.append(_finding_effect(op, finding, f"{before} → {now} manifests"))
         elif op == "remove_orphan_files":

@@ -140,8 +140,8 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
         if rewritable(p, min_input, with_deletes):
             named.append(label)
         else:
-            excluded[label] = (f"{p.small_files} small file(s) under {small_file_limit(stats, policy)} bytes: "
-                               f"Iceberg rewrites a group of at least 2")
+            excluded[label] = (f"{p.small_files} small file(s) under {small_file_limit(stats, policy)} "
+                               "bytes: Iceberg rewrites a group of at least 2")
     for label in chosen:
         if label not in parts:
             excluded[label] = "not in the table's current snapshot"
@@ -214,9 +214,9 @@ def decide_manifests(stats: TableStats, policy: Policy, rewrite_commits: int = 0
     if stats.manifests > p.max_count:
         return Decision("rewrite_manifests", True, f"{stats.manifests} manifests > {p.max_count}", signals)
     if rewrite_commits > 1 and stats.manifests > 1:
-        return Decision("rewrite_manifests", True, f"rewrite_data_files committed {rewrite_commits} snapshots "
-                                                   f"(partial progress): consolidate their {stats.manifests} "
-                                                   "manifests", signals)
+        return Decision("rewrite_manifests", True,
+                        f"rewrite_data_files committed {rewrite_commits} snapshots (partial progress): "
+                        f"consolidate their {stats.manifests} manifests", signals)
     return Decision("rewrite_manifests", False, f"{stats.manifests} manifests ≤ {p.max_count}", signals)
 
 

@@ -115,16 +115,17 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         rp = plan.plan_rewrite(stats, policy, candidates)
         candidates = list(rp.partitions)
         if scope is not None:
+            parts = stats.partitions
             scoped = scope.where([v for c in candidates
-                                  for v in scope.values_of(c, stats.partitions[c].spec_id, stats.partitions[c].values)])
+                                  for v in scope.values_of(c, parts[c].spec_id, parts[c].values)])
             run_where = f"({where}) AND ({scoped})" if where else scoped
         else:  # whole table: scope Iceberg to the planned partitions, so it rewrites what was priced
             table_where, covered = _table_where(table, ref, stats, candidates)
             run_where = f"({where}) AND ({table_where})" if where and table_where else (where or table_where)
             # What the where also takes (a coarser filter, or none) and Iceberg would rewrite is priced too.
-            min_input = int(rp.options["min-input-files"])
+            min_input, deletes = int(rp.options["min-input-files"]), "delete-file-threshold" in rp.options
             extra = [c for c in covered if c not in rp.partitions
-                     and plan.rewritable(stats.partitions[c], min_input, "delete-file-threshold" in rp.options)]
+                     and plan.rewritable(stats.partitions[c], min_input, deletes)]
             candidates = sorted([*candidates, *extra])
         # The cost guard holds for every trigger: only an explicit approval (run tag) lifts it.
         cost = estimated_rewrite_bytes(stats, candidates)
@@ -146,13 +147,15 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
                                                 options=options, where=run_where)
         except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
             res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
-        if error and options["partial-progress.enabled"] == "false" and rp.groups > 1 and sf.partial_progress_enabled:
+        single_commit = options["partial-progress.enabled"] == "false" and sf.partial_progress_enabled
+        if error and single_commit and rp.groups > 1:
             # A single commit failed as a whole (nothing committed): retry with partial progress so
             # the groups that can be rewritten commit and only the failing ones are left behind.
             fallback, options = True, {**options, "partial-progress.enabled": "true"}
             try:
-                res, error = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy, sort_order=sort_order,
-                                                           options=options, where=run_where), None
+                res, error = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy,
+                                                           sort_order=sort_order, options=options,
+                                                           where=run_where), None
             except Exception as err:
                 res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
         after = stats_fn(_refreshed(table))
@@ -162,7 +165,8 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
                    small_files_before=stats.small_files, small_files_after=after.small_files,
                    candidate_partitions=candidates[:50], where=run_where, options=options,
                    partial_progress_fallback=fallback,
-                   estimated_rewrite_bytes=cost, snapshots_committed=_commits_after(_refreshed(table), before_id),
+                   estimated_rewrite_bytes=cost,
+                   snapshots_committed=_commits_after(_refreshed(table), before_id),
                    partitions_rewritten=[c for c in candidates if c not in failed],
                    partitions_failed=failed,
                    iceberg_failed_data_files_count=iceberg_failed,
@@ -182,7 +186,8 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
     return _timed("rewrite_data_files", table, work)
 
 
-def _table_where(table: Table, ref: TableRef, stats: TableStats, named: list[str]) -> tuple[str | None, list[str]]:
+def _table_where(table: Table, ref: TableRef, stats: TableStats,
+                 named: list[str]) -> tuple[str | None, list[str]]:
     """A ``where`` selecting the named partitions of a whole-table rewrite, and every partition of the
     table it selects. None (and every partition) when the partitions cannot be named by a filter: an
     unpartitioned table (one partition), or fields no filter can express."""

@@ -261,8 +261,8 @@ def _validate_op(ref: TableRef):
                                   if o["op"] in by_op else o for o in state["ops"]]}
         if outcome is not None:
             context.instance.add_run_tags(context.run_id, {
-                OUTCOME_TAG: outcome, OUTCOME_TABLE_TAG: str(ref), OUTCOME_SNAPSHOT_TAG: str(result.after_snapshot_id),
-                POLICY_HASH_TAG: policy_hash(policy)})
+                OUTCOME_TAG: outcome, OUTCOME_TABLE_TAG: str(ref),
+                OUTCOME_SNAPSHOT_TAG: str(result.after_snapshot_id), POLICY_HASH_TAG: policy_hash(policy)})
         ineffective = [e for e in effects if e.effect == "ineffective"]
         for e in ineffective:
             context.log.warning(f"{ref} {e.op} ineffective: {e.reason}")

@@ -27,7 +27,8 @@ def recorded_orphan_finding(instance: DagsterInstance | None, ref: TableRef) -> 
     key = AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK)
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key)
     event = record.event if record is not None else None
-    evaluation = event.dagster_event.event_specific_data if event is not None and event.dagster_event else None
+    dagster_event = event.dagster_event if event is not None else None
+    evaluation = dagster_event.event_specific_data if dagster_event is not None else None
     if evaluation is None or not hasattr(evaluation, "passed"):
         return None  # planned or still running: nothing recorded yet
     if evaluation.passed:
@@ -48,4 +49,5 @@ def table_health(icelake: IcelakeResource, table, ref: TableRef, instance: Dagst
     extra = [configuration_finding(report, effective)]
     if not orphans_removed and (orphans := recorded_orphan_finding(instance, ref)) is not None:
         extra.append(orphans)
-    return evaluate(stats if stats is not None else icelake.stats(table, policy), policy, extra, name=str(ref))
+    stats = stats if stats is not None else icelake.stats(table, policy)
+    return evaluate(stats, policy, extra, name=str(ref))

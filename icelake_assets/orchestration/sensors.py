@@ -116,14 +116,16 @@ def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: st
     return AssetObservation(asset_key=key, metadata=metadata)
 
 
-def _relaunch_hold(context: SensorEvaluationContext, ref: TableRef, stats: TableStats, policy: Policy) -> str | None:
+def _relaunch_hold(context: SensorEvaluationContext, ref: TableRef, stats: TableStats,
+                   policy: Policy) -> str | None:
     """The table's latest run that recorded an outcome (run tags, see maintenance/effect.py)."""
     records = context.instance.get_run_records(RunsFilter(tags={OUTCOME_TABLE_TAG: str(ref)}), limit=1)
     if not records:
         return None
     record = records[0]
     ended = record.end_time or record.update_timestamp.timestamp()
-    return relaunch_hold(record.dagster_run.tags, stats.current_snapshot_id, policy, (time.time() - ended) / 3600)
+    age_hours = (time.time() - ended) / 3600
+    return relaunch_hold(record.dagster_run.tags, stats.current_snapshot_id, policy, age_hours)
 
 
 def _partition_keys(table: DiscoveredTable, asset: AssetsDefinition, stats: TableStats,

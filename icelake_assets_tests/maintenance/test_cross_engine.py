@@ -7,8 +7,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icelake_assets.catalog.connection import open_catalog
-from icelake_assets.maintenance.cross_engine import (CrossEngineError, CrossEngineResult, EngineRead, checksum_column,
-                                                     duckdb_read, extension_path, pyiceberg_read)
+from icelake_assets.maintenance.cross_engine import (CrossEngineError, CrossEngineResult, EngineRead,
+                                                     checksum_column, duckdb_read, extension_path,
+                                                     pyiceberg_read)
 from icelake_assets_tests.conftest import catalog_name
 
 
@@ -17,10 +18,12 @@ def table(make_lake):
     settings = make_lake()
     cat = open_catalog(settings, catalog_name(settings), create=True)
     cat.create_namespace("ns")
-    t = cat.create_table(("ns", "t"), Schema(NestedField(1, "x", DoubleType()), NestedField(2, "name", StringType()),
-                                             NestedField(3, "id", LongType())))
+    schema = Schema(NestedField(1, "x", DoubleType()), NestedField(2, "name", StringType()),
+                    NestedField(3, "id", LongType()))
+    t = cat.create_table(("ns", "t"), schema)
     for i in range(3):
-        t.append(pa.table({"x": [0.5, None], "name": ["é", "abc"], "id": pa.array([i, 100 + i], pa.int64())}))
+        ids = pa.array([i, 100 + i], pa.int64())
+        t.append(pa.table({"x": [0.5, None], "name": ["é", "abc"], "id": ids}))
     return t
 
 
@@ -29,7 +32,8 @@ def test_duckdb_and_pyiceberg_agree(table):
     assert duckdb_read(table, "id", "sum") == EngineRead("duckdb", 6, 306)
     assert pyiceberg_read(table, "id", "sum", None) == EngineRead("pyiceberg", 6, 306)
     # characters, not bytes: 'é' counts 1
-    assert duckdb_read(table, "name", "length").checksum == pyiceberg_read(table, "name", "length", None).checksum == 12
+    duck, pyice = duckdb_read(table, "name", "length"), pyiceberg_read(table, "name", "length", None)
+    assert duck.checksum == pyice.checksum == 12
 
 
 def test_a_disagreement_is_not_ok_and_a_missing_extension_is_named():

@@ -12,8 +12,9 @@ def _stats(parts: dict[str, tuple[int, int]], target: int = 128 * 1024 * KB, **k
     """parts: label -> (data files, small files); every file is 3 KB."""
     partitions = {label: PartitionStats(label, data_files=n, data_bytes=3 * KB * n, small_files=s, **kw)
                   for label, (n, s) in parts.items()}
-    return TableStats(table="ns.t", metadata_location="", current_snapshot_id=1, target_file_size_bytes=target,
-                      data_files=sum(p.data_files for p in partitions.values()), partitions=partitions,
+    return TableStats(table="ns.t", metadata_location="", current_snapshot_id=1,
+                      target_file_size_bytes=target, partitions=partitions,
+                      data_files=sum(p.data_files for p in partitions.values()),
                       compaction_candidates=sorted(partitions))
 
 
@@ -57,14 +58,17 @@ def test_small_file_limit_selects_exactly_healths_small_files():
 def test_partial_progress_only_past_the_group_or_byte_threshold():
     many = _stats({f"d={i}": (30, 30) for i in range(12)})
     assert plan_rewrite(many, _policy()).options["partial-progress.enabled"] == "true"  # 12 groups > 10
-    assert plan_rewrite(many, _policy(partial_progress_min_groups=12)).options["partial-progress.enabled"] == "false"
+    fewer = _policy(partial_progress_min_groups=12)
+    assert plan_rewrite(many, fewer).options["partial-progress.enabled"] == "false"
     big = _policy(partial_progress_min_groups=100, partial_progress_min_bytes=KB)
     assert plan_rewrite(many, big).options["partial-progress.enabled"] == "true"
-    assert plan_rewrite(many, _policy(partial_progress_enabled=False)).options["partial-progress.enabled"] == "false"
+    off = _policy(partial_progress_enabled=False)
+    assert plan_rewrite(many, off).options["partial-progress.enabled"] == "false"
 
 
 def test_manifests_are_consolidated_after_partial_progress_commits():
-    stats = TableStats(table="ns.t", metadata_location="", current_snapshot_id=1, target_file_size_bytes=1, manifests=5)
+    stats = TableStats(table="ns.t", metadata_location="", current_snapshot_id=1, target_file_size_bytes=1,
+                       manifests=5)
     assert not decide_manifests(stats, Policy()).act
     assert not decide_manifests(stats, Policy(), rewrite_commits=1).act
     decision = decide_manifests(stats, Policy(), rewrite_commits=4)

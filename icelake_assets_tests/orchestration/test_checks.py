@@ -79,8 +79,8 @@ def test_maintenance_does_not_materialize_the_overview(run):
 
 def _statuses(result):
     """Per table: the health_status its metadata checks report, and the overview's status."""
-    checks = {e.asset_key.path[-1]: e.metadata["health_status"].value for e in result.get_asset_check_evaluations()
-              if "health_status" in e.metadata}
+    checks = {e.asset_key.path[-1]: e.metadata["health_status"].value
+              for e in result.get_asset_check_evaluations() if "health_status" in e.metadata}
     event = next(e for e in result.get_asset_materialization_events() if e.asset_key == OVERVIEW_KEY)
     overview = {r.data["table"].rsplit(".", 1)[-1]: r.data["status"]
                 for r in event.materialization.metadata["ranking"].value.records}

@@ -120,8 +120,8 @@ def _manifest_lake(make_lake):
 
 def _run(defs, instance, request):
     job = defs.resolve_implicit_global_asset_job_def()
-    return job.execute_in_process(instance=instance, asset_selection=request.asset_selection, tags=request.tags,
-                                  raise_on_error=False)
+    return job.execute_in_process(instance=instance, asset_selection=request.asset_selection,
+                                  tags=request.tags, raise_on_error=False)
 
 
 def test_a_forced_no_op_is_reported_ineffective_and_not_relaunched(make_lake, instance):

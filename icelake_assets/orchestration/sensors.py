@@ -7,6 +7,7 @@ location did not change since the last tick is not even loaded. Tables are visit
 a cursor, and a tick stops after its time budget, so thousands of tables fit Dagster's 60 s limit.
 """
 
+import dataclasses
 import json
 import time
 import zlib
@@ -159,7 +160,9 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
     evaluation = TableEvaluation(ref, outcome, verdict.reason, observation=_observation(key, stats, verdict, outcome))
     if outcome == "launched":
         snapshot = stats.current_snapshot_id
-        keys = _partition_keys(table, asset, stats, "rewrite_data_files" in verdict.ops)
+        # One run per partition the rewrite will take (Iceberg would skip the others: plan.plan_rewrite).
+        planned = dataclasses.replace(stats, compaction_candidates=list(plan.plan_rewrite(stats, policy).partitions))
+        keys = _partition_keys(table, asset, planned, "rewrite_data_files" in verdict.ops)
         tags = {TABLE_TAG: str(ref), TRIGGER_TAG: "sensor", SIGNAL_TAG: verdict.reason[:200],
                 OPS_TAG: ",".join(verdict.ops)}
         for pk in keys:

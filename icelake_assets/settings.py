@@ -107,6 +107,9 @@ class SmallFilesPolicy(_Strict):
     # rewrite_data_files options: commit groups as they finish (a failure keeps the finished ones) ...
     partial_progress_enabled: bool = True
     partial_progress_max_commits: int = Field(10, ge=1, le=10_000)
+    # ... but only for a rewrite of more groups or bytes than this: a smaller one commits once.
+    partial_progress_min_groups: int = Field(10, ge=1, le=MAX_COUNT)
+    partial_progress_min_bytes: int = Field(10 * GiB, ge=0, le=MAX_REWRITE_BYTES)
     # ... and rewrite this many groups at once. Over 1 is refused on SQLite catalogs (one writer):
     # racing commits fail and partial progress drops them silently.
     max_concurrent_file_group_rewrites: int = Field(1, ge=1, le=64)
@@ -236,6 +239,19 @@ class ConfigurationPolicy(_Strict):
     severity: Literal["warn", "error"] = "warn"
 
 
+class LoopPolicy(_Strict):
+    """The closed loop: what a run does when its ops left their findings failing (orchestration/effect.py)."""
+
+    # warn: the run succeeds, its checks stay failed and it carries the tag icelake/outcome=ineffective;
+    # fail: the run fails naming the ops and findings.
+    on_ineffective: Literal["warn", "fail"] = "warn"
+    # The sensor does not relaunch an ineffective plan on an unchanged table (same policy, no writer
+    # commit since) before this many hours.
+    relaunch_backoff_hours: float = Field(24.0, gt=0, le=24 * 30)
+    # Validation also reads the table with DuckDB and pyiceberg (row count and a column checksum).
+    cross_engine_check: bool = False
+
+
 class Policy(_Strict):
     # Layered per table (see icelake_assets.policies): defaults < catalog < namespace < table < properties.
     mode: Mode = DEFAULT_MODE
@@ -252,6 +268,7 @@ class Policy(_Strict):
     schedule: SchedulePolicy = SchedulePolicy()
     configuration: ConfigurationPolicy = ConfigurationPolicy()
     partitions: PartitionsPolicy = PartitionsPolicy()
+    loop: LoopPolicy = LoopPolicy()
     # Dagster asset owners (e-mail or 'team:name') and tags, shown on the table's asset.
     owners: tuple[str, ...] = ()
     tags: dict[str, str] = {}

@@ -5,6 +5,7 @@ The same functions feed the asset checks, the sensors and the ops, so the three 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
@@ -13,6 +14,8 @@ from icelake_assets.health.retention import cutoff_age_hours, expiry_forecast, k
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 
+# Iceberg's max-file-group-size-bytes default (100 GB): a partition larger than this is several groups.
+MAX_FILE_GROUP_BYTES = 100 * 1024 ** 3
 
 
 @dataclass(frozen=True)
@@ -100,57 +103,137 @@ def rewrite_candidates(stats: TableStats, policy: Policy) -> list[str]:
     return sorted(chosen)
 
 
+def small_file_limit(stats: TableStats, policy: Policy) -> int:
+    """Iceberg's ``min-file-size-bytes`` that selects exactly health's small files.
+
+    Health counts ``size < target x ratio`` (a float); Iceberg selects ``length < min`` (a long): for
+    integer sizes the two agree at ``ceil(target x ratio)``. Iceberg wants it below the target."""
+    target = stats.target_file_size_bytes
+    return max(1, min(math.ceil(target * policy.small_files.small_file_ratio), target - 1))
+
+
+@dataclass(frozen=True)
+class RewritePlan:
+    """What ``rewrite_data_files`` will do with ``options``, predicted with Iceberg 1.10's planner rules
+    (BinPackRewriteFilePlanner): per partition it takes the files under ``min-file-size-bytes`` (and,
+    with ``delete-file-threshold``, files with deletes) and rewrites a group of them when it holds more
+    than one file and at least ``min-input-files`` (or more than a target's bytes), or any file with
+    deletes. ``partitions`` are the chosen partitions Iceberg rewrites under these options;
+    ``excluded`` the chosen ones it would skip (never named), with the reason."""
+
+    partitions: tuple[str, ...]
+    excluded: dict[str, str]
+    options: dict[str, str]
+    groups: int
+    input_bytes: int  # data bytes of the named partitions (an upper bound of what is rewritten)
+
+
+def rewritable(p, min_input: int, with_deletes: bool) -> bool:
+    if with_deletes and p.delete_files and p.data_files:
+        return True  # delete-file-threshold=1: any data file with a delete is rewritten
+    return p.small_files > 1 and p.small_files >= min_input
+
+
+def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | None = None) -> RewritePlan:
+    """``candidates``: the partitions to consider (default: the table's, see rewrite_candidates).
+
+    ``min-input-files`` is the policy's, lowered to the smallest small-file count among the chosen
+    partitions (at least 2: one file rewritten alone saves nothing), so every partition the health
+    check flags is one Iceberg rewrites; a chosen partition with fewer than 2 small files and no
+    deletes to apply is excluded. The rewrite is run with a ``where`` naming the partitions (runner),
+    so Iceberg takes nothing else. Partial progress (one commit per group batch) only past
+    ``partial_progress_min_groups`` groups or ``partial_progress_min_bytes``: a small rewrite commits once."""
+    sf = policy.small_files
+    chosen = list(rewrite_candidates(stats, policy) if candidates is None else candidates)
+    with_deletes = deletes_crossed(stats, policy)
+    parts = {c: stats.partitions[c] for c in chosen if c in stats.partitions}
+    counts = [p.small_files for p in parts.values() if p.small_files > 1]
+    min_input = max(2, min([sf.min_input_files, *counts]))
+    named, excluded = [], {}
+    for label, p in parts.items():
+        if rewritable(p, min_input, with_deletes):
+            named.append(label)
+        else:
+            excluded[label] = (f"{p.small_files} small file(s) under {small_file_limit(stats, policy)} "
+                               "bytes: Iceberg rewrites a group of at least 2")
+    for label in chosen:
+        if label not in parts:
+            excluded[label] = "not in the table's current snapshot"
+    # One group per partition, more when a partition exceeds Iceberg's max group size (100 GB default).
+    groups = sum(max(1, math.ceil(parts[n].data_bytes / MAX_FILE_GROUP_BYTES)) for n in named)
+    input_bytes = sum(parts[n].data_bytes for n in named)
+    partial = sf.partial_progress_enabled and (groups > sf.partial_progress_min_groups
+                                               or input_bytes > sf.partial_progress_min_bytes)
+    options = {
+        "target-file-size-bytes": str(stats.target_file_size_bytes),
+        "min-input-files": str(min_input),
+        "min-file-size-bytes": str(small_file_limit(stats, policy)),
+        "partial-progress.enabled": str(partial).lower(),
+        "partial-progress.max-commits": str(sf.partial_progress_max_commits),
+        # Default 1: groups rewrite one at a time so their commits never race each other; with a
+        # SQLite catalog (one writer) racing commits fail and partial progress silently drops them,
+        # so resolve_policy refuses more than 1 there.
+        "max-concurrent-file-group-rewrites": str(sf.max_concurrent_file_group_rewrites),
+        # Merge-on-read: a data file with any delete file is rewritten (deletes applied, then dropped).
+        **({"delete-file-threshold": "1"} if with_deletes else {}),
+    }
+    return RewritePlan(tuple(sorted(named)), excluded, options, groups, input_bytes)
+
+
 def decide_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | None = None,
                    scope: str | None = None) -> Decision:
     """``candidates``/``scope``: a partitioned run considers only the candidates among its partitions
-    (``scope`` describes them); None considers the whole table."""
+    (``scope`` describes them); None considers the whole table. Only partitions Iceberg will rewrite
+    under the plan's options are named (see plan_rewrite)."""
     if off := _disabled("rewrite_data_files", policy):
         return off
     p = policy.small_files
-    chosen = list(rewrite_candidates(stats, policy) if candidates is None else candidates)
+    rp = plan_rewrite(stats, policy, candidates)
+    chosen = list(rp.partitions)
     files = sum(stats.partitions[c].data_files for c in chosen)
     deletes = sum(stats.partitions[c].delete_files for c in chosen)
     signals = {"data_files": stats.data_files, "small_files": stats.small_files,
                "candidate_partitions": len(chosen), "candidate_files": files,
-               "candidate_bytes": sum(stats.partitions[c].data_bytes for c in chosen),
+               "candidate_bytes": rp.input_bytes, "excluded_partitions": len(rp.excluded),
+               "planned_groups": rp.groups, "min_input_files": int(rp.options["min-input-files"]),
                "max_files_per_partition": p.max_files_per_partition, "max_avg_file_bytes": p.max_avg_file_bytes}
     where = f" among the run's {scope}" if scope else ""
     if candidates is not None:
         signals["table_candidate_partitions"] = len(stats.compaction_candidates)
     signals["delete_files_in_scope"] = deletes
+    skipped = ""
+    if rp.excluded:
+        first = next(iter(rp.excluded.items()))
+        skipped = f"; {len(rp.excluded)} flagged partitions Iceberg would skip (e.g. {first[0]}: {first[1]})"
     if chosen:
         why = (f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
                f"averaging < {p.max_avg_file_bytes} bytes or past the delete-file ratio ({files} files"
                f"{f', {deletes} delete files' if deletes else ''})") if deletes else (
                f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
                f"averaging < {p.max_avg_file_bytes} bytes ({files} files)")
-        return Decision("rewrite_data_files", True, why, signals)
+        return Decision("rewrite_data_files", True, why + skipped, signals)
     return Decision("rewrite_data_files", False,
                     f"no partition{where} has > {p.max_files_per_partition} files averaging < "
-                    f"{p.max_avg_file_bytes} bytes", signals)
+                    f"{p.max_avg_file_bytes} bytes that Iceberg would rewrite{skipped}", signals)
 
 
-def decide_manifests(stats: TableStats, policy: Policy) -> Decision:
+def decide_manifests(stats: TableStats, policy: Policy, rewrite_commits: int = 0) -> Decision:
+    """``rewrite_commits``: snapshots this run's rewrite_data_files committed. Past one (partial
+    progress), each commit added its own manifests: they are consolidated in the same run, so a run
+    leaves at most one manifest rewrite on top of its rewrite commits."""
     if off := _disabled("rewrite_manifests", policy):
         return off
     p = policy.manifests
-    signals = {"manifests": stats.manifests, "max_manifests": p.max_count}
+    signals = {"manifests": stats.manifests, "max_manifests": p.max_count, "rewrite_commits": rewrite_commits}
     if stats.manifests > p.max_count:
         return Decision("rewrite_manifests", True, f"{stats.manifests} manifests > {p.max_count}", signals)
+    if rewrite_commits > 1 and stats.manifests > 1:
+        return Decision("rewrite_manifests", True,
+                        f"rewrite_data_files committed {rewrite_commits} snapshots (partial progress): "
+                        f"consolidate their {stats.manifests} manifests", signals)
     return Decision("rewrite_manifests", False, f"{stats.manifests} manifests ≤ {p.max_count}", signals)
 
 
 def rewrite_options(stats: TableStats, policy: Policy) -> dict[str, str]:
-    """Options of rewrite_data_files: the table's target size and the policy's minimum group size."""
-    return {
-        "target-file-size-bytes": str(stats.target_file_size_bytes),
-        "min-input-files": str(policy.small_files.min_input_files),
-        "partial-progress.enabled": str(policy.small_files.partial_progress_enabled).lower(),
-        "partial-progress.max-commits": str(policy.small_files.partial_progress_max_commits),
-        # Default 1: groups rewrite one at a time so their commits never race each other; with a
-        # SQLite catalog (one writer) racing commits fail and partial progress silently drops them,
-        # so resolve_policy refuses more than 1 there.
-        "max-concurrent-file-group-rewrites": str(policy.small_files.max_concurrent_file_group_rewrites),
-        # Merge-on-read: a data file with any delete file is rewritten (deletes applied, then dropped).
-        **({"delete-file-threshold": "1"} if deletes_crossed(stats, policy) else {}),
-    }
+    """Options of rewrite_data_files for the table's candidates (see plan_rewrite)."""
+    return plan_rewrite(stats, policy).options

@@ -13,10 +13,11 @@ from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
-from icelake_assets.health.stats import TableStats
+from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
-from icelake_assets.maintenance.partition_filter import PartitionScope
+from icelake_assets.maintenance.partition_filter import (PartitionScope, partition_layout, partition_values,
+                                                         where_clause)
 from icelake_assets.settings import Policy
 
 StatsFn = Callable[[Table], TableStats]
@@ -135,6 +136,7 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
     caller decides whether to retry (and validation of what did commit still runs)."""
     def work() -> OpOutcome:
         stats = stats_fn(table)
+        before_id = stats.current_snapshot_id
         candidates = plan.rewrite_candidates(stats, policy)
         if scope is not None:
             candidates = [c for c in candidates
@@ -143,35 +145,61 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
                                 scope.describe() if scope is not None else None)
         if not d.act:
             return OpOutcome(d.op, False, d.reason, d.signals)
+        rp = plan.plan_rewrite(stats, policy, candidates)
+        candidates = list(rp.partitions)
+        if scope is not None:
+            parts = stats.partitions
+            scoped = scope.where([v for c in candidates
+                                  for v in scope.values_of(c, parts[c].spec_id, parts[c].values)])
+            run_where = f"({where}) AND ({scoped})" if where else scoped
+        else:  # whole table: scope Iceberg to the planned partitions, so it rewrites what was priced
+            table_where, covered = _table_where(table, ref, stats, candidates)
+            run_where = f"({where}) AND ({table_where})" if where and table_where else (where or table_where)
+            # What the where also takes (a coarser filter, or none) and Iceberg would rewrite is priced too.
+            min_input, deletes = int(rp.options["min-input-files"]), "delete-file-threshold" in rp.options
+            extra = [c for c in covered if c not in rp.partitions
+                     and plan.rewritable(stats.partitions[c], min_input, deletes)]
+            candidates = sorted([*candidates, *extra])
         # The cost guard holds for every trigger: only an explicit approval (run tag) lifts it.
         cost = estimated_rewrite_bytes(stats, candidates)
+        signals = {**d.signals, "estimated_rewrite_bytes": cost}
         if cost > policy.guards.max_rewrite_bytes and not approved:
             return OpOutcome(d.op, False, f"held: rewriting {cost} bytes is over the cap of "
                                           f"{policy.guards.max_rewrite_bytes} bytes; launch with the run tag "
-                                          f"{APPROVAL_TAG}=true to approve", {**d.signals, "estimated_rewrite_bytes": cost})
+                                          f"{APPROVAL_TAG}=true to approve", signals)
         sf = policy.small_files
         strategy = "sort" if sf.strategy == "zorder" else sf.strategy
         if sf.strategy == "zorder":  # Iceberg spells z-order as a sort order expression
             sort_order = f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
         else:
             sort_order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
-        run_where = where
-        if scope is not None:
-            scoped = scope.where([v for c in candidates
-                                  for v in scope.values_of(c, stats.partitions[c].spec_id, stats.partitions[c].values)])
-            run_where = f"({where}) AND ({scoped})" if where else scoped
-        error = None
+        options = rp.options
+        error, fallback = None, False
         try:
             res = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy, sort_order=sort_order,
-                                                options=plan.rewrite_options(stats, policy), where=run_where)
+                                                options=options, where=run_where)
         except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
             res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
+        single_commit = options["partial-progress.enabled"] == "false" and sf.partial_progress_enabled
+        if error and single_commit and rp.groups > 1:
+            # A single commit failed as a whole (nothing committed): retry with partial progress so
+            # the groups that can be rewritten commit and only the failing ones are left behind.
+            fallback, options = True, {**options, "partial-progress.enabled": "true"}
+            try:
+                res, error = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy,
+                                                           sort_order=sort_order, options=options,
+                                                           where=run_where), None
+            except Exception as err:
+                res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
         after = stats_fn(_refreshed(table))
-        failed = [c for c in candidates if _not_compacted(stats, after, c, sf.min_input_files)]
+        failed = [c for c in candidates if _not_compacted(stats, after, c, int(options["min-input-files"]))]
         iceberg_failed = int(res.get("failed_data_files_count", 0) or 0)
         res.update(data_files_before=stats.data_files, data_files_after=after.data_files,
                    small_files_before=stats.small_files, small_files_after=after.small_files,
-                   candidate_partitions=candidates[:50], where=run_where,
+                   candidate_partitions=candidates[:50], where=run_where, options=options,
+                   partial_progress_fallback=fallback,
+                   estimated_rewrite_bytes=cost,
+                   snapshots_committed=_commits_after(_refreshed(table), before_id),
                    partitions_rewritten=[c for c in candidates if c not in failed],
                    partitions_failed=failed,
                    iceberg_failed_data_files_count=iceberg_failed,
@@ -186,9 +214,39 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
             res["error"] = error
         reason = d.reason if not (failed or error) else f"{d.reason}; {len(failed)} partitions not compacted" + (
             f" ({error})" if error else "")
-        return OpOutcome(d.op, True, reason, d.signals, res)
+        return OpOutcome(d.op, True, reason, signals, res)
 
     return _timed("rewrite_data_files", table, work)
+
+
+def _table_where(table: Table, ref: TableRef, stats: TableStats,
+                 named: list[str]) -> tuple[str | None, list[str]]:
+    """A ``where`` selecting the named partitions of a whole-table rewrite, and every partition of the
+    table it selects. None (and every partition) when the partitions cannot be named by a filter: an
+    unpartitioned table (one partition), or fields no filter can express."""
+    if set(stats.partitions) <= set(named):
+        return None, sorted(stats.partitions)
+    layout = partition_layout(table, with_earliest=False)
+    wanted = set()
+    for label in named:
+        ps = stats.partitions[label]
+        values = partition_values(layout, label, ps.spec_id, ps.values) if layout.dimensions else ()
+        if not values:
+            return None, sorted(stats.partitions)
+        wanted.update(values)
+    covered = [label for label, ps in stats.partitions.items()
+               if set(partition_values(layout, label, ps.spec_id, ps.values)) & wanted]
+    return where_clause(layout, ref.catalog, wanted), sorted(covered)
+
+
+def _commits_after(table: Table, snapshot_id: int | None) -> int:
+    """Rewrite (``replace``) snapshots on the current branch after ``snapshot_id``: the commits one
+    op made (writers committing meanwhile are not counted)."""
+    n, snap = 0, table.current_snapshot()
+    while snap is not None and snap.snapshot_id != snapshot_id:
+        n += snap.summary is not None and snap.summary.operation.value == MAINTENANCE_OPERATION
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
+    return n
 
 
 def _not_compacted(before: TableStats, after: TableStats, label: str, min_input_files: int) -> bool:
@@ -201,10 +259,10 @@ def _not_compacted(before: TableStats, after: TableStats, label: str, min_input_
 
 
 def rewrite_manifests(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
-                      stats_fn: StatsFn) -> OpOutcome:
+                      stats_fn: StatsFn, rewrite_commits: int = 0) -> OpOutcome:
     def work() -> OpOutcome:
         stats = stats_fn(table)
-        d = plan.decide_manifests(stats, policy)
+        d = plan.decide_manifests(stats, policy, rewrite_commits)
         if not d.act:
             return OpOutcome(d.op, False, d.reason, d.signals)
         res = procedures.rewrite_manifests(spark_fn(), ref)

@@ -41,6 +41,9 @@ from dagster import (
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance import runner
+from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
+from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TABLE_TAG, OUTCOME_TAG,
+                                               POLICY_HASH_TAG, policy_hash, run_outcome, verify_effects)
 from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
@@ -77,7 +80,7 @@ def _load(icelake: IcelakeResource, ref: TableRef):
 
 
 def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], first: bool, *,
-             work_kwargs: Callable[[OpExecutionContext], dict[str, Any]] | None = None,
+             work_kwargs: Callable[[OpExecutionContext, dict[str, Any]], dict[str, Any]] | None = None,
              check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
              retry_policy: RetryPolicy | None = None):
     """A Dagster op around one runner function; it appends its outcome to the run's state.
@@ -93,7 +96,7 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
             snap = table.current_snapshot()
             state = {"table": str(ref), "before_snapshot_id": snap.snapshot_id if snap else None,
                      "before": _stats_summary(icelake.stats(table, policy)), "ops": []}
-        extra = work_kwargs(context) if work_kwargs else {}
+        extra = work_kwargs(context, state) if work_kwargs else {}
         started = time.perf_counter()
         try:
             outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy),
@@ -166,6 +169,25 @@ def _run_metadata(state: dict[str, Any], after: dict[str, int], validation) -> d
     return md
 
 
+def _effect_metadata(state: dict[str, Any], effects, outcome, after_stats, policy, result,
+                     health) -> dict[str, Any]:
+    """Per op its effect; the run's outcome; the health recomputed after maintenance; what the run
+    added to the table (snapshots and manifests, with their bound)."""
+    md: dict[str, Any] = {}
+    for e in effects:
+        md[f"{e.op}/effect"] = MetadataValue.text(e.effect)
+        md[f"{e.op}/effect_reason"] = MetadataValue.text(e.reason)
+    md["effect/outcome"] = MetadataValue.text(outcome or "nothing acted")
+    md["effect/ineffective_ops"] = MetadataValue.int(sum(1 for e in effects if e.effect == "ineffective"))
+    md["after/health_score"] = MetadataValue.int(health.score.score)
+    md["after/health_status"] = MetadataValue.text(health.status.value)
+    md["run/snapshots_added"] = MetadataValue.int(result.rewrite_snapshots)
+    # Bound: partial progress commits at most max-commits times, plus one manifest rewrite.
+    md["run/max_snapshots_added"] = MetadataValue.int(policy.small_files.partial_progress_max_commits + 1)
+    md["run/manifests_delta"] = MetadataValue.int(after_stats.manifests - int(state["before"]["manifests"]))
+    return md
+
+
 def _rewrite_failure(state: dict[str, Any]) -> dict[str, Any] | None:
     """The rewrite's result when some of its partitions did not compact (or Spark failed)."""
     for outcome in state["ops"]:
@@ -204,7 +226,14 @@ def _validate_op(ref: TableRef):
                                          baseline, real_counts=acted)
             if not result.ok:
                 mismatch = result.mismatch(ref)
-        except ValidationFailed as err:
+            elif policy.loop.cross_engine_check and any(o["acted"] for o in state["ops"]):
+                # Proof by a second and third engine: Spark, pyiceberg and DuckDB agree on the result.
+                cross = cross_engine_check(pyspark.spark_session, ref, table)
+                context.log.info(f"{ref} cross-engine read: {cross.describe()}")
+                state = {**state, "cross_engine": cross.describe()}
+                if not cross.ok:
+                    mismatch = f"{ref}: engines disagree after maintenance: {cross.describe()}"
+        except (ValidationFailed, CrossEngineError) as err:
             mismatch = str(err)
         if mismatch:
             # Undo our rewrites when nothing else came after them; otherwise leave the ids to recover.
@@ -227,18 +256,46 @@ def _validate_op(ref: TableRef):
                           "rolled_back": bool(rollback and rollback.rolled_back)},
                 allow_retries=False,
             )
-        after = _stats_summary(icelake.stats(table))
+        after_stats = icelake.stats(table, policy)
+        after = _stats_summary(after_stats)
         context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
         metadata = _run_metadata(state, after, result)
+        if "cross_engine" in state:
+            metadata["validation/cross_engine"] = MetadataValue.text(state["cross_engine"])
+        # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
+        effects = verify_effects(state["ops"], after_stats, policy)
+        outcome = run_outcome(effects)
+        from icelake_assets.orchestration.health import table_health  # it imports this module
+
+        removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
+        health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
+        metadata.update(_effect_metadata(state, effects, outcome, after_stats, policy, result, health))
+        by_op = {e.op: e for e in effects}
+        state = {**state, "ops": [{**o, "result": {**o["result"], "effect": by_op[o["op"]].effect,
+                                                   "effect_reason": by_op[o["op"]].reason}}
+                                  if o["op"] in by_op else o for o in state["ops"]]}
+        if outcome is not None:
+            context.instance.add_run_tags(context.run_id, {
+                OUTCOME_TAG: outcome, OUTCOME_TABLE_TAG: str(ref),
+                OUTCOME_SNAPSHOT_TAG: str(result.after_snapshot_id), POLICY_HASH_TAG: policy_hash(policy)})
+        ineffective = [e for e in effects if e.effect == "ineffective"]
+        for e in ineffective:
+            context.log.warning(f"{ref} {e.op} ineffective: {e.reason}")
         failure = _rewrite_failure(state)
         failed = list(failure.get("partition_keys_failed", failure.get("partitions_failed", []))) if failure else []
+        effect_note = f"; ineffective: {', '.join(e.op for e in ineffective)}" if ineffective else ""
         records = run_records(context, ref, state, policy, "partial" if failure else "passed",
-                              "rows match" + (f"; {len(failed)} partitions not compacted" if failure else ""),
-                              result, None, [str(f) for f in failed])
+                              "rows match" + (f"; {len(failed)} partitions not compacted" if failure else "")
+                              + effect_note, result, None, [str(f) for f in failed],
+                              effects={"outcome": outcome, "ops": [e.to_dict() for e in effects]})
         metadata.update(write_run_audit(context, icelake.settings, ref, records,
                                         "partial" if failure else "succeeded", duration))
         if failure is not None:
             _fail_partitions(context, ref, failure, metadata)
+        if ineffective and policy.loop.on_ineffective == "fail":
+            raise Failure(description=f"{ref}: maintenance was ineffective (loop.on_ineffective: fail): "
+                                      + "; ".join(f"{e.op}: {e.reason}" for e in ineffective),
+                          metadata=metadata, allow_retries=False)
         return Output(None, metadata=metadata)
 
     return validate
@@ -274,7 +331,7 @@ def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
     retry = RetryPolicy(max_retries=partitions.max_retries, delay=partitions.retry_delay_seconds,
                         backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS) if partitions.max_retries else None
 
-    def scope(context: OpExecutionContext) -> dict[str, Any]:
+    def scope(context: OpExecutionContext, state: dict[str, Any]) -> dict[str, Any]:
         return {"scope": run_scope(context, layout, table.ref.catalog),
                 "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true"}
 
@@ -294,6 +351,12 @@ def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
                     work_kwargs=scope, check=check, retry_policy=retry)
 
 
+def _rewrite_commits(context: OpExecutionContext, state: dict[str, Any]) -> dict[str, Any]:
+    """The manifest op consolidates what a partial-progress rewrite of this run committed."""
+    return {"rewrite_commits": sum(int(o["result"].get("snapshots_committed", 0)) for o in state["ops"]
+                                   if o["op"] == "rewrite_data_files" and o["acted"])}
+
+
 def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefinition:
     """``policy``: the table's EffectivePolicy, shown as metadata, owners and tags; its ``partitions``
     part sets the backfill policy and the rewrite's retries."""
@@ -305,9 +368,10 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
     orphans = _op_step(ref, "remove_orphan_files",
                        lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
                            spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)),
-                       first=False, work_kwargs=lambda context: {"icelake": context.resources.icelake})
+                       first=False, work_kwargs=lambda context, state: {"icelake": context.resources.icelake})
     rewrite = _rewrite_step(table, partitions)
-    manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False)
+    manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False,
+                         work_kwargs=_rewrite_commits)
     validate = _validate_op(ref)
 
     # A named graph: @graph_asset would derive its name from the key, refusing e.g. o'brien or café.

@@ -17,7 +17,8 @@ from icelake_assets.settings import Policy, Settings
 
 def run_records(context: OpExecutionContext, ref: TableRef, state: dict[str, Any], policy: Policy,
                 validation: str, reason: str, result: ValidationResult | None,
-                rollback: RollbackOutcome | None, failed_partitions: Sequence[str] = ()) -> list[AuditRecord]:
+                rollback: RollbackOutcome | None, failed_partitions: Sequence[str] = (),
+                effects: dict[str, Any] | None = None) -> list[AuditRecord]:
     trigger = trigger_from_tags(context.run.tags)
     partitions = tuple(context.partition_keys) if context.has_partitions else ()
     common = dict(table_name=str(ref), trigger=trigger, run_id=context.run_id, partitions=partitions,
@@ -31,7 +32,8 @@ def run_records(context: OpExecutionContext, ref: TableRef, state: dict[str, Any
     ]
     records.append(AuditRecord(
         kind="validation", op="validate", decision=validation, reason=reason,
-        results=dict(result.__dict__) if result else {}, failed_partitions=tuple(failed_partitions),
+        results={**(dict(result.__dict__) if result else {}), **({"effects": effects} if effects else {})},
+        failed_partitions=tuple(failed_partitions),
         snapshot_before=state["before_snapshot_id"], snapshot_after=result.after_snapshot_id if result else None,
         **common))
     if rollback is not None:

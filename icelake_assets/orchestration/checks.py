@@ -33,8 +33,9 @@ from dagster import (
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
-from icelake_assets.health.overview import TableHealth, evaluate, lake_overview
+from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import named_checks
 from icelake_assets.orchestration.resources import IcelakeResource
 
@@ -45,7 +46,6 @@ METADATA_CHECKS = {
     "delete_files": "Position and equality delete files (merge-on-read) relative to the data they delete from.",
     "layout_drift": "Data files written under an older partition spec or out of the table's sort order.",
 }
-ORPHAN_CHECK = "orphan_files"
 OVERVIEW_KEY = AssetKey(["icelake", "health_overview"])
 
 
@@ -109,8 +109,7 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
     def metadata_checks(context: AssetCheckExecutionContext, icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
         started = time.perf_counter()
         tbl = icelake.load_table(ref)
-        policy = icelake.policy(tbl)
-        health = evaluate(icelake.stats(tbl, policy), policy, name=str(ref))
+        health = table_health(icelake, tbl, ref, context.instance)
         extra = {**health_metadata(health),
                  "evaluation_ms": MetadataValue.float(round((time.perf_counter() - started) * 1000, 2))}
         selected = {k.name for k in context.selected_asset_check_keys}
@@ -175,8 +174,7 @@ def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition
             except (TableMissingError, CatalogUnavailableError) as err:
                 context.log.warning(f"{t.ref} left out of the overview: {err}")
                 continue
-            policy = icelake.policy(tbl)
-            healths.append(evaluate(icelake.stats(tbl, policy), policy, name=str(t.ref)))
+            healths.append(table_health(icelake, tbl, t.ref, context.instance))
         overview = lake_overview(healths)
         metadata: dict[str, Any] = {k: _number(v) for k, v in overview.metrics().items()}
         metadata["overview"] = MetadataValue.md(overview.markdown())

@@ -16,6 +16,7 @@ from dagster import (
 )
 
 from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.names import named_checks
 from icelake_assets.orchestration.resources import IcelakeResource
@@ -29,10 +30,20 @@ def _text_table(columns: list[str], rows: list[tuple[str, ...]]) -> MetadataValu
                                schema=TableSchema(columns=[TableColumn(c, "string") for c in columns]))
 
 
-def configuration_result(report: ConfigurationReport, effective: EffectivePolicy, asset_key) -> AssetCheckResult:
-    required = effective.policy.configuration
+def configuration_finding(report: ConfigurationReport, effective: EffectivePolicy) -> Finding:
+    """The check as a health finding, so the table's status counts it (orchestration/health.py)."""
     parts = [v.message for v in report.violations] + report.problems
     summary = "; ".join(parts) if parts else "the table carries every required setting"
+    if report.passed:
+        return Finding(CONFIG_CHECK, Severity.OK, summary, "nothing to change")
+    severity = Severity.ERROR if effective.policy.configuration.severity == "error" else Severity.WARN
+    return Finding(CONFIG_CHECK, severity, summary, "set the required table settings",
+                   {"violations": len(report.violations), "ignored_properties": len(report.problems)})
+
+
+def configuration_result(report: ConfigurationReport, effective: EffectivePolicy, asset_key) -> AssetCheckResult:
+    required = effective.policy.configuration
+    summary = configuration_finding(report, effective).summary
     metadata: dict[str, Any] = {
         "violations": MetadataValue.int(len(report.violations)),
         "ignored_properties": MetadataValue.int(len(report.problems)),

@@ -24,6 +24,7 @@ from dagster import (
     DefaultSensorStatus,
     MetadataValue,
     RunRequest,
+    RunsFilter,
     ScheduleDefinition,
     SensorDefinition,
     SensorEvaluationContext,
@@ -42,6 +43,7 @@ from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.health.orphans import KnownTable
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
+from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
 from icelake_assets.metrics import MetricsWriter
 from icelake_assets.orchestration.assets import table_asset_key
@@ -122,6 +124,18 @@ def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: st
     return AssetObservation(asset_key=key, metadata=metadata)
 
 
+def _relaunch_hold(context: SensorEvaluationContext, ref: TableRef, stats: TableStats,
+                   policy: Policy) -> str | None:
+    """The table's latest run that recorded an outcome (run tags, see maintenance/effect.py)."""
+    records = context.instance.get_run_records(RunsFilter(tags={OUTCOME_TABLE_TAG: str(ref)}), limit=1)
+    if not records:
+        return None
+    record = records[0]
+    ended = record.end_time or record.update_timestamp.timestamp()
+    age_hours = (time.time() - ended) / 3600
+    return relaunch_hold(record.dagster_run.tags, stats.current_snapshot_id, policy, age_hours)
+
+
 def _run_requests(table: DiscoveredTable, asset: AssetsDefinition, stats: TableStats, ops: Sequence[str],
                   tags: dict[str, str]) -> list[RunRequest]:
     """One run per table, so one Spark application: the range of its offending time partitions (the
@@ -170,16 +184,20 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
                if scan_orphans else None)
     decisions = _decisions(stats, policy, orphans)
     verdict = evaluate_guards(stats, decisions, policy.guards.quiet_period_minutes, policy.guards.max_rewrite_bytes,
-                              partitions=plan.rewrite_candidates(stats, policy))
+                              partitions=plan.plan_rewrite(stats, policy).partitions)
     action = decide_action(effective.mode, verdict.action == "launch")
     outcome = {"defer": "deferred", "hold": "held", "skip": "skipped"}.get(verdict.action, "launched")
     if verdict.action == "launch":
         outcome = {"launch": "launched", "record": "proposed", "nothing": "observed"}[action]
+    if outcome == "launched" and (why := _relaunch_hold(context, ref, stats, policy)):
+        outcome, verdict = "backoff", Verdict("skip", why, verdict.ops, verdict.details)
     evaluation = TableEvaluation(ref, outcome, verdict.reason, observation=_observation(key, stats, verdict, outcome))
     if outcome == "launched":
+        # Only the partitions the rewrite will take (Iceberg would skip the others: plan.plan_rewrite).
+        planned = replace(stats, compaction_candidates=list(plan.plan_rewrite(stats, policy).partitions))
         tags = {TABLE_TAG: str(ref), TRIGGER_TAG: "sensor", SIGNAL_TAG: verdict.reason[:200],
                 OPS_TAG: ",".join(verdict.ops)}
-        evaluation.run_requests = _run_requests(table, asset, stats, verdict.ops, tags)
+        evaluation.run_requests = _run_requests(table, asset, planned, verdict.ops, tags)
         keys = [k for r in evaluation.run_requests if (k := r.partition_key)]
         if keys and isinstance(asset.partitions_def, DynamicPartitionsDefinition):
             evaluation.dynamic_requests = dynamic_partition_requests(table, stats, context.instance, keys=keys)

@@ -18,7 +18,7 @@ def run(tmp_path_factory):
     instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
     health = defs.resolve_job_def(HEALTH_JOB).execute_in_process(instance=instance)
     orphans = defs.resolve_job_def(ORPHANS_JOB).execute_in_process(instance=instance)
-    return {"settings": settings, "defs": defs, "health": health, "orphans": orphans}
+    return {"settings": settings, "defs": defs, "health": health, "orphans": orphans, "instance": instance}
 
 
 def _evaluations(result):
@@ -75,3 +75,34 @@ def test_maintenance_does_not_materialize_the_overview(run):
     selected = set().union(*(defs.resolve_job_def(n).asset_layer.selected_asset_keys for n in names))
     assert OVERVIEW_KEY not in selected
     assert AssetKey([catalog_name(run["settings"]), "taxi", "trips"]) in selected
+
+
+def _statuses(result):
+    """Per table: the health_status its metadata checks report, and the overview's status."""
+    checks = {e.asset_key.path[-1]: e.metadata["health_status"].value
+              for e in result.get_asset_check_evaluations() if "health_status" in e.metadata}
+    event = next(e for e in result.get_asset_materialization_events() if e.asset_key == OVERVIEW_KEY)
+    overview = {r.data["table"].rsplit(".", 1)[-1]: r.data["status"]
+                for r in event.materialization.metadata["ranking"].value.records}
+    return checks, overview
+
+
+def test_a_failing_orphan_check_sets_the_status_everywhere(run):
+    # orders passes every metadata check, but its orphan check (run by the fixture) failed.
+    again = run["defs"].resolve_job_def(HEALTH_JOB).execute_in_process(instance=run["instance"])
+    assert all(e.passed for e in again.get_asset_check_evaluations() if e.asset_key.path[-1] == "orders")
+    checks, overview = _statuses(again)
+    assert checks["orders"] == overview["orders"] == "Warning"  # 3 orphans, max 0
+    assert checks == overview
+
+
+def test_a_failing_configuration_check_sets_the_status_everywhere(tmp_path_factory):
+    settings = new_lake(tmp_path_factory, extra={"policies": {"defaults": {
+        "configuration": {"write_distribution_mode": "hash", "severity": "error"}}}})
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    instance = DagsterInstance.ephemeral()
+    defs = build_definitions(settings)
+    result = defs.resolve_job_def(HEALTH_JOB).execute_in_process(instance=instance)
+    checks, overview = _statuses(result)
+    assert checks["orders"] == overview["orders"] == "Critical"  # no write.distribution-mode set
+    assert checks == overview

@@ -1,0 +1,137 @@
+"""Did each maintenance op fix what triggered it? Re-evaluated from metadata after the ops (the
+incremental manifest cache makes this cost only the run's new manifests), free of Dagster.
+
+An op that acted is
+* ``effective`` when the finding that triggered it passes afterwards (for a rewrite: none of the
+  partitions it named is still a compaction candidate);
+* ``partial`` when some of its partitions were fixed and others were not;
+* ``ineffective`` when it committed nothing, or its finding still fails (with the reason).
+The run's outcome is the worst of its ops'. ``relaunch_hold`` keeps the sensor from relaunching an
+ineffective plan on an unchanged table until the policy changes or a backoff passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+from icelake_assets.health.findings import Finding, manifest_finding, small_files_finding, snapshot_finding
+from icelake_assets.health.stats import TableStats
+from icelake_assets.settings import Policy
+
+Effect = Literal["effective", "partial", "ineffective"]
+_RANK = {"effective": 0, "partial": 1, "ineffective": 2}
+# Run tags carrying the outcome (read back by the sensor, see relaunch_hold).
+OUTCOME_TAG = "icelake/outcome"
+OUTCOME_SNAPSHOT_TAG = "icelake/outcome_snapshot"
+POLICY_HASH_TAG = "icelake/policy_hash"
+OUTCOME_TABLE_TAG = "icelake/outcome_table"  # the table, on every run that recorded an outcome
+
+
+@dataclass(frozen=True)
+class OpEffect:
+    op: str
+    effect: Effect
+    reason: str
+    check: str | None = None  # the finding re-evaluated
+    still_failing: tuple[str, ...] = ()  # partitions of a rewrite that are still candidates
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def policy_hash(policy: Policy) -> str:
+    """A short fingerprint of the effective policy: a new one lets the sensor try again."""
+    text = json.dumps(policy.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _finding_effect(op: str, finding: Finding, progress: str) -> OpEffect:
+    if finding.passed:
+        return OpEffect(op, "effective", f"{finding.check} passes: {finding.summary}", finding.check)
+    return OpEffect(op, "ineffective",
+                    f"{finding.check} still fails after {op} ({progress}): {finding.summary}", finding.check)
+
+
+def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Policy) -> OpEffect:
+    res = outcome.get("result", {})
+    named = [*res.get("partitions_rewritten", []), *res.get("partitions_failed", [])]
+    finding = small_files_finding(after, policy)
+    if res.get("snapshots_committed", 1) == 0:
+        error = f" ({res['error']})" if res.get("error") else ""
+        return OpEffect("rewrite_data_files", "ineffective",
+                        f"Iceberg committed nothing for {len(named)} named partitions{error}", finding.check,
+                        tuple(named))
+    still = tuple(p for p in named if p in set(after.compaction_candidates))
+    progress = f"{res.get('data_files_before')} → {res.get('data_files_after')} data files"
+    if not still:
+        return OpEffect("rewrite_data_files", "effective",
+                        f"none of its {len(named)} partitions is a compaction candidate any more "
+                        f"({progress})", finding.check)
+    effect: Effect = "partial" if len(still) < len(named) else "ineffective"
+    worst = after.partitions.get(still[0])
+    detail = (f"{still[0]} still holds {worst.data_files} files ({worst.small_files} small)"
+              if worst else still[0])
+    return OpEffect("rewrite_data_files", effect,
+                    f"{len(still)} of {len(named)} partitions are still compaction candidates ({progress}; "
+                    f"e.g. {detail}; max {policy.small_files.max_files_per_partition} files per partition)",
+                    finding.check, still)
+
+
+def verify_effects(ops: Sequence[Mapping[str, Any]], after: TableStats, policy: Policy) -> list[OpEffect]:
+    """The effect of every op that acted (``ops``: OpOutcome dicts), judged on ``after``."""
+    effects = []
+    for o in ops:
+        if not o.get("acted"):
+            continue
+        res = o.get("result", {})
+        op = o["op"]
+        if op == "rewrite_data_files":
+            effects.append(_rewrite_effect(o, after, policy))
+        elif op == "expire_snapshots":
+            progress = f"{res.get('snapshots_before')} → {res.get('snapshots_after')} snapshots"
+            effects.append(_finding_effect(op, snapshot_finding(after, policy), progress))
+        elif op == "rewrite_manifests":
+            before, now = res.get("manifests_before"), res.get("manifests_after", after.manifests)
+            finding = manifest_finding(after, policy)
+            if finding.passed and (before is None or now < before or now <= 1):
+                effects.append(OpEffect(op, "effective", f"{before} → {now} manifests", finding.check))
+            elif finding.passed:
+                why = f"the manifest count did not drop ({before} → {now})"
+                effects.append(OpEffect(op, "ineffective", why, finding.check))
+            else:
+                effects.append(_finding_effect(op, finding, f"{before} → {now} manifests"))
+        elif op == "remove_orphan_files":
+            found, removed = res.get("orphans_found", 0), res.get("orphans_removed", 0)
+            effect: Effect = "effective" if removed >= found else ("partial" if removed else "ineffective")
+            effects.append(OpEffect(op, effect, f"{removed} of {found} orphan files removed", "orphan_files"))
+    return effects
+
+
+def run_outcome(effects: Sequence[OpEffect]) -> Effect | None:
+    """The worst effect of the run's ops; None when no op acted."""
+    return max((e.effect for e in effects), key=_RANK.__getitem__, default=None)
+
+
+def relaunch_hold(last: Mapping[str, str] | None, current_snapshot_id: int | None, policy: Policy,
+                  age_hours: float | None) -> str | None:
+    """Why the sensor must not launch again, or None.
+
+    ``last``: the run tags of the table's latest maintenance run that recorded an outcome;
+    ``age_hours``: how long ago it ended. A plan that was ineffective is not relaunched while the
+    table is where that run left it (no commit since), the policy is the same, and the backoff
+    (``loop.relaunch_backoff_hours``) has not passed: it would do the same nothing again."""
+    if not last or last.get(OUTCOME_TAG) != "ineffective":
+        return None
+    if last.get(OUTCOME_SNAPSHOT_TAG) != str(current_snapshot_id):
+        return None  # something committed since: a new state deserves a new plan
+    if last.get(POLICY_HASH_TAG) != policy_hash(policy):
+        return None  # the operator changed the policy: try it
+    backoff = policy.loop.relaunch_backoff_hours
+    if age_hours is None or age_hours >= backoff:
+        return None
+    return (f"the last maintenance run left its findings failing (ineffective) and neither the table nor its "
+            f"policy changed since; next attempt after the {backoff:g} h backoff "
+            f"({backoff - age_hours:.1f} h left) or on a policy change")

@@ -1,0 +1,53 @@
+"""Effect verification and the relaunch hold, on statistics alone (with Spark:
+orchestration/test_loop.py)."""
+
+from icelake_assets.health.stats import PartitionStats, TableStats
+from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TAG, POLICY_HASH_TAG,
+                                               policy_hash, relaunch_hold, run_outcome, verify_effects)
+from icelake_assets.settings import Policy
+
+POLICY = Policy.model_validate({"small_files": {"max_files_per_partition": 1}, "manifests": {"max_count": 2}})
+
+
+def _after(candidates: list[str], manifests: int = 1) -> TableStats:
+    parts = {p: PartitionStats(p, data_files=2, small_files=2) for p in ("a", "b")}
+    return TableStats(table="ns.t", metadata_location="", current_snapshot_id=2, target_file_size_bytes=1000,
+                      partitions=parts, compaction_candidates=candidates, manifests=manifests, snapshots=3)
+
+
+def _rewrite(committed: int = 1) -> dict:
+    return {"op": "rewrite_data_files", "acted": True,
+            "result": {"partitions_rewritten": ["a", "b"], "partitions_failed": [],
+                       "snapshots_committed": committed, "data_files_before": 4, "data_files_after": 2}}
+
+
+def test_a_rewrite_is_effective_partial_or_ineffective_by_its_partitions():
+    assert [e.effect for e in verify_effects([_rewrite()], _after([]), POLICY)] == ["effective"]
+    partial = verify_effects([_rewrite()], _after(["a"]), POLICY)[0]
+    assert partial.effect == "partial" and partial.still_failing == ("a",) and "1 of 2" in partial.reason
+    assert verify_effects([_rewrite()], _after(["a", "b"]), POLICY)[0].effect == "ineffective"
+    nothing = verify_effects([_rewrite(committed=0)], _after([]), POLICY)[0]
+    assert nothing.effect == "ineffective" and "committed nothing" in nothing.reason
+
+
+def test_ops_that_did_not_act_have_no_effect_and_the_worst_effect_wins():
+    manifests = {"op": "rewrite_manifests", "acted": True,
+                 "result": {"manifests_before": 12, "manifests_after": 10}}
+    skipped = {"op": "expire_snapshots", "acted": False, "result": {}}
+    effects = verify_effects([skipped, _rewrite(), manifests], _after([], manifests=10), POLICY)
+    assert [(e.op, e.effect) for e in effects] == [("rewrite_data_files", "effective"),
+                                                   ("rewrite_manifests", "ineffective")]
+    assert "manifest_fragmentation still fails" in effects[1].reason
+    assert run_outcome(effects) == "ineffective" and run_outcome([]) is None
+
+
+def test_an_ineffective_plan_is_held_until_the_table_the_policy_or_the_backoff_changes():
+    last = {OUTCOME_TAG: "ineffective", OUTCOME_SNAPSHOT_TAG: "7", POLICY_HASH_TAG: policy_hash(POLICY)}
+    assert "ineffective" in relaunch_hold(last, 7, POLICY, age_hours=1.0)
+    assert relaunch_hold(last, 8, POLICY, age_hours=1.0) is None  # a commit since
+    other = Policy.model_validate({**POLICY.model_dump(), "manifests": {"max_count": 3}})
+    assert relaunch_hold(last, 7, other, age_hours=1.0) is None  # the policy changed
+    backoff = POLICY.loop.relaunch_backoff_hours
+    assert relaunch_hold(last, 7, POLICY, age_hours=backoff) is None  # the backoff passed
+    assert relaunch_hold({**last, OUTCOME_TAG: "effective"}, 7, POLICY, age_hours=1.0) is None
+    assert relaunch_hold(None, 7, POLICY, age_hours=None) is None

@@ -1,0 +1,191 @@
+"""The closed loop through real Dagster runs on real Spark: a run proves its effect or says why not.
+
+The table of issue 11 (seed 004's shape): 6 identity partitions, two appends of one small file each,
+and a policy that flags more than 1 file per partition."""
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import yaml
+from dagster import DagsterInstance, build_sensor_context
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField, StringType
+
+from icelake_assets.audit.store import AuditLog
+from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.demo.many_files import write_many_files
+from icelake_assets.health.overview import evaluate
+from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.maintenance.effect import OUTCOME_TAG
+from icelake_assets.orchestration.project import build_definitions, execute_maintenance
+from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
+from icelake_assets.settings import load_settings
+from icelake_assets_tests.conftest import catalog_name
+
+SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "region", StringType()),
+                NestedField(3, "payload", StringType()))
+SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
+REGIONS = [f"r{i}" for i in range(6)]
+
+
+def _batch(start: int, rows_per_region: int = 5) -> pa.Table:
+    ids = list(range(start, start + rows_per_region * len(REGIONS)))
+    return pa.table({"id": pa.array(ids, pa.int64()),
+                     "region": pa.array([REGIONS[i % len(REGIONS)] for i in range(len(ids))]),
+                     "payload": pa.array([f"p{i}" for i in ids])})
+
+
+def _twelve_file_lake(make_lake, **policy):
+    thresholds = {"mode": "enforce", "guards": {"quiet_period_minutes": 0},
+                  "small_files": {"max_files_per_partition": 1}, **policy}
+    settings = make_lake(thresholds=thresholds)
+    cat = open_catalog(settings, catalog_name(settings), create=True)
+    cat.create_namespace("ns")
+    table = cat.create_table(("ns", "t"), SCHEMA, partition_spec=SPEC)
+    table.append(_batch(0))
+    table.append(_batch(1000))
+    return settings, TableRef(catalog_name(settings), ("ns",), "t"), table
+
+
+def _rows(table):
+    return table.scan().to_arrow().sort_by("id")
+
+
+def _materialization(results):
+    events = [e for r in results for e in r.get_asset_materialization_events()]
+    assert len(events) == 1
+    return events[0].materialization.metadata
+
+
+@pytest.fixture
+def instance(tmp_path):
+    with DagsterInstance.local_temp(str(tmp_path)) as inst:
+        yield inst
+
+
+def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, instance):
+    settings, ref, table = _twelve_file_lake(make_lake, loop={"cross_engine_check": True})
+    before_rows = _rows(table)
+    stats = compute_table_stats(table, settings.thresholds)
+    assert (stats.data_files, len(stats.compaction_candidates)) == (12, 6)
+
+    results = execute_maintenance(build_definitions(settings), instance, raise_on_error=True)
+    table.refresh()
+    ops = [s.summary.operation.value for s in table.metadata.snapshots]
+    assert ops == ["append", "append", "replace"]  # seed 004: one replace snapshot
+    replace = table.current_snapshot().summary
+    assert (replace["deleted-data-files"], replace["added-data-files"]) == ("12", "6")
+    assert _rows(table).equals(before_rows)
+    md = _materialization(results)
+    assert md["rewrite_data_files/effect"].value == "effective"
+    assert md["effect/outcome"].value == "effective" and md["run/snapshots_added"].value == 1
+    after = evaluate(compute_table_stats(table, settings.thresholds), settings.thresholds)
+    assert after.finding("small_files").passed
+    assert md["after/health_status"].value == after.status.value
+    assert md["after/health_score"].value == after.score.score
+    run = instance.get_run_by_id(results[0].run_id)
+    assert run.tags[OUTCOME_TAG] == "effective"
+    # Spark, pyiceberg and DuckDB read the compacted table alike (60 rows, sum(id) of both batches).
+    expected = f"60 rows, sum(id) = {sum(range(30)) + sum(range(1000, 1030))}"
+    assert md["validation/cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg",
+                                                                                        "duckdb"))
+
+
+def _tick(settings, instance, cursor=None):
+    defs = build_definitions(settings)
+    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    return defs, defs.get_sensor_def(MAINTENANCE_SENSOR).evaluate_tick(context)
+
+
+def _manifest_lake(make_lake):
+    """12 appends (12 manifests) and a manifest target so small that rewrite_manifests writes about
+    10 manifests again: a policy whose options make the rewrite a no-op."""
+    thresholds = {"mode": "enforce", "guards": {"quiet_period_minutes": 0}, "manifests": {"max_count": 2}}
+    settings = make_lake(thresholds=thresholds)
+    cat = open_catalog(settings, catalog_name(settings), create=True)
+    cat.create_namespace("ns")
+    table = cat.create_table(("ns", "t"), SCHEMA)
+    for i in range(12):
+        table.append(_batch(i * 100, 1))
+    target = compute_table_stats(table, settings.thresholds).manifest_bytes // 10
+    with table.transaction() as tx:
+        tx.set_properties({"commit.manifest.target-size-bytes": str(target)})
+    return settings, TableRef(catalog_name(settings), ("ns",), "t"), table
+
+
+def _run(defs, instance, request):
+    job = defs.resolve_implicit_global_asset_job_def()
+    return job.execute_in_process(instance=instance, asset_selection=request.asset_selection,
+                                  tags=request.tags, raise_on_error=False)
+
+
+def test_a_forced_no_op_is_reported_ineffective_and_not_relaunched(make_lake, instance):
+    settings, ref, table = _manifest_lake(make_lake)
+    defs, tick = _tick(settings, instance)
+    assert len(tick.run_requests) == 1 and "rewrite_manifests" in tick.run_requests[0].tags["icelake/ops"]
+    result = _run(defs, instance, tick.run_requests[0])
+    assert result.success  # default loop.on_ineffective: warn — the run succeeds, its check stays failed
+    md = _materialization([result])
+    assert md["rewrite_manifests/acted"].value is True
+    assert md["rewrite_manifests/effect"].value == "ineffective"
+    assert "manifest_fragmentation still fails" in md["rewrite_manifests/effect_reason"].value
+    assert md["effect/outcome"].value == "ineffective"
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not checks["manifest_fragmentation"].passed
+    assert instance.get_run_by_id(result.run_id).tags[OUTCOME_TAG] == "ineffective"
+    audit = [r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "validation"]
+    assert audit[-1].results["effects"]["outcome"] == "ineffective"
+
+    # The table changed (the run's own commit), the sensor re-evaluates it and holds back, tick after tick.
+    _, again = _tick(settings, instance, cursor=tick.cursor)
+    assert again.run_requests == []
+    observed = again.asset_events[0].metadata
+    assert observed["sensor/outcome"].value == "backoff" and "ineffective" in observed["sensor/reason"].value
+    _, third = _tick(settings, instance, cursor=again.cursor)
+    assert third.run_requests == []
+
+    # A policy change is a new plan: launched; with on_ineffective: fail the run fails naming the op.
+    data = yaml.safe_load(Path(settings.source).read_text())
+    data["thresholds"]["manifests"]["max_count"] = 3
+    data["thresholds"]["loop"] = {"on_ineffective": "fail"}
+    Path(settings.source).write_text(yaml.safe_dump(data))
+    settings = load_settings(settings.source)
+    defs, changed = _tick(settings, instance, cursor=third.cursor)
+    assert len(changed.run_requests) == 1
+    failed = _run(defs, instance, changed.run_requests[0])
+    assert not failed.success
+    failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "ineffective" in failure.step_failure_data.error.message
+
+
+def test_partial_progress_commits_are_followed_by_a_manifest_rewrite(make_lake, instance, spark_for):
+    # 8 day partitions of 6 files; partial progress past 2 groups, at most 4 commits.
+    thresholds = {"mode": "enforce", "guards": {"quiet_period_minutes": 0},
+                  "small_files": {"max_files_per_partition": 5, "partial_progress_min_groups": 2,
+                                  "partial_progress_max_commits": 4}}
+    settings = make_lake(thresholds=thresholds)
+    ref = TableRef(catalog_name(settings), ("ns",), "many")
+    cat = open_catalog(settings, ref.catalog, create=True)
+    cat.create_namespace("ns")
+    write_many_files(spark_for(settings), ref, files=48, days=8)
+    table = cat.load_table(("ns", "many"))
+    assert compute_table_stats(table, settings.thresholds).data_files == 48
+    before_rows = table.scan().to_arrow().num_rows
+
+    results = execute_maintenance(build_definitions(settings), instance, raise_on_error=True)
+    table.refresh()
+    md = _materialization(results)
+    ops = [s.summary.operation.value for s in table.metadata.snapshots]
+    assert ops == ["append"] + ["replace"] * 5  # 4 partial-progress commits, then the manifest rewrite
+    assert md["rewrite_manifests/acted"].value is True
+    assert "partial progress" in md["rewrite_manifests/reason"].value
+    stats = compute_table_stats(table, settings.thresholds)
+    assert (stats.data_files, stats.manifests) == (8, 1)
+    assert md["run/snapshots_added"].value == 5 <= md["run/max_snapshots_added"].value
+    assert md["effect/outcome"].value == "effective"
+    assert table.scan().to_arrow().num_rows == before_rows

@@ -12,6 +12,10 @@ import pyarrow as pa
 import pytest
 import yaml
 from dagster import build_sensor_context, instance_for_test
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform
@@ -60,7 +64,9 @@ def lake(pg, tmp_path_factory):
     name = "pglake"
     pg.create_database("catalog")
     thresholds = {**TEST_THRESHOLDS, "mode": "enforce", "guards": {"quiet_period_minutes": 0},
-                  "small_files": {**TEST_THRESHOLDS["small_files"], "max_concurrent_file_group_rewrites": 3}}
+                  "small_files": {**TEST_THRESHOLDS["small_files"], "max_concurrent_file_group_rewrites": 3,
+                                  # partial progress for these 4 groups: each commits on its own
+                                  "partial_progress_min_groups": 1}}
     path = write_settings(folder, name, thresholds)
     text = path.read_text().replace("sqlite:///lake/catalog.db", pg.sqlalchemy_url("catalog"))
     path.write_text(text)
@@ -101,12 +107,13 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
     assert type(instance.run_storage).__name__ == "PostgresRunStorage"
     defs = build_definitions(settings)
 
-    # The sensor: one run request per offending partition, all tagged with the table.
+    # The sensor: one run over the range of the offending days, tagged with the table.
     sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
     context = build_sensor_context(instance=instance, definitions=defs,
                                    resources={"icelake": IcelakeResource(config_path=settings.source)})
     tick = sensor.evaluate_tick(context)
-    assert sorted(r.partition_key for r in tick.run_requests) == list(DAYS)
+    assert [(r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG])
+            for r in tick.run_requests] == [(DAYS[0], DAYS[-1])]
     assert {r.tags[TABLE_TAG] for r in tick.run_requests} == {str(ref)}
 
     # One whole-table run: the four days are four file groups, rewritten three at a time (a SQLite

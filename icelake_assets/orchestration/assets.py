@@ -15,9 +15,10 @@ and re-runs only them.
 """
 
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from dagster import (
+    AssetIn,
     AssetKey,
     AssetMaterialization,
     AssetsDefinition,
@@ -72,13 +73,15 @@ def _load(icelake: IcelakeResource, ref: TableRef):
 
 
 def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], first: bool, *,
+             after_upstream: bool = False,
              work_kwargs: Callable[[OpExecutionContext], dict[str, Any]] | None = None,
              check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
              retry_policy: RetryPolicy | None = None):
     """A Dagster op around one runner function; it appends its outcome to the run's state.
 
     ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``check`` sees the
-    outcome and may raise to have the op retried under ``retry_policy``."""
+    outcome and may raise to have the op retried under ``retry_policy``. ``after_upstream``: the first
+    op waits on a Nothing input fed by the table's producer assets (lineage)."""
 
     def body(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource,
              state: dict[str, Any] | None) -> dict[str, Any]:
@@ -98,7 +101,8 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
 
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
     if first:
-        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name})
+        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name},
+            ins={"upstream": In(Nothing)} if after_upstream else None)
         def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
             return body(context, icelake, pyspark, None)
 
@@ -279,13 +283,18 @@ def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
                     work_kwargs=scope, check=check, retry_policy=retry)
 
 
-def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefinition:
+def build_table_asset(table: DiscoveredTable, policy: Any = None,
+                      producers: Sequence[AssetKey] = ()) -> AssetsDefinition:
     """``policy``: the table's EffectivePolicy, shown as metadata, owners and tags; its ``partitions``
-    part sets the backfill policy and the rewrite's retries."""
+    part sets the backfill policy and the rewrite's retries. ``producers``: asset keys of the assets
+    that write the table (lineage); the graph shows them upstream, and maintenance runs after them
+    when both are in one run."""
     ref = table.ref
     partitions = policy.policy.partitions if policy is not None else PartitionsPolicy()
     partitions_def = partitions_def_for(table)
-    expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True)
+    # @graph_asset has no deps=: Nothing-typed inputs feed one fanned-in Nothing input of the first op.
+    ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(producers)}
+    expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True, after_upstream=bool(ins))
     orphans = _op_step(ref, "remove_orphan_files",
                        lambda spark, r, t, p, stats_fn: runner.remove_orphan_files(spark, r, t, p), first=False)
     rewrite = _rewrite_step(table, partitions)
@@ -294,6 +303,7 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
 
     @graph_asset(
         key=table_asset_key(ref),
+        ins=ins,
         group_name=ref.namespace_name.replace(".", "_") or "default",
         kinds={"iceberg", "spark"},
         description=_describe(table),
@@ -303,8 +313,9 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.multi_run(partitions.partitions_per_run) if partitions_def else None,
     )
-    def maintained_table():
-        return validate(manifests(rewrite(orphans(expire()))))
+    def maintained_table(**upstream):
+        first = expire(upstream=list(upstream.values())) if upstream else expire()
+        return validate(manifests(rewrite(orphans(first))))
 
     return maintained_table
 

@@ -19,6 +19,7 @@ from icelake_assets.orchestration.checks import (
     orphan_checks_selection,
 )
 from icelake_assets.orchestration.config_checks import build_config_checks
+from icelake_assets.orchestration.lineage import build_lineage
 from icelake_assets.orchestration.partitions import build_partition_keys_sensor, maintenance_jobs
 from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor, build_table_schedules
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
@@ -40,7 +41,8 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     tables = discover_tables(settings)
     policies = {t.ref: settings.resolve_policy(t.ref, t.properties) for t in tables}
-    table_assets = {t.ref: build_table_asset(t, policies[t.ref]) for t in tables}
+    lineage = build_lineage(tables, policies)
+    table_assets = {t.ref: build_table_asset(t, policies[t.ref], lineage.producers[t.ref]) for t in tables}
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
     jobs = [
         define_asset_job(CHECKS_JOB, selection=AssetSelection.all_asset_checks(),
@@ -56,7 +58,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     sensors = [build_maintenance_sensor(tables, table_assets, settings, interval),
                build_partition_keys_sensor(tables, interval)]
     return Definitions(
-        assets=[*table_assets.values(), build_health_overview(tables)],
+        assets=[*table_assets.values(), build_health_overview(tables), *lineage.assets],
         asset_checks=[c for t in tables for c in (*build_table_checks(t), *build_config_checks(t))],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],

@@ -323,8 +323,10 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None,
 def _describe(table: DiscoveredTable) -> str:
     comment = table.properties.get("comment") or table.properties.get("description")
     lines = [comment or f"Iceberg table `{table.ref}`.", "",
-             "Materializing runs its maintenance on Spark: expire_snapshots → remove_orphan_files → "
-             "rewrite_data_files → rewrite_manifests → validate. Each op acts only past its own threshold."]
+             "Health: see the `health` check (status, score, failing checks). A materialization here is a "
+             "maintenance run, not a write: 'Never materialized' only means no maintenance ran yet (writers "
+             "are the upstream assets). Maintenance runs on Spark: expire_snapshots → remove_orphan_files → "
+             "rewrite_data_files → rewrite_manifests → validate; each op acts only past its own threshold."]
     return "\n".join(lines)
 
 

@@ -131,7 +131,6 @@ def health_result(health: TableHealth, asset_key, extra: dict[str, MetadataValue
     verdict = f"failing: {', '.join(f.check for f in failing)}" if failing else "every check passes"
     description = f"{health.status.value}, score {health.score.score}/100; {verdict}"
     metadata: dict[str, Any] = dict(extra or {})
-    metadata["status"] = MetadataValue.text(health.status.value)
     metadata["failing_checks"] = MetadataValue.int(len(failing))
     metadata["summary"] = MetadataValue.md(f"**{description}**\n\n" + "\n".join(rows))
     return AssetCheckResult(

@@ -45,7 +45,7 @@ def test_each_table_has_one_health_summary_linking_failing_checks_to_the_job_tha
     assert f"(/guess/{job})" in evaluations[("trips", "small_files")].metadata["fix"].value
     assert "fix" not in evaluations[("trips", "delete_files")].metadata
     clicks = evaluations[("clicks", HEALTH_CHECK)]
-    assert clicks.severity is AssetCheckSeverity.ERROR and clicks.metadata["status"].value == "Critical"
+    assert clicks.severity is AssetCheckSeverity.ERROR and clicks.metadata["health_status"].value == "Critical"
     assert f"[{MAINTENANCE_JOB}](/guess/{MAINTENANCE_JOB}) (expire_snapshots)" in clicks.metadata["summary"].value
     orders = evaluations[("orders", HEALTH_CHECK)]
     assert orders.passed and orders.description.endswith("every check passes")

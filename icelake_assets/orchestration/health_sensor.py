@@ -6,6 +6,10 @@ location (one query per SQL catalog); for each table whose metadata file changed
 (a writer's commit, a maintenance run) it evaluates health from pyiceberg metadata (manifests cached)
 and reports the metadata checks, the health summary and the configuration check as check evaluations:
 no run, no Spark, nothing written. The orphan check lists storage: it keeps its own schedule.
+
+A table with a maintenance run in progress waits until the run ends: the run plans its own checks when
+it starts, and an evaluation reported meanwhile (of a half-maintained table) would look newer than the
+run's own final result in the UI.
 """
 
 import json
@@ -14,6 +18,8 @@ from typing import Mapping, Sequence
 
 from dagster import (
     AssetCheckEvaluation,
+    DagsterRunStatus,
+    RunsFilter,
     AssetCheckResult,
     DefaultSensorStatus,
     SensorDefinition,
@@ -30,9 +36,18 @@ from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.checks import metadata_check_results
 from icelake_assets.orchestration.config_checks import configuration_result
 from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.policies import configuration_report
 
 HEALTH_SENSOR = "icelake_health_sensor"
+_IN_PROGRESS = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+                DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+def tables_being_maintained(instance) -> set[str]:
+    """Tables (by name) with a run in progress, from the table tag every maintenance run carries."""
+    runs = instance.get_runs(filters=RunsFilter(statuses=_IN_PROGRESS))
+    return {run.tags[TABLE_TAG] for run in runs if TABLE_TAG in run.tags}
 
 
 def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
@@ -73,9 +88,10 @@ def evaluate_health_tick(context: SensorEvaluationContext, icelake: IcelakeResou
             context.log.warning(str(err))
     events: list[AssetCheckEvaluation] = []
     evaluated, left = [], 0
+    busy = tables_being_maintained(context.instance)
     for t in tables:
         name, location = str(t.ref), locations.get(t.ref)
-        if location is None or seen.get(name) == location:
+        if location is None or seen.get(name) == location or name in busy:
             continue
         if evaluated and time.monotonic() - started > budget_seconds:
             left += 1  # the next tick goes on where this one stopped: these are still unseen

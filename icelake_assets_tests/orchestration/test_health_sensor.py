@@ -2,7 +2,8 @@
 whose metadata changed (real sensor ticks, a real SQLite catalog, no Spark)."""
 
 import pytest
-from dagster import AssetCheckSeverity, DagsterInstance, build_sensor_context
+from dagster import AssetCheckSeverity, DagsterInstance, DagsterRun, DagsterRunStatus, build_sensor_context
+from dagster._core.utils import make_new_run_id
 
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import add_snapshots, build_demo_lake
@@ -11,6 +12,7 @@ from icelake_assets.orchestration.config_checks import CONFIG_CHECK
 from icelake_assets.orchestration.health_sensor import HEALTH_SENSOR
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets_tests.conftest import catalog_name
 
 
@@ -48,3 +50,15 @@ def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(
     add_snapshots(clicks, 1, seed=7)
     changed = _tick(settings, defs, instance, first.cursor)
     assert {e.asset_key.path[-1] for e in changed.asset_events} == {"clicks"}
+
+
+def test_a_table_under_maintenance_is_reported_once_its_run_ended(lake):
+    settings, defs, instance = lake
+    name = f"{catalog_name(settings)}.events.clicks"
+    run = instance.add_run(DagsterRun(job_name="icelake_maintenance", run_id=make_new_run_id(),
+                                      status=DagsterRunStatus.STARTED, tags={TABLE_TAG: name}))
+    during = _tick(settings, defs, instance)
+    assert {e.asset_key.path[-1] for e in during.asset_events} == {"trips", "orders"}
+    instance.report_run_failed(run)  # the run ended (how does not matter)
+    after = _tick(settings, defs, instance, during.cursor)
+    assert {e.asset_key.path[-1] for e in after.asset_events} == {"clicks"}

@@ -212,7 +212,8 @@ class LineagePolicy(_Strict):
     def _keys(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for key in v:
             if not all(re.fullmatch(r"[A-Za-z0-9_\-]+", part) for part in key.split("/")):
-                raise ValueError(f"asset key {key!r} must be '/'-separated parts of letters, digits, '_' or '-'")
+                raise ValueError(f"asset key {key!r} must be '/'-separated parts of letters, digits, "
+                                 "'_' or '-'")
         return v
 
 

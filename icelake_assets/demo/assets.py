@@ -30,7 +30,7 @@ GROUP = "icelake_demo"
 
 class WriterConfig(Config):
     batches: int = Field(5, ge=1, le=1000, description="micro-batches, one commit each")
-    rows_per_batch: int = Field(60, ge=1, description="rows per micro-batch, spread round-robin over the days")
+    rows_per_batch: int = Field(60, ge=1, description="rows per micro-batch, round-robin over the days")
     days: int = Field(6, ge=1, description="days (partitions) each micro-batch touches")
 
 
@@ -47,7 +47,8 @@ def build_demo_writer(ref: TableRef, key: AssetKey = WRITER_KEY) -> AssetsDefini
                                       f"only writes to a table created by `icelake demo-lake`")
         started = time.perf_counter()
         # A fresh seed per run: new trips, new files (ids continue from the table's record count).
-        rows = degrade_trips(table, config.days, config.batches, config.rows_per_batch, seed=time.time_ns() % 2**32)
+        seed = time.time_ns() % 2**32
+        rows = degrade_trips(table, config.days, config.batches, config.rows_per_batch, seed=seed)
         summary = table.current_snapshot().summary
         context.log.info(f"{ref}: appended {rows} rows in {config.batches} commits")
         return MaterializeResult(metadata={

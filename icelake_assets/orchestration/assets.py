@@ -101,7 +101,8 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
 
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
     if first:
-        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name},
+        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description,
+            tags={"icelake/op": name},
             ins={"upstream": In(Nothing)} if after_upstream else None)
         def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
             return body(context, icelake, pyspark, None)
@@ -325,8 +326,9 @@ def _describe(table: DiscoveredTable) -> str:
     lines = [comment or f"Iceberg table `{table.ref}`.", "",
              "Health: see the `health` check (status, score, failing checks). A materialization here is a "
              "maintenance run, not a write: 'Never materialized' only means no maintenance ran yet (writers "
-             "are the upstream assets). Maintenance runs on Spark: expire_snapshots → remove_orphan_files → "
-             "rewrite_data_files → rewrite_manifests → validate; each op acts only past its own threshold."]
+             "are the upstream assets). Maintenance runs on Spark: expire_snapshots → "
+             "remove_orphan_files → rewrite_data_files → rewrite_manifests → validate; each op acts "
+             "only past its own threshold."]
     return "\n".join(lines)
 
 

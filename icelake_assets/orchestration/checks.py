@@ -49,8 +49,9 @@ METADATA_CHECKS = {
 ORPHAN_CHECK = "orphan_files"
 # One summary per table: its status and score, every check's result and a link to the job that fixes it.
 HEALTH_CHECK = "health"
-HEALTH_CHECK_DESCRIPTION = ("The table's health at a glance: status (Healthy / Warning / Critical), score out "
-                            "of 100, and each failing check with a link to the maintenance job that fixes it.")
+HEALTH_CHECK_DESCRIPTION = ("The table's health at a glance: status (Healthy / Warning / Critical), "
+                            "score out of 100, and each failing check with a link to the maintenance "
+                            "job that fixes it.")
 # The maintenance op that fixes each check when it fails (the others need a person: e.g. a property).
 FIXED_BY = {"small_files": "rewrite_data_files", "snapshot_retention": "expire_snapshots",
             "manifest_fragmentation": "rewrite_manifests", "delete_files": "rewrite_data_files",
@@ -135,7 +136,8 @@ def health_result(health: TableHealth, asset_key, extra: dict[str, MetadataValue
     metadata["summary"] = MetadataValue.md(f"**{description}**\n\n" + "\n".join(rows))
     return AssetCheckResult(
         asset_key=asset_key, check_name=HEALTH_CHECK, passed=not failing, metadata=metadata,
-        severity=AssetCheckSeverity.ERROR if health.status is HealthStatus.CRITICAL else AssetCheckSeverity.WARN,
+        severity=(AssetCheckSeverity.ERROR if health.status is HealthStatus.CRITICAL
+                  else AssetCheckSeverity.WARN),
         description=description)
 
 
@@ -189,7 +191,8 @@ def build_table_checks(table: DiscoveredTable, fix_job: str | None = None) -> li
 
 
 def metadata_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:
-    return [AssetCheckKey(table_asset_key(t.ref), name) for t in tables for name in (*METADATA_CHECKS, HEALTH_CHECK)]
+    return [AssetCheckKey(table_asset_key(t.ref), name)
+            for t in tables for name in (*METADATA_CHECKS, HEALTH_CHECK)]
 
 
 def orphan_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:

@@ -51,7 +51,8 @@ def tables_being_maintained(instance) -> set[str]:
 
 
 def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
-    return AssetCheckEvaluation(asset_key=result.asset_key, check_name=result.check_name, passed=result.passed,
+    return AssetCheckEvaluation(asset_key=result.asset_key, check_name=result.check_name,
+                                passed=result.passed,
                                 metadata=result.metadata, severity=result.severity,
                                 description=result.description)
 
@@ -105,7 +106,8 @@ def evaluate_health_tick(context: SensorEvaluationContext, icelake: IcelakeResou
         evaluated.append(name)
     if not evaluated:
         return SensorResult(skip_reason="no table changed since the last tick", cursor=json.dumps(seen))
-    context.log.info(f"checks reported for {len(evaluated)} changed table(s) in {time.monotonic() - started:.2f}s"
+    elapsed = time.monotonic() - started
+    context.log.info(f"checks reported for {len(evaluated)} changed table(s) in {elapsed:.2f}s"
                      + (f"; {left} left for the next tick" if left else ""))
     return SensorResult(asset_events=events, cursor=json.dumps(seen))
 
@@ -113,7 +115,8 @@ def evaluate_health_tick(context: SensorEvaluationContext, icelake: IcelakeResou
 def build_health_sensor(tables: Sequence[DiscoveredTable], fix_jobs: Mapping[TableRef, str],
                         interval_seconds: int, budget_seconds: float) -> SensorDefinition:
     # Running by default whatever the maintenance sensor's status: it only reads metadata.
-    @sensor(name=HEALTH_SENSOR, minimum_interval_seconds=interval_seconds, default_status=DefaultSensorStatus.RUNNING,
+    @sensor(name=HEALTH_SENSOR, minimum_interval_seconds=interval_seconds,
+            default_status=DefaultSensorStatus.RUNNING,
             description="Reports every table's metadata checks and health summary when its metadata changed "
                         "(pyiceberg only: no run, no Spark, nothing written).")
     def health_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):

@@ -1,6 +1,7 @@
 """Lineage: the assets that write each table (producers) and read it (consumers), from the table's
 policy (``lineage.producers`` / ``lineage.consumers`` in the settings, or the table properties
-``icelake.lineage.producers`` / ``icelake.lineage.consumers``), so the graph shows writer → table → reader.
+``icelake.lineage.producers`` / ``icelake.lineage.consumers``), so the graph shows
+writer → table → reader.
 
 A key naming another maintained table links the two tables; a key naming one of the demo's assets
 (demo/assets.py) builds that asset; any other key becomes an external asset (an ``AssetSpec``: shown

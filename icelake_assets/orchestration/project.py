@@ -21,7 +21,11 @@ from icelake_assets.orchestration.checks import (
 from icelake_assets.orchestration.config_checks import build_config_checks
 from icelake_assets.orchestration.health_sensor import build_health_sensor
 from icelake_assets.orchestration.lineage import build_lineage
-from icelake_assets.orchestration.partitions import build_partition_keys_sensor, maintenance_job_name, maintenance_jobs
+from icelake_assets.orchestration.partitions import (
+    build_partition_keys_sensor,
+    maintenance_job_name,
+    maintenance_jobs,
+)
 from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor, build_table_schedules
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
@@ -62,7 +66,8 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
                build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds)]
     return Definitions(
         assets=[*table_assets.values(), build_health_overview(tables), *lineage.assets],
-        asset_checks=[c for t in tables for c in (*build_table_checks(t, fix_jobs[t.ref]), *build_config_checks(t))],
+        asset_checks=[c for t in tables
+                      for c in (*build_table_checks(t, fix_jobs[t.ref]), *build_config_checks(t))],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],
         schedules=[*build_check_schedules(settings, *(next(j for j in jobs if j.name == n) for n in (HEALTH_JOB, ORPHANS_JOB))),

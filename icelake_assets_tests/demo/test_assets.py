@@ -55,7 +55,8 @@ def test_the_consumer_aggregates_the_table_with_spark(lake):
     fares = trips.scan(selected_fields=("fare",)).to_arrow()["fare"]
     result = materialize(
         [build_demo_consumer(refs["trips"])], instance=instance,
-        resources={"pyspark": IcebergSparkResource(spark_config=spark_config(settings), config_path=settings.source)})
+        resources={"pyspark": IcebergSparkResource(spark_config=spark_config(settings),
+                                                   config_path=settings.source)})
     assert result.success
     md = result.asset_materializations_for_node("icelake_demo__daily_revenue")[0].metadata
     assert md["days"].value == SCALES["test"].days

@@ -76,7 +76,8 @@ def test_an_invalid_key_in_the_settings_names_the_key(make_lake):
 
 
 @pytest.mark.parametrize("tables_policy, message", [
-    ({"taxi.trips": {"lineage": {"producers": ["icelake_demo/daily_revenue"]}}}, "cannot be one of its producers"),
+    ({"taxi.trips": {"lineage": {"producers": ["icelake_demo/daily_revenue"]}}},
+     "cannot be one of its producers"),
     ({"taxi.trips": {"lineage": {"producers": ["icelake_demo/trips_writer"]}},
       "sales.orders": {"lineage": {"producers": ["icelake_demo/trips_writer"]}}}, "declared for both"),
 ])

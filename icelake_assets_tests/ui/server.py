@@ -26,7 +26,8 @@ BIN = Path(sys.executable).parent
 # period. The maintenance sensor starts stopped: the test sees the checks fail first, then starts it.
 SETTINGS: dict[str, Any] = {
     "catalogs": {"demo": {"type": "sql", "uri": "sqlite:///lake/catalog.db", "warehouse": "lake/warehouse"}},
-    "thresholds": {"small_files": {"max_files_per_partition": 20}, "snapshots": {"max_count": 20, "min_keep": 5},
+    "thresholds": {"small_files": {"max_files_per_partition": 20},
+                   "snapshots": {"max_count": 20, "min_keep": 5},
                    "manifests": {"max_count": 10}, "mode": "observe", "guards": {"quiet_period_minutes": 0},
                    "sensor": {"interval_seconds": 30}},
     "policies": {"tables": {
@@ -93,8 +94,8 @@ class DagsterDev:
         raise TimeoutError(f"dagster dev not ready after {timeout}s: {self.log_tail()}")
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
-        request = urllib.request.Request(f"{self.url}/graphql", method="POST",
-                                         data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(f"{self.url}/graphql", method="POST", data=body,
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as response:
             body = json.loads(response.read())

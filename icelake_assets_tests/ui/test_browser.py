@@ -16,8 +16,8 @@ import pytest
 from icelake_assets_tests.ui.server import ROOT, DagsterDev, free_port, processes_using
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SHOTS = ROOT / "docs" / "screenshots"
 LOCATION = "icelake_assets.definitions"
 CLICKS = "demo.events.clicks"
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.timeout(600)
 RUNS = """query($table: String!) { runsOrError(filter: {tags: [{key: "icelake/table", value: $table}]}) {
   ... on Runs { results { runId status tags { key value } } } } }"""
 ASSET_DEPS = """{ assetNodes { assetKey { path } dependencyKeys { path } } }"""
-SENSOR = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { sensorState { status } } } }"""
+SENSOR = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
+  ... on Sensor { sensorState { status } } } }"""
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +100,15 @@ def test_the_graph_shows_each_table_with_its_producer_and_consumer(page, server)
         page.get_by_text(name, exact=True).first.wait_for()
     # The edges, as the UI itself loads them (same origin, from inside the page).
     nodes = page.evaluate("""async (q) => (await (await fetch('/graphql', {method: 'POST',
-        headers: {'Content-Type': 'application/json'}, body: JSON.stringify({query: q})})).json()).data.assetNodes""",
+        headers: {'Content-Type': 'application/json'},
+        body: JSON.stringify({query: q})})).json()).data.assetNodes""",
                           ASSET_DEPS)
-    parents = {"/".join(n["assetKey"]["path"]): {"/".join(d["path"]) for d in n["dependencyKeys"]} for n in nodes}
+    parents = {"/".join(n["assetKey"]["path"]): {"/".join(d["path"]) for d in n["dependencyKeys"]}
+               for n in nodes}
     assert parents["demo/taxi/trips"] == {"icelake_demo/trips_writer"}
     assert parents["icelake_demo/daily_revenue"] == {"demo/taxi/trips"}
-    assert {"demo/taxi/trips", "demo/events/clicks", "demo/sales/orders"} <= parents["icelake/health_overview"]
+    tables = {"demo/taxi/trips", "demo/events/clicks", "demo/sales/orders"}
+    assert tables <= parents["icelake/health_overview"]
     page.wait_for_timeout(1500)
     _shot(page, "lineage.png")
 
@@ -145,7 +149,8 @@ def test_the_sensor_maintains_the_table_and_its_checks_then_pass(page, server):
         assert not {"FAILURE", "CANCELED"} & set(statuses), f"maintenance failed: {runs}\n{server.log_tail()}"
         if "SUCCESS" in statuses:
             break
-        assert time.monotonic() < deadline, f"no successful maintenance run after 300s: {runs}\n{server.log_tail()}"
+        assert time.monotonic() < deadline, (f"no successful maintenance run after 300s: {runs}\n"
+                                             f"{server.log_tail()}")
         time.sleep(5)
     run = next(r for r in runs if r["status"] == "SUCCESS")
     assert {t["key"]: t["value"] for t in run["tags"]}["icelake/trigger"] == "sensor"

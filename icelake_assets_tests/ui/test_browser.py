@@ -163,6 +163,6 @@ def test_the_sensor_maintains_the_table_and_its_checks_then_pass(page, server):
     page.get_by_text(re.compile(r"Healthy, score \d+/100; every check passes")).first.wait_for()
     _shot(page, "checks_passing.png")
     # The plots of the health check: score and penalties before and after maintenance.
-    page.get_by_text("Plots", exact=True).first.scroll_into_view_if_needed()
+    page.get_by_text("Plots", exact=True).first.evaluate("el => el.scrollIntoView({block: 'start'})")
     page.wait_for_timeout(1500)
     _shot(page, "plots.png")

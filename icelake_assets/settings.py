@@ -252,6 +252,24 @@ class LoopPolicy(_Strict):
     cross_engine_check: bool = False
 
 
+class LineagePolicy(_Strict):
+    """Dagster asset keys ('prefix/name') of the assets that write the table and of those that read it:
+    the asset graph shows writer -> table -> reader. Keys this project does not define appear as
+    external assets. Property form: icelake.lineage.producers=a/b,c/d."""
+
+    producers: tuple[str, ...] = ()
+    consumers: tuple[str, ...] = ()
+
+    @field_validator("producers", "consumers")
+    @classmethod
+    def _keys(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for key in v:
+            if not all(re.fullmatch(r"[A-Za-z0-9_\-]+", part) for part in key.split("/")):
+                raise ValueError(f"asset key {key!r} must be '/'-separated parts of letters, digits, "
+                                 "'_' or '-'")
+        return v
+
+
 class Policy(_Strict):
     # Layered per table (see icelake_assets.policies): defaults < catalog < namespace < table < properties.
     mode: Mode = DEFAULT_MODE
@@ -269,6 +287,7 @@ class Policy(_Strict):
     configuration: ConfigurationPolicy = ConfigurationPolicy()
     partitions: PartitionsPolicy = PartitionsPolicy()
     loop: LoopPolicy = LoopPolicy()
+    lineage: LineagePolicy = LineagePolicy()
     # Dagster asset owners (e-mail or 'team:name') and tags, shown on the table's asset.
     owners: tuple[str, ...] = ()
     tags: dict[str, str] = {}

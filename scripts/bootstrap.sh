@@ -10,6 +10,8 @@ ls /usr/lib/*-linux-gnu/jni/libsqlitejdbc.so >/dev/null 2>&1 || need_apt+=(libxe
 # PostgreSQL: the JDBC driver for a catalog in PostgreSQL, and the server the tests start (initdb, pg_ctl).
 [ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# Headless browser of the UI test (Playwright drives it: its own browser download is not used).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

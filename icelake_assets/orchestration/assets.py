@@ -16,9 +16,10 @@ and re-runs only them.
 
 import re
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from dagster import (
+    AssetIn,
     AssetKey,
     AssetMaterialization,
     AssetOut,
@@ -80,13 +81,15 @@ def _load(icelake: IcelakeResource, ref: TableRef):
 
 
 def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], first: bool, *,
+             after_upstream: bool = False,
              work_kwargs: Callable[[OpExecutionContext, dict[str, Any]], dict[str, Any]] | None = None,
              check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
              retry_policy: RetryPolicy | None = None):
     """A Dagster op around one runner function; it appends its outcome to the run's state.
 
     ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``check`` sees the
-    outcome and may raise to have the op retried under ``retry_policy``."""
+    outcome and may raise to have the op retried under ``retry_policy``. ``after_upstream``: the first
+    op waits on a Nothing input fed by the table's producer assets (lineage)."""
 
     def body(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource,
              state: dict[str, Any] | None) -> dict[str, Any]:
@@ -114,7 +117,7 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
     if first:
         @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name},
-            pool=table_pool(ref))
+            pool=table_pool(ref), ins={"upstream": In(Nothing)} if after_upstream else None)
         def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
             return body(context, icelake, pyspark, None)
 
@@ -357,13 +360,18 @@ def _rewrite_commits(context: OpExecutionContext, state: dict[str, Any]) -> dict
                                    if o["op"] == "rewrite_data_files" and o["acted"])}
 
 
-def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefinition:
+def build_table_asset(table: DiscoveredTable, policy: Any = None,
+                      producers: Sequence[AssetKey] = ()) -> AssetsDefinition:
     """``policy``: the table's EffectivePolicy, shown as metadata, owners and tags; its ``partitions``
-    part sets the backfill policy and the rewrite's retries."""
+    part sets the backfill policy and the rewrite's retries. ``producers``: asset keys of the assets
+    that write the table (lineage); the graph shows them upstream, and maintenance runs after them
+    when both are in one run."""
     ref = table.ref
     partitions = policy.policy.partitions if policy is not None else PartitionsPolicy()
     partitions_def = partitions_def_for(table)
-    expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True)
+    # @graph_asset has no deps=: Nothing-typed inputs feed one fanned-in Nothing input of the first op.
+    ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(producers)}
+    expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True, after_upstream=bool(ins))
     # The orphan scan needs every known table (their files are never orphans of this one).
     orphans = _op_step(ref, "remove_orphan_files",
                        lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
@@ -377,6 +385,7 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
     # A named graph: @graph_asset would derive its name from the key, refusing e.g. o'brien or café.
     @graph_multi_asset(
         name=ref.safe_name,
+        ins=ins,
         outs={"table": AssetOut(
             key=table_asset_key(ref),
             kinds={"iceberg", "spark"},
@@ -389,8 +398,9 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.multi_run(partitions.partitions_per_run) if partitions_def else None,
     )
-    def maintained_table():
-        return validate(manifests(rewrite(orphans(expire()))))
+    def maintained_table(**upstream):
+        first = expire(upstream=list(upstream.values())) if upstream else expire()
+        return validate(manifests(rewrite(orphans(first))))
 
     return maintained_table
 
@@ -398,8 +408,11 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None) -> AssetsDefin
 def _describe(table: DiscoveredTable) -> str:
     comment = table.properties.get("comment") or table.properties.get("description")
     lines = [comment or f"Iceberg table `{table.ref}`.", "",
-             "Materializing runs its maintenance on Spark: expire_snapshots → remove_orphan_files → "
-             "rewrite_data_files → rewrite_manifests → validate. Each op acts only past its own threshold."]
+             "Health: see the `health` check (status, score, failing checks). A materialization here is a "
+             "maintenance run, not a write: 'Never materialized' only means no maintenance ran yet (writers "
+             "are the upstream assets). Maintenance runs on Spark: expire_snapshots → "
+             "remove_orphan_files → rewrite_data_files → rewrite_manifests → validate; each op acts "
+             "only past its own threshold."]
     return "\n".join(lines)
 
 

@@ -34,6 +34,7 @@ from icelake_assets.catalog.connection import CatalogUnavailableError, TableMiss
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
+from icelake_assets.health.score import HealthStatus
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import named_checks
@@ -46,6 +47,15 @@ METADATA_CHECKS = {
     "delete_files": "Position and equality delete files (merge-on-read) relative to the data they delete from.",
     "layout_drift": "Data files written under an older partition spec or out of the table's sort order.",
 }
+# One summary per table: its status and score, every check's result and a link to the job that fixes it.
+HEALTH_CHECK = "health"
+HEALTH_CHECK_DESCRIPTION = ("The table's health at a glance: status (Healthy / Warning / Critical), "
+                            "score out of 100, and each failing check with a link to the maintenance "
+                            "job that fixes it.")
+# The maintenance op that fixes each check when it fails (the others need a person: e.g. a property).
+FIXED_BY = {"small_files": "rewrite_data_files", "snapshot_retention": "expire_snapshots",
+            "manifest_fragmentation": "rewrite_manifests", "delete_files": "rewrite_data_files",
+            "layout_drift": "rewrite_data_files", ORPHAN_CHECK: "remove_orphan_files"}
 OVERVIEW_KEY = AssetKey(["icelake", "health_overview"])
 
 
@@ -79,11 +89,20 @@ def health_metadata(health: TableHealth) -> dict[str, MetadataValue]:
     return md
 
 
-def check_result(finding: Finding, asset_key, extra: dict[str, MetadataValue] | None = None) -> AssetCheckResult:
+def fix_link(check: str, fix_job: str | None) -> str | None:
+    """Markdown link to the job whose run fixes ``check`` (Dagster's /guess/<job> finds its location)."""
+    op_name = FIXED_BY.get(check)
+    return f"[{fix_job}](/guess/{fix_job}) ({op_name})" if op_name and fix_job else None
+
+
+def check_result(finding: Finding, asset_key, extra: dict[str, MetadataValue] | None = None,
+                 fix_job: str | None = None) -> AssetCheckResult:
     metadata: dict[str, Any] = {k: _number(v) for k, v in finding.metrics.items()}
     metadata.update(extra or {})
     metadata["summary"] = MetadataValue.text(finding.summary)
     metadata["recommendation"] = MetadataValue.text(finding.recommendation)
+    if not finding.passed and (link := fix_link(finding.check, fix_job)):
+        metadata["fix"] = MetadataValue.md(f"Materialize the table: {link}")
     if finding.rows:
         metadata["worst_partitions" if "partition" in finding.rows[0] else "sample"] = _table_value(finding.rows)
     return AssetCheckResult(
@@ -96,13 +115,53 @@ def check_result(finding: Finding, asset_key, extra: dict[str, MetadataValue] | 
     )
 
 
-def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def health_result(health: TableHealth, asset_key, extra: dict[str, MetadataValue] | None = None,
+                  fix_job: str | None = None) -> AssetCheckResult:
+    """The per-table summary: passes only when the table is Healthy; one row per check, with the job
+    that fixes each failing one."""
+    failing = [f for f in health.findings if not f.passed]
+    rows = ["| check | result | finding | fix |", "|---|---|---|---|"]
+    for f in health.findings:
+        result = "passed" if f.passed else f"**{f.severity.value}**"
+        fix = "" if f.passed else (fix_link(f.check, fix_job) or _cell(f.recommendation))
+        rows.append(f"| {f.check} | {result} | {_cell(f.summary)} | {fix} |")
+    verdict = f"failing: {', '.join(f.check for f in failing)}" if failing else "every check passes"
+    description = f"{health.status.value}, score {health.score.score}/100; {verdict}"
+    metadata: dict[str, Any] = dict(extra or {})
+    metadata["failing_checks"] = MetadataValue.int(len(failing))
+    metadata["summary"] = MetadataValue.md(f"**{description}**\n\n" + "\n".join(rows))
+    return AssetCheckResult(
+        asset_key=asset_key, check_name=HEALTH_CHECK, passed=not failing, metadata=metadata,
+        severity=(AssetCheckSeverity.ERROR if health.status is HealthStatus.CRITICAL
+                  else AssetCheckSeverity.WARN),
+        description=description)
+
+
+def metadata_check_results(health: TableHealth, asset_key, selected: set[str] | None = None,
+                           extra: dict[str, MetadataValue] | None = None,
+                           fix_job: str | None = None) -> list[AssetCheckResult]:
+    """The metadata checks' results (``selected`` names, default all) and the health summary."""
+    extra = {**health_metadata(health), **(extra or {})}
+    results = [check_result(f, asset_key, extra, fix_job) for f in health.findings
+               if f.check in METADATA_CHECKS and (selected is None or f.check in selected)]
+    if selected is None or HEALTH_CHECK in selected:
+        results.append(health_result(health, asset_key, extra, fix_job))
+    return results
+
+
+def build_table_checks(table: DiscoveredTable, fix_job: str | None = None) -> list[AssetChecksDefinition]:
+    """``fix_job``: the maintenance job of the table, linked from its failing checks."""
     ref = table.ref
     key = table_asset_key(ref)
 
     @named_checks(
         name=f"{ref.safe_name}__metadata_checks",
-        specs=[AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()],
+        specs=[*(AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()),
+               AssetCheckSpec(HEALTH_CHECK, asset=key, description=HEALTH_CHECK_DESCRIPTION)],
         can_subset=True,
         description=f"Health of {ref} from Iceberg metadata",
     )
@@ -114,9 +173,7 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
                  "evaluation_ms": MetadataValue.float(round((time.perf_counter() - started) * 1000, 2))}
         selected = {k.name for k in context.selected_asset_check_keys}
         context.log.info(f"{ref}: {health.status.value}, score {health.score.score}")
-        for finding in health.findings:
-            if finding.check in selected:
-                yield check_result(finding, key, extra)
+        yield from metadata_check_results(health, key, selected, extra, fix_job)
 
     @named_checks(
         name=f"{ref.safe_name}__{ORPHAN_CHECK}",
@@ -133,13 +190,14 @@ def build_table_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
                                  [o.path for o in orphans], scan.hidden_files, scan.skipped, scan.refused)
         extra = ({"skipped_sample": MetadataValue.json(scan.summary()["skipped_sample"])}
                  if scan.skipped else {})
-        yield check_result(finding, key, extra)
+        yield check_result(finding, key, extra, fix_job=fix_job)
 
     return [metadata_checks, orphan_files]
 
 
 def metadata_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:
-    return [AssetCheckKey(table_asset_key(t.ref), name) for t in tables for name in METADATA_CHECKS]
+    return [AssetCheckKey(table_asset_key(t.ref), name)
+            for t in tables for name in (*METADATA_CHECKS, HEALTH_CHECK)]
 
 
 def orphan_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:

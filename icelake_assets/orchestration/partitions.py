@@ -301,6 +301,13 @@ def build_partition_keys_sensor(tables: Sequence[DiscoveredTable],
 
 # -- jobs -------------------------------------------------------------------------------------------------
 
+def maintenance_job_name(asset: AssetsDefinition, name: str) -> str:
+    """The whole-table maintenance job of ``asset`` among :func:`maintenance_jobs` ``name``."""
+    if asset.partitions_def is None:
+        return name
+    return f"{name}__{dagster_name(asset.key.path)}"
+
+
 def maintenance_jobs(assets: Sequence[AssetsDefinition], name: str,
                      description: str = "") -> list[UnresolvedAssetJobDefinition]:
     """Whole-table maintenance jobs. Dagster refuses a job over assets with different partitions
@@ -313,7 +320,6 @@ def maintenance_jobs(assets: Sequence[AssetsDefinition], name: str,
         jobs.append(define_asset_job(name, selection=AssetSelection.assets(*plain), description=description))
     for a in assets:
         if a.partitions_def is not None:
-            safe = dagster_name(a.key.path)
-            jobs.append(define_asset_job(f"{name}__{safe}", selection=AssetSelection.assets(a),
+            jobs.append(define_asset_job(maintenance_job_name(a, name), selection=AssetSelection.assets(a),
                                          description=f"{description} ({a.key.to_user_string()}, partitioned)"))
     return jobs

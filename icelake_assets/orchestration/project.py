@@ -19,7 +19,13 @@ from icelake_assets.orchestration.checks import (
     orphan_checks_selection,
 )
 from icelake_assets.orchestration.config_checks import build_config_checks
-from icelake_assets.orchestration.partitions import build_partition_keys_sensor, maintenance_jobs
+from icelake_assets.orchestration.health_sensor import build_health_sensor
+from icelake_assets.orchestration.lineage import build_lineage
+from icelake_assets.orchestration.partitions import (
+    build_partition_keys_sensor,
+    maintenance_job_name,
+    maintenance_jobs,
+)
 from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor, build_table_schedules
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
@@ -40,7 +46,9 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     tables = discover_tables(settings)
     policies = {t.ref: settings.resolve_policy(t.ref, t.properties) for t in tables}
-    table_assets = {t.ref: build_table_asset(t, policies[t.ref]) for t in tables}
+    lineage = build_lineage(tables, policies)
+    table_assets = {t.ref: build_table_asset(t, policies[t.ref], lineage.producers[t.ref]) for t in tables}
+    fix_jobs = {ref: maintenance_job_name(a, MAINTENANCE_JOB) for ref, a in table_assets.items()}
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
     jobs = [
         define_asset_job(CHECKS_JOB, selection=AssetSelection.all_asset_checks(),
@@ -54,10 +62,12 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
                          description="Orphan check of every table: lists storage, never deletes"),
     ]
     sensors = [build_maintenance_sensor(tables, table_assets, settings, interval),
-               build_partition_keys_sensor(tables, interval)]
+               build_partition_keys_sensor(tables, interval),
+               build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds)]
     return Definitions(
-        assets=[*table_assets.values(), build_health_overview(tables)],
-        asset_checks=[c for t in tables for c in (*build_table_checks(t), *build_config_checks(t))],
+        assets=[*table_assets.values(), build_health_overview(tables), *lineage.assets],
+        asset_checks=[c for t in tables
+                      for c in (*build_table_checks(t, fix_jobs[t.ref]), *build_config_checks(t))],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],
         schedules=[*build_check_schedules(settings, *(next(j for j in jobs if j.name == n) for n in (HEALTH_JOB, ORPHANS_JOB))),

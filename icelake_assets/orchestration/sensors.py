@@ -336,7 +336,8 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
     acting = [f"{r.ref} {r.outcome}" for r in results if r.outcome != "skipped"]
     context.log.info(
         f"evaluated {len(results)} of {n} tables ({visited} visited) in {time.monotonic() - started:.2f}s "
-        f"{counts}: " + ", ".join(acting[:20]) + (f" and {len(acting) - 20} more" if len(acting) > 20 else ""))
+        f"{counts}" + (": " + ", ".join(acting[:20]) if acting else "")
+        + (f" and {len(acting) - 20} more" if len(acting) > 20 else ""))
     result = SensorResult(
         run_requests=[rr for r in results for rr in r.run_requests],
         cursor=cursor.dumps(),
@@ -389,13 +390,14 @@ def build_maintenance_sensor(tables: Sequence[DiscoveredTable], assets: dict[Tab
 
 
 def build_check_schedules(settings: Settings, checks_job, orphan_checks_job) -> list[ScheduleDefinition]:
+    """Each schedule is named after the job it runs: ``<job>_schedule``."""
     status = (DefaultScheduleStatus.RUNNING if settings.automation.schedules_default_status == "running"
               else DefaultScheduleStatus.STOPPED)
     return [
-        ScheduleDefinition(name="icelake_health_checks_schedule", job=checks_job,
+        ScheduleDefinition(name=f"{checks_job.name}_schedule", job=checks_job,
                            cron_schedule=settings.automation.checks_cron, default_status=status,
                            description="Every table's metadata checks (pyiceberg only, no Spark)"),
-        ScheduleDefinition(name="icelake_orphan_checks_schedule", job=orphan_checks_job,
+        ScheduleDefinition(name=f"{orphan_checks_job.name}_schedule", job=orphan_checks_job,
                            cron_schedule=settings.automation.orphan_checks_cron, default_status=status,
                            description="Orphan-file checks: they list storage, so they run less often"),
     ]

@@ -4,9 +4,20 @@ lake (pyiceberg only: these jobs never start Spark)."""
 import pytest
 from dagster import AssetCheckSeverity, AssetKey, DagsterInstance
 
+from icelake_assets.catalog.connection import dagster_name
 from icelake_assets.demo.lake import build_demo_lake
-from icelake_assets.orchestration.checks import METADATA_CHECKS, ORPHAN_CHECK, OVERVIEW_KEY
-from icelake_assets.orchestration.project import HEALTH_JOB, MAINTENANCE_JOB, ORPHANS_JOB, build_definitions
+from icelake_assets.orchestration.checks import (
+    HEALTH_CHECK,
+    METADATA_CHECKS,
+    ORPHAN_CHECK,
+    OVERVIEW_KEY,
+)
+from icelake_assets.orchestration.project import (
+    HEALTH_JOB,
+    MAINTENANCE_JOB,
+    ORPHANS_JOB,
+    build_definitions,
+)
 from icelake_assets_tests.conftest import catalog_name, new_lake
 
 
@@ -28,7 +39,28 @@ def _evaluations(result):
 def test_every_table_gets_one_result_per_metadata_check(run):
     evaluations = _evaluations(run["health"])
     assert run["health"].success
-    assert set(evaluations) == {(t, c) for t in ("trips", "clicks", "orders") for c in METADATA_CHECKS}
+    assert set(evaluations) == {(t, c) for t in ("trips", "clicks", "orders") for c in (*METADATA_CHECKS, HEALTH_CHECK)}
+
+
+def test_each_table_has_one_health_summary_linking_failing_checks_to_the_job_that_fixes_them(run):
+    evaluations = _evaluations(run["health"])
+    name = catalog_name(run["settings"])
+    trips = evaluations[("trips", HEALTH_CHECK)]
+    assert not trips.passed and trips.severity is AssetCheckSeverity.WARN
+    assert trips.description.startswith("Warning, score ") and "failing: small_files" in trips.description
+    summary = trips.metadata["summary"].value
+    # trips is partitioned: its own whole-table maintenance job fixes it.
+    job = f"{MAINTENANCE_JOB}__{dagster_name([name, 'taxi', 'trips'])}"
+    assert "| small_files | **WARN** |" in summary and f"[{job}](/guess/{job}) (rewrite_data_files)" in summary
+    assert "| delete_files | passed |" in summary
+    assert f"(/guess/{job})" in evaluations[("trips", "small_files")].metadata["fix"].value
+    assert "fix" not in evaluations[("trips", "delete_files")].metadata
+    clicks = evaluations[("clicks", HEALTH_CHECK)]
+    assert clicks.severity is AssetCheckSeverity.ERROR and clicks.metadata["health_status"].value == "Critical"
+    assert f"[{MAINTENANCE_JOB}](/guess/{MAINTENANCE_JOB}) (expire_snapshots)" in clicks.metadata["summary"].value
+    orders = evaluations[("orders", HEALTH_CHECK)]
+    assert orders.passed and orders.description.endswith("every check passes")
+    assert orders.metadata["failing_checks"].value == 0 and orders.metadata["health_score"].value == 100
 
 
 def test_results_carry_severity_numbers_score_and_worst_partitions(run):

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from dagster import DagsterInstance
 
 from icelake_assets.audit.store import AuditLog
@@ -18,7 +17,6 @@ from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.maintenance import runner
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
-from icelake_assets_tests.conftest import TEST_THRESHOLDS
 from icelake_assets_tests.orchestration.test_sensors import _lake
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -263,3 +263,19 @@ def test_a_tables_offending_days_go_into_one_run_and_its_partitions_span_its_dat
         "2024-01-01", "2024-01-05")
     [record] = _audit(settings, ref)
     assert record.decision == "launched" and record.partitions == ("2024-01-01...2024-01-05",)
+
+
+def test_the_tick_log_line_has_no_dangling_colon_when_no_table_acts(make_lake, instance, capfd):
+    settings, _, _ = _lake(make_lake, files=1)
+    _, result = _tick(settings, instance)
+    assert not result.run_requests
+    # The sensor context's logger writes to stderr (it does not propagate to the root logger).
+    line = next(x for x in capfd.readouterr().err.splitlines() if "evaluated 1 of 1 tables" in x)
+    assert line.rstrip().endswith("}"), line  # the counts, then nothing: no "...{'skipped': 1}: "
+
+
+def test_check_schedules_are_named_after_the_jobs_they_run(make_lake):
+    settings, _, _ = _lake(make_lake, files=1)
+    schedules = build_definitions(settings).schedules
+    assert {s.name: s.job_name for s in schedules} == {"icelake_health_schedule": "icelake_health",
+                                                       "icelake_orphan_checks_schedule": "icelake_orphan_checks"}

@@ -1,0 +1,64 @@
+"""The health sensor reports every table's checks on its first tick and then only for the tables
+whose metadata changed (real sensor ticks, a real SQLite catalog, no Spark)."""
+
+import pytest
+from dagster import AssetCheckSeverity, DagsterInstance, DagsterRun, DagsterRunStatus, build_sensor_context
+from dagster._core.utils import make_new_run_id
+
+from icelake_assets.catalog.connection import open_catalog
+from icelake_assets.demo.lake import add_snapshots, build_demo_lake
+from icelake_assets.orchestration.checks import HEALTH_CHECK, METADATA_CHECKS
+from icelake_assets.orchestration.config_checks import CONFIG_CHECK
+from icelake_assets.orchestration.health_sensor import HEALTH_SENSOR
+from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
+from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.sensors import TABLE_TAG
+from icelake_assets_tests.conftest import catalog_name
+
+
+@pytest.fixture
+def lake(make_lake, tmp_path):
+    settings = make_lake(extra={"automation": {"sensor_default_status": "stopped"}})
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        yield settings, build_definitions(settings), instance
+
+
+def _tick(settings, defs, instance, cursor=None):
+    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    return defs.get_sensor_def(HEALTH_SENSOR).evaluate_tick(context)
+
+
+def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(lake):
+    settings, defs, instance = lake
+    # It reads metadata only, so it runs even where the maintenance sensor starts stopped.
+    assert defs.get_sensor_def(HEALTH_SENSOR).default_status.value == "RUNNING"
+    first = _tick(settings, defs, instance)
+    events = {(e.asset_key.path[-1], e.check_name): e for e in first.asset_events}
+    assert set(events) == {(t, c) for t in ("trips", "clicks", "orders")
+                           for c in (*METADATA_CHECKS, HEALTH_CHECK, CONFIG_CHECK)}
+    assert not events[("trips", "small_files")].passed
+    assert events[("clicks", HEALTH_CHECK)].severity is AssetCheckSeverity.ERROR
+    assert f"/guess/{MAINTENANCE_JOB})" in events[("clicks", HEALTH_CHECK)].metadata["summary"].value
+    assert events[("orders", HEALTH_CHECK)].passed
+
+    unchanged = _tick(settings, defs, instance, first.cursor)
+    assert not unchanged.asset_events and "no table changed" in unchanged.skip_message
+
+    clicks = open_catalog(settings, catalog_name(settings)).load_table(("events", "clicks"))
+    add_snapshots(clicks, 1, seed=7)
+    changed = _tick(settings, defs, instance, first.cursor)
+    assert {e.asset_key.path[-1] for e in changed.asset_events} == {"clicks"}
+
+
+def test_a_table_under_maintenance_is_reported_once_its_run_ended(lake):
+    settings, defs, instance = lake
+    name = f"{catalog_name(settings)}.events.clicks"
+    run = instance.add_run(DagsterRun(job_name="icelake_maintenance", run_id=make_new_run_id(),
+                                      status=DagsterRunStatus.STARTED, tags={TABLE_TAG: name}))
+    during = _tick(settings, defs, instance)
+    assert {e.asset_key.path[-1] for e in during.asset_events} == {"trips", "orders"}
+    instance.report_run_failed(run)  # the run ended (how does not matter)
+    after = _tick(settings, defs, instance, during.cursor)
+    assert {e.asset_key.path[-1] for e in after.asset_events} == {"clicks"}

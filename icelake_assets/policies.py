@@ -64,7 +64,7 @@ ICEBERG_PROPERTIES: dict[str, tuple[LeafPath, Any]] = {
 # Anyone who can write a table can set its properties: they may only tighten what the operator set.
 # The keys a table property may set and the one way each may move the settings file's value:
 # "up" keeps more or acts less, "down" lowers a cap, "bounded" any value within the model's bounds,
-# "add" only adds (descriptive keys: owners, tags). Every other key comes from the settings file only.
+# "add" only adds (descriptive keys: owners, tags, lineage). Every other key comes from the settings file only.
 Direction = Literal["up", "down", "bounded", "add"]
 PROPERTY_ALLOWLIST: dict[str, Direction] = {
     "snapshots.min_keep": "up",
@@ -84,6 +84,9 @@ PROPERTY_ALLOWLIST: dict[str, Direction] = {
     "guards.max_rewrite_bytes": "down",
     "owners": "add",
     "tags": "add",
+    # Lineage only draws edges in the asset graph (writer -> table -> reader): it cannot loosen a guard.
+    "lineage.producers": "add",
+    "lineage.consumers": "add",
 }
 # Why a key outside the allowlist is ignored, by section (the rest: the generic reason).
 _SETTINGS_ONLY: dict[str, str] = {
@@ -368,7 +371,7 @@ def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: V
         return policy, values, rule
     value, source = leaf.value, leaf.source
     current, current_source = values.get(leaf.path, (None, DEFAULT_SOURCE))
-    if leaf.path == ("owners",):  # owners are added to the file's, never replace them
+    if rule == "add" and isinstance(current, tuple):  # owners, lineage: added to the file's, never replace them
         value = tuple(dict.fromkeys((*current, *value)))
         source = f"{current_source} + {source}" if current else source
     elif leaf.path[0] == "tags" and current is not None and current_source != DEFAULT_SOURCE:

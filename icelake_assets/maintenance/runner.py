@@ -265,11 +265,30 @@ def rewrite_manifests(spark_fn: Callable[[], SparkSession], ref: TableRef, table
         d = plan.decide_manifests(stats, policy, rewrite_commits)
         if not d.act:
             return OpOutcome(d.op, False, d.reason, d.signals)
-        res = procedures.rewrite_manifests(spark_fn(), ref)
+        res = _rewrite_manifests_retrying(spark_fn(), ref)
         res.update(manifests_before=stats.manifests, manifests_after=stats_fn(_refreshed(table)).manifests)
         return OpOutcome(d.op, True, d.reason, d.signals, res)
 
     return _timed("rewrite_manifests", table, work)
+
+
+# A writer committing while manifests are rewritten can remove a manifest the rewrite planned to
+# replace (Iceberg then refuses: "Deleted manifest ... could not be found in the latest snapshot");
+# planning again from the new snapshot is the fix, as Iceberg's own commit retries do for conflicts.
+_MANIFEST_CONFLICTS = ("ValidationException", "CommitFailedException")
+_MANIFEST_ATTEMPTS = 4
+
+
+def _rewrite_manifests_retrying(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
+    for attempt in range(1, _MANIFEST_ATTEMPTS + 1):
+        try:
+            res = procedures.rewrite_manifests(spark, ref)
+            return {**res, "attempts": attempt}
+        except Exception as err:  # py4j wraps the Java exception: match it by name
+            if attempt == _MANIFEST_ATTEMPTS or not any(c in str(err) for c in _MANIFEST_CONFLICTS):
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
 
 
 def _refreshed(table: Table) -> Table:

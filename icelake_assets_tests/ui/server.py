@@ -27,7 +27,8 @@ BIN = Path(sys.executable).parent
 SETTINGS: dict[str, Any] = {
     "catalogs": {"demo": {"type": "sql", "uri": "sqlite:///lake/catalog.db", "warehouse": "lake/warehouse"}},
     "thresholds": {"small_files": {"max_files_per_partition": 20},
-                   "snapshots": {"max_count": 20, "min_keep": 5},
+                   # min_age_hours 0: the test lake's snapshots are seconds old (the default keeps 24 h)
+                   "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0},
                    "manifests": {"max_count": 10}, "mode": "observe", "guards": {"quiet_period_minutes": 0},
                    "sensor": {"interval_seconds": 30}},
     "policies": {"tables": {

@@ -194,12 +194,20 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         after = stats_fn(_refreshed(table))
         failed = [c for c in candidates if _not_compacted(stats, after, c, int(options["min-input-files"]))]
         iceberg_failed = int(res.get("failed_data_files_count", 0) or 0)
+        commits = _commits_after(_refreshed(table), before_id)
+        cleanup: dict[str, Any] = {}
+        if "delete-file-threshold" in options and commits:
+            cleanup = _remove_dangling_deletes(spark_fn, ref, table, after, candidates, run_where)
+            if cleanup.get("dangling_delete_commits"):
+                after = stats_fn(_refreshed(table))
+        res.update(cleanup)
         res.update(data_files_before=stats.data_files, data_files_after=after.data_files,
                    small_files_before=stats.small_files, small_files_after=after.small_files,
                    candidate_partitions=candidates[:50], where=run_where, options=options,
                    partial_progress_fallback=fallback,
                    estimated_rewrite_bytes=cost,
-                   snapshots_committed=_commits_after(_refreshed(table), before_id),
+                   snapshots_committed=commits,
+                   delete_files_before=stats.delete_files, delete_files_after=after.delete_files,
                    partitions_rewritten=[c for c in candidates if c not in failed],
                    partitions_failed=failed,
                    iceberg_failed_data_files_count=iceberg_failed,
@@ -217,6 +225,35 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         return OpOutcome(d.op, True, reason, signals, res)
 
     return _timed("rewrite_data_files", table, work)
+
+
+def _remove_dangling_deletes(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table,
+                             after: TableStats, named: list[str], where: str | None) -> dict[str, Any]:
+    """After a rewrite that applied deletes, remove the delete files it left matching no live row.
+
+    Iceberg 1.10 keeps them: the rewritten files take the starting snapshot's sequence number, so a
+    position delete committed last still "applies" to them by number, and ``remove-dangling-deletes``
+    skips unpartitioned tables. Position deletes go through ``rewrite_position_delete_files`` with
+    ``rewrite-all`` (it drops deletes whose data file is gone), equality deletes of an unpartitioned
+    table through Iceberg's own dangling rule (procedures.remove_dangling_deletes). A failure here is
+    recorded, not raised: the rewrite itself committed and is validated either way."""
+    parts = [after.partitions[c] for c in named if c in after.partitions]
+    position = sum(p.position_delete_files for p in parts)
+    equality = sum(p.equality_delete_files for p in parts)
+    out: dict[str, Any] = {"dangling_delete_commits": 0}
+    if not (position or equality):
+        return out
+    before_id = _snapshot_id(_refreshed(table))
+    try:
+        if position:
+            r = procedures.rewrite_position_delete_files(spark_fn(), ref, {"rewrite-all": "true"}, where)
+            out.update({f"position_deletes_{k}": v for k, v in r.items()})
+        if equality and len(table.metadata.partition_specs) == 1 and table.spec().is_unpartitioned():
+            out.update(procedures.remove_dangling_deletes(spark_fn(), ref))
+    except Exception as err:  # recorded: effect verification reports the delete files left
+        out["dangling_deletes_error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
+    out["dangling_delete_commits"] = _commits_after(_refreshed(table), before_id)
+    return out
 
 
 def _table_where(table: Table, ref: TableRef, stats: TableStats,

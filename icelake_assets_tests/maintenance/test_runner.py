@@ -197,3 +197,47 @@ def test_a_whole_table_rewrite_takes_only_the_priced_partitions(make_lake, spark
     assert {p: after.partitions[p].data_files for p in after.partitions} == {
         "region=r0": 1, "region=r1": 1, **{f"region=r{i}": 6 for i in range(2, 6)}}
     assert "r0" in res["where"] and "r2" not in res["where"]
+
+
+MOR = "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', 'format-version'='2'"
+
+
+@pytest.mark.parametrize("kind", ["position", "equality", "partitioned"])
+def test_a_delete_applying_rewrite_leaves_no_delete_files(make_lake, spark_for, kind):
+    """Merge-on-read deletes written by Spark (position) and by Iceberg's Java writer (equality, committed
+    last, as a Flink upsert would), compacted through a Dagster run: Iceberg 1.10's rewrite alone keeps
+    them (they match no row any more) and the delete_files check kept failing after a "successful" run."""
+    from icelake_assets_tests.health.test_spark_truth import write_equality_deletes
+
+    settings = make_lake()
+    spark = spark_for(settings)
+    ref = TableRef(catalog_name(settings), ("ns",), "t")
+    open_catalog(settings, ref.catalog, create=True).create_namespace("ns")
+    name = procedures.table_identifier(ref)
+    part = "PARTITIONED BY (region)" if kind == "partitioned" else ""
+    spark.sql(f"CREATE TABLE {name} (id INT, region STRING) USING iceberg {part} TBLPROPERTIES ({MOR})")
+    for c in range(24):  # 24 small files per partition: over the test lake's 20
+        spark.sql(f"INSERT INTO {name} VALUES " + ", ".join(f"({c * 6 + i}, 'r{i % 2}')" for i in range(6)))
+    spark.sql(f"DELETE FROM {name} WHERE id % 3 = 0")
+    if kind == "equality":
+        write_equality_deletes(spark, ref, "id", [1, 10_000], {})  # one matches no row
+    elif kind == "partitioned":
+        for region, ids in (("r0", [2, 10_000]), ("r1", [1, 5])):
+            write_equality_deletes(spark, ref, "id", ids, {"region": region})
+    spark.sql(f"REFRESH TABLE {name}")
+    live = procedures.count_rows(spark, ref)
+    table = open_catalog(settings, ref.catalog).load_table(ref.identifier)
+    before = compute_table_stats(table, settings.policy_for(ref, table.properties))
+    assert before.position_delete_files and bool(before.equality_delete_files) == (kind != "position")
+
+    md, checks = _run(settings)
+
+    assert md["rewrite_data_files/acted"].value is True
+    table.refresh()
+    after = compute_table_stats(table, settings.policy_for(ref, table.properties))
+    assert (after.position_delete_files, after.equality_delete_files) == (0, 0)
+    assert checks["delete_files"].passed, checks["delete_files"].description
+    assert md["rewrite_data_files/effect"].value == "effective", md["rewrite_data_files/effect_reason"].value
+    assert procedures.count_rows(spark, ref) == live
+    assert int(table.current_snapshot().summary["total-records"]) == live  # the deletes were applied
+    assert md["validation/rows_before"].value == md["validation/rows_after"].value == live

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
+from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
@@ -63,16 +64,41 @@ def expire_snapshots(spark_fn: Callable[[], SparkSession], ref: TableRef, table:
         if not d.act:
             return OpOutcome(d.op, False, d.reason, d.signals)
         cutoff = plan.expire_cutoff(stats, policy)
+        forecast = set(expiry_forecast(stats, policy).expire)  # the ids decide_expire counted
         res = procedures.expire_snapshots(spark_fn(), ref, cutoff, policy.snapshots.min_keep)
         table.refresh()
         after = len(table.metadata.snapshots)
+        remaining = {s.snapshot_id for s in table.metadata.snapshots}
+        removed = {p.snapshot_id for p in stats.snapshot_points} - remaining
         res.update(snapshots_before=stats.snapshots, snapshots_after=after,
-                   snapshots_expired=stats.snapshots - after,
-                   snapshots_forecast=d.signals["expirable_snapshots"],
+                   snapshots_expired=len(removed), snapshots_forecast=len(forecast),
                    older_than=cutoff.isoformat(), retain_last=policy.snapshots.min_keep)
-        return OpOutcome(d.op, True, d.reason, d.signals, res)
+        mismatch = _forecast_mismatch(forecast, removed, res.get("deleted_manifest_lists_count"))
+        res.update(forecast_mismatches=len(forecast ^ removed),
+                   expired_not_forecast=sorted(removed - forecast)[:20],
+                   forecast_not_expired=sorted(forecast - removed)[:20], forecast_mismatch=mismatch)
+        reason = f"{d.reason}; forecast mismatch: {mismatch}" if mismatch else d.reason
+        return OpOutcome(d.op, True, reason, d.signals, res)
 
     return _timed("expire_snapshots", table, work)
+
+
+def _forecast_mismatch(forecast: set[int], removed: set[int], manifest_lists: Any) -> str | None:
+    """Where what the decision counted (health/retention.py) and what Iceberg removed differ, or None.
+
+    Each expired snapshot has its own manifest list, so the procedure's deleted manifest lists count
+    the snapshots it expired. A difference means the forecast's mirror of Iceberg's rule is off, or
+    the table changed between decision and procedure (a writer's new tag or branch)."""
+    parts = []
+    if removed - forecast:
+        parts.append(f"{len(removed - forecast)} expired that were not forecast (e.g. {min(removed - forecast)})")
+    if forecast - removed:
+        parts.append(f"{len(forecast - removed)} forecast that were kept (e.g. {min(forecast - removed)})")
+    if isinstance(manifest_lists, int) and manifest_lists != len(removed):
+        parts.append(f"the procedure deleted {manifest_lists} manifest lists for {len(removed)} expired snapshots")
+    if not parts:
+        return None
+    return f"forecast {len(forecast)} snapshots, Iceberg expired {len(removed)}: " + "; ".join(parts)
 
 
 def remove_orphan_files(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,

@@ -154,10 +154,38 @@ def test_a_tagged_old_snapshot_survives_expiry(make_lake):
     assert md["expire_snapshots/acted"].value is True
     assert "24 older than 0 h beyond the newest 5 will go" in md["expire_snapshots/reason"].value
     assert md["expire_snapshots/snapshots_expired"].value == 24
+    # What the decision counted is what the procedure removed (one manifest list per snapshot).
+    assert md["expire_snapshots/snapshots_forecast"].value == 24
+    assert md["expire_snapshots/deleted_manifest_lists_count"].value == 24
+    assert md["expire_snapshots/forecast_mismatches"].value == 0
     table.refresh()
     kept = [s.snapshot_id for s in table.metadata.snapshots]
     assert len(kept) == 6 and first in kept and table.metadata.refs["audit-2026"].snapshot_id == first
     assert checks["snapshot_retention"].passed
+
+
+def test_a_tag_created_between_decision_and_expiry_is_recorded_as_a_forecast_mismatch(make_lake, spark_for):
+    """A writer tags an old snapshot after the decision was taken: Iceberg keeps it, and the outcome
+    says the forecast and the procedure disagree instead of reporting the forecast as done."""
+    settings = make_lake({**QUIET, "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0}})
+    table = _table(settings, 30)
+    ref = TableRef(catalog_name(settings), ("ns",), "t")
+    policy = settings.policy_for(ref, table.properties)
+    first = table.metadata.snapshots[0].snapshot_id
+
+    def stats_then_tag(t):
+        stats = compute_table_stats(t, policy)
+        t.manage_snapshots().create_tag(first, "late-tag").commit()
+        return stats
+
+    outcome = runner.expire_snapshots(lambda: spark_for(settings), ref, table, policy, stats_then_tag)
+    res = outcome.result
+    assert outcome.acted and res["snapshots_forecast"] == 25 and res["snapshots_expired"] == 24
+    assert res["forecast_mismatches"] == 1 and res["forecast_not_expired"] == [first]
+    assert res["expired_not_forecast"] == [] and res["deleted_manifest_lists_count"] == 24
+    assert res["forecast_mismatch"] == (f"forecast 25 snapshots, Iceberg expired 24: 1 forecast that were "
+                                        f"kept (e.g. {first})")
+    assert "forecast mismatch: forecast 25 snapshots, Iceberg expired 24" in outcome.reason
 
 
 SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "region", StringType()))

@@ -17,8 +17,13 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Mapping, Sequence
 
-from icelake_assets.health.findings import (Finding, delete_files_finding, manifest_finding, small_files_finding,
-                                            snapshot_finding)
+from icelake_assets.health.findings import (
+    Finding,
+    delete_files_finding,
+    manifest_finding,
+    small_files_finding,
+    snapshot_finding,
+)
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 

@@ -82,7 +82,8 @@ def rewrite_data_files(
     )
 
 
-def rewrite_position_delete_files(spark: SparkSession, ref: TableRef, options: Mapping[str, str] | None = None,
+def rewrite_position_delete_files(spark: SparkSession, ref: TableRef,
+                                  options: Mapping[str, str] | None = None,
                                   where: str | None = None) -> dict[str, Any]:
     """Rewrites position-delete files; with ``rewrite-all`` it takes every one in ``where`` and drops
     the deletes whose data file is gone (dangling), so a file holding only those is removed."""
@@ -99,7 +100,7 @@ def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any
     on the ground that every commit drops older deletes; that commit rule is strict and capped at the
     table's last sequence number, so an equality-delete file committed last before a rewrite stays for
     good. No procedure does this, hence Iceberg's Java API through py4j (the table named quoted)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
     iceberg = jvm.org.apache.iceberg
     table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession,  # type: ignore[attr-defined]
                                                       table_identifier(ref))
@@ -112,7 +113,8 @@ def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any
         return out
     io = table.io()
     # A manifest's min sequence number covers its live entries (MergingSnapshotProducer relies on it).
-    live = [m.minSequenceNumber() for m in snap.dataManifests(io) if m.hasAddedFiles() or m.hasExistingFiles()]
+    live = [m.minSequenceNumber() for m in snap.dataManifests(io)
+            if m.hasAddedFiles() or m.hasExistingFiles()]
     min_seq = min(live) if live else None
     out["min_data_sequence_number"] = min_seq
     dangling = []

@@ -91,11 +91,13 @@ def _forecast_mismatch(forecast: set[int], removed: set[int], manifest_lists: An
     the table changed between decision and procedure (a writer's new tag or branch)."""
     parts = []
     if removed - forecast:
-        parts.append(f"{len(removed - forecast)} expired that were not forecast (e.g. {min(removed - forecast)})")
+        extra = removed - forecast
+        parts.append(f"{len(extra)} expired that were not forecast (e.g. {min(extra)})")
     if forecast - removed:
         parts.append(f"{len(forecast - removed)} forecast that were kept (e.g. {min(forecast - removed)})")
     if isinstance(manifest_lists, int) and manifest_lists != len(removed):
-        parts.append(f"the procedure deleted {manifest_lists} manifest lists for {len(removed)} expired snapshots")
+        parts.append(f"the procedure deleted {manifest_lists} manifest lists for {len(removed)} "
+                     "expired snapshots")
     if not parts:
         return None
     return f"forecast {len(forecast)} snapshots, Iceberg expired {len(removed)}: " + "; ".join(parts)

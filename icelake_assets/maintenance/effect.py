@@ -17,7 +17,13 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Mapping, Sequence
 
-from icelake_assets.health.findings import Finding, manifest_finding, small_files_finding, snapshot_finding
+from icelake_assets.health.findings import (
+    Finding,
+    delete_files_finding,
+    manifest_finding,
+    small_files_finding,
+    snapshot_finding,
+)
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 
@@ -66,6 +72,15 @@ def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Polic
                         tuple(named))
     still = tuple(p for p in named if p in set(after.compaction_candidates))
     progress = f"{res.get('data_files_before')} → {res.get('data_files_after')} data files"
+    # A rewrite that applied deletes is done only when its partitions hold no delete files any more.
+    left = sum(after.partitions[p].delete_files for p in named if p in after.partitions)
+    if not still and left and "delete-file-threshold" in (res.get("options") or {}):
+        deletes = delete_files_finding(after, policy)
+        error = f"; {res['dangling_deletes_error']}" if res.get("dangling_deletes_error") else ""
+        return OpEffect("rewrite_data_files", "partial",
+                        f"its partitions are compacted ({progress}) but still hold {left} delete files "
+                        f"({deletes.check}: {deletes.summary}){error}", deletes.check,
+                        tuple(p for p in named if p in after.partitions and after.partitions[p].delete_files))
     if not still:
         return OpEffect("rewrite_data_files", "effective",
                         f"none of its {len(named)} partitions is a compaction candidate any more "

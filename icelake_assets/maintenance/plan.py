@@ -175,7 +175,9 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
         # so resolve_policy refuses more than 1 there.
         "max-concurrent-file-group-rewrites": str(sf.max_concurrent_file_group_rewrites),
         # Merge-on-read: a data file with any delete file is rewritten (deletes applied, then dropped).
-        **({"delete-file-threshold": "1"} if with_deletes else {}),
+        # ... and the delete files no live row is left for go in the same run: Iceberg removes them
+        # per partition (equality deletes too); runner.rewrite_data_files cleans up what it leaves.
+        **({"delete-file-threshold": "1", "remove-dangling-deletes": "true"} if with_deletes else {}),
     }
     return RewritePlan(tuple(sorted(named)), excluded, options, groups, input_bytes)
 

@@ -82,6 +82,63 @@ def rewrite_data_files(
     )
 
 
+def rewrite_position_delete_files(spark: SparkSession, ref: TableRef,
+                                  options: Mapping[str, str] | None = None,
+                                  where: str | None = None) -> dict[str, Any]:
+    """Rewrites position-delete files; with ``rewrite-all`` it takes every one in ``where`` and drops
+    the deletes whose data file is gone (dangling), so a file holding only those is removed."""
+    return _single(call_procedure(spark, ref, "rewrite_position_delete_files",
+                                  options=dict(options) if options else None, where=where))
+
+
+def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
+    """Removes the delete files of an unpartitioned table that can match no live row, in one
+    ``replace`` commit: Iceberg 1.10's RemoveDanglingDeletes rule (position deletes older than every
+    live data file, equality deletes not newer than every live data file, by data sequence number).
+
+    Iceberg's own action (``remove-dangling-deletes`` of rewrite_data_files) skips unpartitioned tables
+    on the ground that every commit drops older deletes; that commit rule is strict and capped at the
+    table's last sequence number, so an equality-delete file committed last before a rewrite stays for
+    good. No procedure does this, hence Iceberg's Java API through py4j (the table named quoted)."""
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
+    iceberg = jvm.org.apache.iceberg
+    table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession,  # type: ignore[attr-defined]
+                                                      table_identifier(ref))
+    if table.specs().size() != 1 or not table.spec().isUnpartitioned():
+        raise ValueError(f"{ref} is partitioned: use rewrite_data_files' remove-dangling-deletes option")
+    out: dict[str, Any] = {"removed_position_delete_files_count": 0, "removed_equality_delete_files_count": 0,
+                           "min_data_sequence_number": None}
+    snap = table.currentSnapshot()
+    if snap is None:
+        return out
+    io = table.io()
+    # A manifest's min sequence number covers its live entries (MergingSnapshotProducer relies on it).
+    live = [m.minSequenceNumber() for m in snap.dataManifests(io)
+            if m.hasAddedFiles() or m.hasExistingFiles()]
+    min_seq = min(live) if live else None
+    out["min_data_sequence_number"] = min_seq
+    dangling = []
+    for manifest in snap.deleteManifests(io):
+        files = iceberg.ManifestFiles.readDeleteManifest(manifest, io, table.specs()).iterator()
+        try:
+            while files.hasNext():
+                f = files.next()
+                kind, seq = f.content().name(), f.dataSequenceNumber()
+                if (min_seq is None or (kind == "POSITION_DELETES" and seq < min_seq)
+                        or (kind == "EQUALITY_DELETES" and seq <= min_seq)):
+                    dangling.append(f)
+                    out[f"removed_{kind.split('_')[0].lower()}_delete_files_count"] += 1
+        finally:
+            files.close()
+    if dangling:
+        rewrite = table.newRewrite().validateFromSnapshot(snap.snapshotId())
+        for f in dangling:
+            rewrite.deleteFile(f)
+        rewrite.commit()
+        spark.sql(f"REFRESH TABLE {table_identifier(ref)}")
+    return out
+
+
 def rewrite_manifests(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
     return _single(call_procedure(spark, ref, "rewrite_manifests"))
 

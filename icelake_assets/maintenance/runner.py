@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
+from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
@@ -63,16 +64,43 @@ def expire_snapshots(spark_fn: Callable[[], SparkSession], ref: TableRef, table:
         if not d.act:
             return OpOutcome(d.op, False, d.reason, d.signals)
         cutoff = plan.expire_cutoff(stats, policy)
+        forecast = set(expiry_forecast(stats, policy).expire)  # the ids decide_expire counted
         res = procedures.expire_snapshots(spark_fn(), ref, cutoff, policy.snapshots.min_keep)
         table.refresh()
         after = len(table.metadata.snapshots)
+        remaining = {s.snapshot_id for s in table.metadata.snapshots}
+        removed = {p.snapshot_id for p in stats.snapshot_points} - remaining
         res.update(snapshots_before=stats.snapshots, snapshots_after=after,
-                   snapshots_expired=stats.snapshots - after,
-                   snapshots_forecast=d.signals["expirable_snapshots"],
+                   snapshots_expired=len(removed), snapshots_forecast=len(forecast),
                    older_than=cutoff.isoformat(), retain_last=policy.snapshots.min_keep)
-        return OpOutcome(d.op, True, d.reason, d.signals, res)
+        mismatch = _forecast_mismatch(forecast, removed, res.get("deleted_manifest_lists_count"))
+        res.update(forecast_mismatches=len(forecast ^ removed),
+                   expired_not_forecast=sorted(removed - forecast)[:20],
+                   forecast_not_expired=sorted(forecast - removed)[:20], forecast_mismatch=mismatch)
+        reason = f"{d.reason}; forecast mismatch: {mismatch}" if mismatch else d.reason
+        return OpOutcome(d.op, True, reason, d.signals, res)
 
     return _timed("expire_snapshots", table, work)
+
+
+def _forecast_mismatch(forecast: set[int], removed: set[int], manifest_lists: Any) -> str | None:
+    """Where what the decision counted (health/retention.py) and what Iceberg removed differ, or None.
+
+    Each expired snapshot has its own manifest list, so the procedure's deleted manifest lists count
+    the snapshots it expired. A difference means the forecast's mirror of Iceberg's rule is off, or
+    the table changed between decision and procedure (a writer's new tag or branch)."""
+    parts = []
+    if removed - forecast:
+        extra = removed - forecast
+        parts.append(f"{len(extra)} expired that were not forecast (e.g. {min(extra)})")
+    if forecast - removed:
+        parts.append(f"{len(forecast - removed)} forecast that were kept (e.g. {min(forecast - removed)})")
+    if isinstance(manifest_lists, int) and manifest_lists != len(removed):
+        parts.append(f"the procedure deleted {manifest_lists} manifest lists for {len(removed)} "
+                     "expired snapshots")
+    if not parts:
+        return None
+    return f"forecast {len(forecast)} snapshots, Iceberg expired {len(removed)}: " + "; ".join(parts)
 
 
 def remove_orphan_files(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
@@ -194,12 +222,20 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         after = stats_fn(_refreshed(table))
         failed = [c for c in candidates if _not_compacted(stats, after, c, int(options["min-input-files"]))]
         iceberg_failed = int(res.get("failed_data_files_count", 0) or 0)
+        commits = _commits_after(_refreshed(table), before_id)
+        cleanup: dict[str, Any] = {}
+        if "delete-file-threshold" in options and commits:
+            cleanup = _remove_dangling_deletes(spark_fn, ref, table, after, candidates, run_where)
+            if cleanup.get("dangling_delete_commits"):
+                after = stats_fn(_refreshed(table))
+        res.update(cleanup)
         res.update(data_files_before=stats.data_files, data_files_after=after.data_files,
                    small_files_before=stats.small_files, small_files_after=after.small_files,
                    candidate_partitions=candidates[:50], where=run_where, options=options,
                    partial_progress_fallback=fallback,
                    estimated_rewrite_bytes=cost,
-                   snapshots_committed=_commits_after(_refreshed(table), before_id),
+                   snapshots_committed=commits,
+                   delete_files_before=stats.delete_files, delete_files_after=after.delete_files,
                    partitions_rewritten=[c for c in candidates if c not in failed],
                    partitions_failed=failed,
                    iceberg_failed_data_files_count=iceberg_failed,
@@ -217,6 +253,35 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         return OpOutcome(d.op, True, reason, signals, res)
 
     return _timed("rewrite_data_files", table, work)
+
+
+def _remove_dangling_deletes(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table,
+                             after: TableStats, named: list[str], where: str | None) -> dict[str, Any]:
+    """After a rewrite that applied deletes, remove the delete files it left matching no live row.
+
+    Iceberg 1.10 keeps them: the rewritten files take the starting snapshot's sequence number, so a
+    position delete committed last still "applies" to them by number, and ``remove-dangling-deletes``
+    skips unpartitioned tables. Position deletes go through ``rewrite_position_delete_files`` with
+    ``rewrite-all`` (it drops deletes whose data file is gone), equality deletes of an unpartitioned
+    table through Iceberg's own dangling rule (procedures.remove_dangling_deletes). A failure here is
+    recorded, not raised: the rewrite itself committed and is validated either way."""
+    parts = [after.partitions[c] for c in named if c in after.partitions]
+    position = sum(p.position_delete_files for p in parts)
+    equality = sum(p.equality_delete_files for p in parts)
+    out: dict[str, Any] = {"dangling_delete_commits": 0}
+    if not (position or equality):
+        return out
+    before_id = _snapshot_id(_refreshed(table))
+    try:
+        if position:
+            r = procedures.rewrite_position_delete_files(spark_fn(), ref, {"rewrite-all": "true"}, where)
+            out.update({f"position_deletes_{k}": v for k, v in r.items()})
+        if equality and len(table.metadata.partition_specs) == 1 and table.spec().is_unpartitioned():
+            out.update(procedures.remove_dangling_deletes(spark_fn(), ref))
+    except Exception as err:  # recorded: effect verification reports the delete files left
+        out["dangling_deletes_error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
+    out["dangling_delete_commits"] = _commits_after(_refreshed(table), before_id)
+    return out
 
 
 def _table_where(table: Table, ref: TableRef, stats: TableStats,

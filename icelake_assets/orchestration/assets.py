@@ -58,7 +58,7 @@ from icelake_assets.settings import PartitionsPolicy
 _RESULT_METRICS = {
     "expire_snapshots": ("snapshots_before", "snapshots_after", "snapshots_expired",
                          "deleted_data_files_count", "deleted_manifest_files_count",
-                         "deleted_manifest_lists_count"),
+                         "deleted_manifest_lists_count", "snapshots_forecast", "forecast_mismatches"),
     "remove_orphan_files": ("orphans_found", "orphans_removed", "bytes_found", "hidden_files",
                             "skipped_other_tables"),
     "rewrite_data_files": ("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count",

@@ -1,6 +1,8 @@
 """Effect verification and the relaunch hold, on statistics alone (with Spark:
 orchestration/test_loop.py)."""
 
+from dataclasses import replace
+
 from icelake_assets.health.stats import PartitionStats, TableStats
 from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TAG, POLICY_HASH_TAG,
                                                policy_hash, relaunch_hold, run_outcome, verify_effects)
@@ -51,3 +53,17 @@ def test_an_ineffective_plan_is_held_until_the_table_the_policy_or_the_backoff_c
     assert relaunch_hold(last, 7, POLICY, age_hours=backoff) is None  # the backoff passed
     assert relaunch_hold({**last, OUTCOME_TAG: "effective"}, 7, POLICY, age_hours=1.0) is None
     assert relaunch_hold(None, 7, POLICY, age_hours=None) is None
+
+
+def test_a_delete_applying_rewrite_that_left_delete_files_is_partial_not_effective():
+    """Before: compacted partitions made the rewrite 'effective' while delete_files kept failing."""
+    clean = _after([])
+    parts = {**clean.partitions, "a": replace(clean.partitions["a"], delete_files=3, position_delete_files=3)}
+    after = replace(clean, partitions=parts, position_delete_files=3)
+    rewrite = _rewrite()
+    rewrite["result"] = {**rewrite["result"], "options": {"delete-file-threshold": "1"},
+                         "dangling_deletes_error": "boom"}
+    left = verify_effects([rewrite], after, POLICY)[0]
+    assert left.effect == "partial" and left.check == "delete_files" and left.still_failing == ("a",)
+    assert "still hold 3 delete files" in left.reason and "boom" in left.reason
+    assert verify_effects([rewrite], clean, POLICY)[0].effect == "effective"

@@ -154,10 +154,38 @@ def test_a_tagged_old_snapshot_survives_expiry(make_lake):
     assert md["expire_snapshots/acted"].value is True
     assert "24 older than 0 h beyond the newest 5 will go" in md["expire_snapshots/reason"].value
     assert md["expire_snapshots/snapshots_expired"].value == 24
+    # What the decision counted is what the procedure removed (one manifest list per snapshot).
+    assert md["expire_snapshots/snapshots_forecast"].value == 24
+    assert md["expire_snapshots/deleted_manifest_lists_count"].value == 24
+    assert md["expire_snapshots/forecast_mismatches"].value == 0
     table.refresh()
     kept = [s.snapshot_id for s in table.metadata.snapshots]
     assert len(kept) == 6 and first in kept and table.metadata.refs["audit-2026"].snapshot_id == first
     assert checks["snapshot_retention"].passed
+
+
+def test_a_tag_created_between_decision_and_expiry_is_recorded_as_a_forecast_mismatch(make_lake, spark_for):
+    """A writer tags an old snapshot after the decision was taken: Iceberg keeps it, and the outcome
+    says the forecast and the procedure disagree instead of reporting the forecast as done."""
+    settings = make_lake({**QUIET, "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0}})
+    table = _table(settings, 30)
+    ref = TableRef(catalog_name(settings), ("ns",), "t")
+    policy = settings.policy_for(ref, table.properties)
+    first = table.metadata.snapshots[0].snapshot_id
+
+    def stats_then_tag(t):
+        stats = compute_table_stats(t, policy)
+        t.manage_snapshots().create_tag(first, "late-tag").commit()
+        return stats
+
+    outcome = runner.expire_snapshots(lambda: spark_for(settings), ref, table, policy, stats_then_tag)
+    res = outcome.result
+    assert outcome.acted and res["snapshots_forecast"] == 25 and res["snapshots_expired"] == 24
+    assert res["forecast_mismatches"] == 1 and res["forecast_not_expired"] == [first]
+    assert res["expired_not_forecast"] == [] and res["deleted_manifest_lists_count"] == 24
+    assert res["forecast_mismatch"] == (f"forecast 25 snapshots, Iceberg expired 24: 1 forecast that were "
+                                        f"kept (e.g. {first})")
+    assert "forecast mismatch: forecast 25 snapshots, Iceberg expired 24" in outcome.reason
 
 
 SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "region", StringType()))
@@ -197,3 +225,47 @@ def test_a_whole_table_rewrite_takes_only_the_priced_partitions(make_lake, spark
     assert {p: after.partitions[p].data_files for p in after.partitions} == {
         "region=r0": 1, "region=r1": 1, **{f"region=r{i}": 6 for i in range(2, 6)}}
     assert "r0" in res["where"] and "r2" not in res["where"]
+
+
+MOR = "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', 'format-version'='2'"
+
+
+@pytest.mark.parametrize("kind", ["position", "equality", "partitioned"])
+def test_a_delete_applying_rewrite_leaves_no_delete_files(make_lake, spark_for, kind):
+    """Merge-on-read deletes written by Spark (position) and by Iceberg's Java writer (equality, committed
+    last, as a Flink upsert would), compacted through a Dagster run: Iceberg 1.10's rewrite alone keeps
+    them (they match no row any more) and the delete_files check kept failing after a "successful" run."""
+    from icelake_assets_tests.health.test_spark_truth import write_equality_deletes
+
+    settings = make_lake()
+    spark = spark_for(settings)
+    ref = TableRef(catalog_name(settings), ("ns",), "t")
+    open_catalog(settings, ref.catalog, create=True).create_namespace("ns")
+    name = procedures.table_identifier(ref)
+    part = "PARTITIONED BY (region)" if kind == "partitioned" else ""
+    spark.sql(f"CREATE TABLE {name} (id INT, region STRING) USING iceberg {part} TBLPROPERTIES ({MOR})")
+    for c in range(24):  # 24 small files per partition: over the test lake's 20
+        spark.sql(f"INSERT INTO {name} VALUES " + ", ".join(f"({c * 6 + i}, 'r{i % 2}')" for i in range(6)))
+    spark.sql(f"DELETE FROM {name} WHERE id % 3 = 0")
+    if kind == "equality":
+        write_equality_deletes(spark, ref, "id", [1, 10_000], {})  # one matches no row
+    elif kind == "partitioned":
+        for region, ids in (("r0", [2, 10_000]), ("r1", [1, 5])):
+            write_equality_deletes(spark, ref, "id", ids, {"region": region})
+    spark.sql(f"REFRESH TABLE {name}")
+    live = procedures.count_rows(spark, ref)
+    table = open_catalog(settings, ref.catalog).load_table(ref.identifier)
+    before = compute_table_stats(table, settings.policy_for(ref, table.properties))
+    assert before.position_delete_files and bool(before.equality_delete_files) == (kind != "position")
+
+    md, checks = _run(settings)
+
+    assert md["rewrite_data_files/acted"].value is True
+    table.refresh()
+    after = compute_table_stats(table, settings.policy_for(ref, table.properties))
+    assert (after.position_delete_files, after.equality_delete_files) == (0, 0)
+    assert checks["delete_files"].passed, checks["delete_files"].description
+    assert md["rewrite_data_files/effect"].value == "effective", md["rewrite_data_files/effect_reason"].value
+    assert procedures.count_rows(spark, ref) == live
+    assert int(table.current_snapshot().summary["total-records"]) == live  # the deletes were applied
+    assert md["validation/rows_before"].value == md["validation/rows_after"].value == live

@@ -222,7 +222,7 @@ def _summary(ops: list[dict[str, Any]], effects: dict[str, Any], before: dict[st
             else:
                 lines += ["", "No earlier run of this table acted."]
         else:
-            lines = [f"**{(outcome or 'acted').capitalize()}: {', '.join(acted)}** ({total})", "",
+            lines = [f"**Acted: {', '.join(acted)}** ({total}; {outcome or 'effect unknown'})", "",
                      "| op | did | effect | what | time |", "|---|---|---|---|---|"]
             for o in ops:
                 e = effects.get(o["op"])

@@ -66,8 +66,9 @@ _RESULT_METRICS = {
     "expire_snapshots": {"snapshots_expired": "snapshots/expired"},
     "remove_orphan_files": {"orphans_found": "orphans/found", "orphans_removed": "orphans/removed",
                             "bytes_found": "bytes/orphans"},
-    "rewrite_data_files": {"rewritten_data_files_count": "files/rewritten", "added_data_files_count": "files/added",
-                           "failed_data_files_count": "files/failed", "rewritten_bytes_count": "bytes/rewritten"},
+    "rewrite_data_files": {"rewritten_data_files_count": "files/rewritten",
+                           "added_data_files_count": "files/added", "failed_data_files_count": "files/failed",
+                           "rewritten_bytes_count": "bytes/rewritten"},
     "rewrite_manifests": {"rewritten_manifests_count": "manifests/rewritten",
                           "added_manifests_count": "manifests/added"},
 }
@@ -182,7 +183,8 @@ def _op_numbers(outcome: dict[str, Any]) -> str:
         return int(res.get(key) or 0)
 
     if outcome["op"] == "expire_snapshots":
-        return f"{n('snapshots_expired')} snapshots expired ({n('snapshots_before')} → {n('snapshots_after')})"
+        return (f"{n('snapshots_expired')} snapshots expired "
+                f"({n('snapshots_before')} → {n('snapshots_after')})")
     if outcome["op"] == "remove_orphan_files":
         return f"{n('orphans_removed')} orphan files removed ({human_bytes(n('bytes_found'))})"
     if outcome["op"] == "rewrite_data_files":
@@ -227,8 +229,9 @@ def _summary(ops: list[dict[str, Any]], effects: dict[str, Any], before: dict[st
             for o in ops:
                 e = effects.get(o["op"])
                 what = _op_numbers(o) if o["acted"] else o["reason"]
-                lines.append(f"| {o['op']} | {'**acted**' if o['acted'] else 'skipped'} | {e.effect if e else ''} "
-                             f"| {md_cell(what, limit)} | {human_duration(o['duration_s'])} |")
+                did = "**acted**" if o["acted"] else "skipped"
+                lines.append(f"| {o['op']} | {did} | {e.effect if e else ''} | {md_cell(what, limit)} "
+                             f"| {human_duration(o['duration_s'])} |")
             lines += ["", f"Table: {_change(before, after)}; rows {validation.rows_before:,} → "
                           f"{validation.rows_after:,}."]
         text = "\n".join(lines)
@@ -406,8 +409,8 @@ def _validate_op(ref: TableRef):
                               "rows match" + (f"; {len(failed)} partitions not compacted" if failure else "")
                               + effect_note, result, None, [str(f) for f in failed],
                               effects={"outcome": outcome, "ops": [e.to_dict() for e in effects]})
-        audit = write_run_audit(context, icelake.settings, ref, records, "partial" if failure else "succeeded",
-                                duration)
+        audit = write_run_audit(context, icelake.settings, ref, records,
+                                "partial" if failure else "succeeded", duration)
         # The full records are in the audit table: here only whether they were written, and where.
         metadata.update({k: v for k, v in audit.items() if k in ("audit/records", "audit/error")})
         metadata["audit/record_id"] = MetadataValue.text(records[-1].record_id)

@@ -15,8 +15,8 @@ from icelake_assets.orchestration.display import human_bytes, human_duration
 
 BEFORE = {"data_files": 180, "small_files": 180, "snapshots": 30, "manifests": 30, "records": 1800,
           "data_bytes": 16_118_266, "delete_files": 0}
-AFTER = SimpleNamespace(data_files=6, small_files=0, snapshots=7, manifests=1, records=1800, data_bytes=15_000_000,
-                        position_delete_files=0, equality_delete_files=0)
+AFTER = SimpleNamespace(data_files=6, small_files=0, snapshots=7, manifests=1, records=1800,
+                        data_bytes=15_000_000, position_delete_files=0, equality_delete_files=0)
 POLICY = SimpleNamespace(small_files=SimpleNamespace(partial_progress_max_commits=10))
 HEALTH = SimpleNamespace(score=SimpleNamespace(score=100), status=SimpleNamespace(value="Healthy"))
 
@@ -49,13 +49,15 @@ def _noop_state() -> dict:
 
 
 def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_for_plots():
-    effects = [OpEffect("expire_snapshots", "effective", "ok"), OpEffect("rewrite_data_files", "effective", "ok"),
+    effects = [OpEffect("expire_snapshots", "effective", "ok"),
+               OpEffect("rewrite_data_files", "effective", "ok"),
                OpEffect("rewrite_manifests", "ineffective", "still 12 manifests")]
     md = _run_metadata(_acting_state(), AFTER, _validation(), effects, "ineffective", HEALTH, POLICY, None)
     assert list(md)[0] == "summary"
     summary = md["summary"].value
     assert len(summary) < 1000  # the UI shows markdown under 1000 characters inline
-    assert "| rewrite_data_files | **acted** | effective | 180 → 6 data files, 16.1 MB rewritten | 2m5s |" in summary
+    assert ("| rewrite_data_files | **acted** | effective | 180 → 6 data files, 16.1 MB rewritten | 2m5s |"
+            in summary)
     assert "| remove_orphan_files | skipped |  | 0 orphan files older than 72 h ≤ 0 | 144ms |" in summary
     assert "size 16.1 MB → 15.0 MB" in summary and "16118266" not in summary
     assert md["change"].value.startswith("data files 180 → 6, snapshots 30 → 7, manifests 30 → 1")
@@ -63,9 +65,11 @@ def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_fo
     assert isinstance(md["bytes/rewritten"], IntMetadataValue) and md["bytes/rewritten"].value == 16_118_266
     assert md["files/before"].value == 180 and md["files/after"].value == 6
     assert isinstance(md["time/rewrite"], FloatMetadataValue) and md["time/rewrite"].value == 125.3
-    assert human_duration(md["time/rewrite"].value) == "2m5s" and human_bytes(md["bytes/before"].value) == "16.1 MB"
+    assert human_duration(md["time/rewrite"].value) == "2m5s"
+    assert human_bytes(md["bytes/before"].value) == "16.1 MB"
     assert md["partitions/rewritten"].value == 2 and md["partitions/rewritten_keys"].value == ["d=1", "d=2"]
-    assert md["effect/manifests"].value == "ineffective: still 12 manifests" and md["ops/ineffective"].value == 1
+    assert md["effect/manifests"].value == "ineffective: still 12 manifests"
+    assert md["ops/ineffective"].value == 1
     assert md["why/orphans"].value == "skipped: 0 orphan files older than 72 h ≤ 0"
     assert "last_effective_run" not in md
     assert max(len(k) for k in md) <= 25
@@ -75,8 +79,9 @@ def test_a_run_where_nothing_acted_says_so_and_points_to_the_last_run_that_did()
     last = LastEffective("0f1e2d3c-aaaa-bbbb-cccc-000000000001", 1_795_462_189.0, "data files 180 → 6")
     md = _run_metadata(_noop_state(), AFTER, _validation(same=True), [], None, HEALTH, POLICY, last)
     summary = md["summary"].value
-    assert summary.startswith("**Nothing to do** (40ms): expire_snapshots: expire_snapshots below its threshold;")
-    assert "Last run that acted: [0f1e2d3c](/runs/0f1e2d3c-aaaa-bbbb-cccc-000000000001), 2026-11-23 " in summary
+    assert summary.startswith("**Nothing to do** (40ms): expire_snapshots: expire_snapshots below its "
+                              "threshold; remove_orphan_files: ")
+    assert f"Last run that acted: [0f1e2d3c](/runs/{last.run_id}), 2026-11-23 " in summary
     assert md["outcome"].value == "nothing to do" and md["ops/acted"].value == "none"
     assert md["last_effective_run"].value == last.run_id and md["last_effective_at"].value == last.at
     assert md["last_effective_change"].value == "data files 180 → 6"

@@ -111,7 +111,8 @@ def test_orphan_removal_deletes_old_orphans_and_nothing_referenced(run):
 
 
 def test_a_second_run_finds_nothing_to_do_says_so_and_points_to_the_last_run_that_acted(run):
-    first = {e.asset_key: (r.run_id, e) for r in run["maintenance"] for e in r.get_asset_materialization_events()}
+    first = {e.asset_key: (r.run_id, e) for r in run["maintenance"]
+             for e in r.get_asset_materialization_events()}
     for _ in range(2):  # the second no-op run finds the acting run through the first no-op run
         again = execute_maintenance(run["defs"], run["instance"], raise_on_error=True)
         for event in _materializations(again):

@@ -52,7 +52,7 @@ from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
-from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell
+from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_model import table_pool
@@ -280,7 +280,8 @@ def _run_metadata(state: dict[str, Any], after_stats, validation, effects, outco
         + ("data rows, delete files not applied" if validation.estimated else "live rows"))
     for o in ops:
         alias = _OP_ALIAS.get(o["op"], o["op"])
-        md[f"why/{alias}"] = MetadataValue.text(f"{'acted' if o['acted'] else 'skipped'}: {o['reason']}")
+        did = "acted" if o["acted"] else "skipped"
+        md[f"why/{alias}"] = MetadataValue.text(f"{did}: {readable(o['reason'])}")
         if (e := by_op.get(o["op"])) is not None:
             md[f"effect/{alias}"] = MetadataValue.text(f"{e.effect}: {e.reason}")
         md[f"time/{alias}"] = MetadataValue.float(round(float(o["duration_s"]), 3))

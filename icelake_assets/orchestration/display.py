@@ -4,6 +4,8 @@ Sizes come from ``rich`` (a dependency of dagster; decimal units: 1 kB = 1000 by
 from dagster's own formatter, so they read like the run durations the UI shows (533ms, 5.6s, 4m52s).
 """
 
+import re
+
 from dagster_shared.utils.timing import format_duration
 from rich.filesize import decimal
 
@@ -18,7 +20,12 @@ def human_duration(seconds: float) -> str:
     return format_duration(float(seconds) * 1000)
 
 
+def readable(text: str) -> str:
+    """Byte counts written out in a sentence ('averaging < 134217728 bytes') in human units."""
+    return re.sub(r"\b(\d{4,}) bytes\b", lambda m: human_bytes(int(m.group(1))), text)
+
+
 def md_cell(text: str, limit: int = 90) -> str:
     """Text made safe for one markdown table cell, cut to ``limit`` characters."""
-    text = " ".join(str(text).split()).replace("|", "\\|")
+    text = " ".join(readable(str(text)).split()).replace("|", "\\|")
     return text if len(text) <= limit else text[: limit - 1] + "…"

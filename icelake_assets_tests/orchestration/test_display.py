@@ -1,6 +1,6 @@
 """Human units for people reading the UI."""
 
-from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell
+from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 
 
 def test_sizes_read_in_decimal_units():
@@ -15,6 +15,12 @@ def test_durations_read_like_the_uis_run_durations():
     assert human_duration(8.729) == "8.73s"
     assert human_duration(125.3) == "2m5s"
     assert human_duration(3725) == "1h2m"
+
+
+def test_byte_counts_in_a_sentence_read_in_human_units():
+    reason = "6 partitions with > 20 files averaging < 134217728 bytes (180 files, 999 bytes)"
+    assert readable(reason) == "6 partitions with > 20 files averaging < 134.2 MB (180 files, 999 bytes)"
+    assert md_cell("rewriting 10737418240 bytes is over the cap") == "rewriting 10.7 GB is over the cap"
 
 
 def test_a_markdown_cell_escapes_pipes_joins_lines_and_is_cut():

@@ -197,7 +197,18 @@ def _op_numbers(outcome: dict[str, Any]) -> str:
     return str(outcome["reason"])
 
 
-def _change(before: dict[str, int], after: dict[str, int]) -> str:
+def _change(ops: list[dict[str, Any]], before: dict[str, int], after: dict[str, int]) -> str:
+    """What the ops that acted did, and which of the table's measures moved."""
+    moved = [f"{label} {before[k]} → {after[k]}" for k, label in
+             (("data_files", "data files"), ("snapshots", "snapshots"), ("manifests", "manifests"))
+             if before[k] != after[k]]
+    if before["data_bytes"] != after["data_bytes"]:
+        moved.append(f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}")
+    did = "; ".join(f"{o['op']}: {_op_numbers(o)}" for o in ops if o["acted"])
+    return did + (f"; table: {', '.join(moved)}" if moved else "")
+
+
+def _measures(before: dict[str, int], after: dict[str, int]) -> str:
     return (f"data files {before['data_files']} → {after['data_files']}, snapshots {before['snapshots']} → "
             f"{after['snapshots']}, manifests {before['manifests']} → {after['manifests']}, "
             f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}")
@@ -232,7 +243,7 @@ def _summary(ops: list[dict[str, Any]], effects: dict[str, Any], before: dict[st
                 did = "**acted**" if o["acted"] else "skipped"
                 lines.append(f"| {o['op']} | {did} | {e.effect if e else ''} | {md_cell(what, limit)} "
                              f"| {human_duration(o['duration_s'])} |")
-            lines += ["", f"Table: {_change(before, after)}; rows {validation.rows_before:,} → "
+            lines += ["", f"Table: {_measures(before, after)}; rows {validation.rows_before:,} → "
                           f"{validation.rows_after:,}."]
         text = "\n".join(lines)
         if len(text) < 1000:
@@ -259,7 +270,7 @@ def _run_metadata(state: dict[str, Any], after_stats, validation, effects, outco
         "ops/ineffective": MetadataValue.int(sum(1 for e in effects if e.effect == "ineffective")),
     }
     if acted:
-        md["change"] = MetadataValue.text(_change(before, after))
+        md["change"] = MetadataValue.text(_change(ops, before, after))
     elif last is not None:
         md["last_effective_run"] = MetadataValue.dagster_run(last.run_id)
         md["last_effective_at"] = MetadataValue.timestamp(last.at)

@@ -60,7 +60,10 @@ def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_fo
             in summary)
     assert "| remove_orphan_files | skipped |  | 0 orphan files older than 72 h ≤ 0 | 144ms |" in summary
     assert "size 16.1 MB → 15.0 MB" in summary and "16118266" not in summary
-    assert md["change"].value.startswith("data files 180 → 6, snapshots 30 → 7, manifests 30 → 1")
+    assert md["change"].value == (
+        "expire_snapshots: 25 snapshots expired (30 → 5); rewrite_data_files: 180 → 6 data files, 16.1 MB "
+        "rewritten; rewrite_manifests: 31 → 1 manifests; table: data files 180 → 6, snapshots 30 → 7, "
+        "manifests 30 → 1, size 16.1 MB → 15.0 MB")
     # The numbers stay numbers, under short grouped keys.
     assert isinstance(md["bytes/rewritten"], IntMetadataValue) and md["bytes/rewritten"].value == 16_118_266
     assert md["files/before"].value == 180 and md["files/after"].value == 6

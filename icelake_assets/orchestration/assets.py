@@ -154,7 +154,7 @@ class LastEffective:
 
     run_id: str
     at: float  # Unix timestamp of its materialization
-    change: str  # its before → after, in human units
+    change: str  # what it did and what moved (its `change`), in human units
 
 
 def last_effective_run(instance: DagsterInstance, key: AssetKey) -> LastEffective | None:

@@ -75,7 +75,7 @@ def run_headless_demo(settings: Settings, scale: str = "demo") -> int:
     for run in runs:
         for event in run.get_asset_materialization_events():
             md = event.materialization.metadata
-            acted = md.get("ops_acted")
+            acted = md.get("ops/acted")
             print(f"  {event.asset_key.to_user_string()}: ops acted: {acted.value if acted else '?'}")
     print("== health checks after maintenance (same runs)")
     _print_checks(runs)

@@ -36,6 +36,7 @@ from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import HealthStatus
 from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.display import human_bytes
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import named_checks
 from icelake_assets.orchestration.resources import IcelakeResource
@@ -89,6 +90,12 @@ def health_metadata(health: TableHealth) -> dict[str, MetadataValue]:
     return md
 
 
+def human_sizes(metrics: dict[str, int | float]) -> str:
+    """The byte counts among ``metrics`` in human units, for people (the numbers stay for plots)."""
+    return ", ".join(f"{k.removesuffix('_bytes').replace('_', ' ')} {human_bytes(v)}"
+                     for k, v in metrics.items() if k.endswith("_bytes") and not isinstance(v, bool))
+
+
 def fix_link(check: str, fix_job: str | None) -> str | None:
     """Markdown link to the job whose run fixes ``check`` (Dagster's /guess/<job> finds its location)."""
     op_name = FIXED_BY.get(check)
@@ -100,6 +107,8 @@ def check_result(finding: Finding, asset_key, extra: dict[str, MetadataValue] | 
     metadata: dict[str, Any] = {k: _number(v) for k, v in finding.metrics.items()}
     metadata.update(extra or {})
     metadata["summary"] = MetadataValue.text(finding.summary)
+    if sizes := human_sizes(finding.metrics):
+        metadata["sizes"] = MetadataValue.text(sizes)
     metadata["recommendation"] = MetadataValue.text(finding.recommendation)
     if not finding.passed and (link := fix_link(finding.check, fix_job)):
         metadata["fix"] = MetadataValue.md(f"Materialize the table: {link}")

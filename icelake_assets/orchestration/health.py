@@ -1,5 +1,5 @@
 """One health truth per table: the status and score every surface shows (the metadata checks'
-``health_status``, the overview asset, a maintenance run's ``after/health_status``) come from here.
+``health_status``, the overview asset, a maintenance run's ``health/status``) come from here.
 
 The status is the worst of *all* the table's checks: the five metadata findings, the
 ``table_configuration`` check (metadata only, computed here) and the ``orphan_files`` check, which

@@ -127,25 +127,25 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
     result = job.execute_in_process(instance=instance, tags=tags)
     assert result.success
     md = next(e for e in result.get_asset_materialization_events()).materialization.metadata
-    assert "rewrite_data_files" in md["ops_acted"].value
+    assert "rewrite_data_files" in md["ops/acted"].value
 
     # Every file group either committed (its partition now holds one file) or is reported failed.
     table.refresh()
     files = table.inspect.files().to_pylist()
     per_day = {d: sum(1 for f in files if str(f["partition"]["ts_day"]) == d) for d in DAYS}
-    rewritten = set(md["rewrite_data_files/partitions_rewritten"].value)
-    failed = set(md["rewrite_data_files/partitions_failed"].value)
+    rewritten = set(md["partitions/rewritten_keys"].value)
+    failed = set(md["partitions/failed_keys"].value)
     print(f"partitions rewritten {sorted(rewritten)}, failed {sorted(failed)}")
     assert len(rewritten) + len(failed) == len(DAYS) and not rewritten & failed
     assert all(per_day[d] == 1 for d in DAYS if any(d in label for label in rewritten)), per_day
     assert all(per_day[d] == COMMITS for d in DAYS if any(d in label for label in failed)), per_day
     # ... each in a commit of its own (partial progress): one `replace` adding one file per group.
-    before = int(md["before_snapshot_id"].value)
+    before = int(md["snapshot_id/before"].value)
     ids = [e.snapshot_id for e in table.metadata.snapshot_log]
     since = [table.snapshot_by_id(i) for i in ids[ids.index(before) + 1:]]
     group_commits = [s for s in since if s.summary.operation.value == "replace"
                      and s.summary.get("added-data-files") == "1"]
     assert len(group_commits) == len(rewritten)
-    assert md["validation/rows_before"].value == md["validation/rows_after"].value == COMMITS * ROWS
+    assert md["rows/before"].value == md["rows/after"].value == COMMITS * ROWS
     # The run and its events are in PostgreSQL.
     assert instance.get_run_by_id(result.run_id).is_success

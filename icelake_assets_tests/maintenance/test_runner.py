@@ -137,8 +137,8 @@ def test_fresh_snapshots_over_the_count_are_kept_and_the_check_agrees(make_lake)
     settings = make_lake({**QUIET, "snapshots": {"max_count": 20, "min_keep": 5}})  # min_age_hours: default 24
     table = _table(settings, 30)
     md, checks = _run(settings)
-    assert md["expire_snapshots/acted"].value is False
-    assert "none may go yet: 5 of the newest 5 kept, 25 younger than 24 h" in md["expire_snapshots/reason"].value
+    assert md["why/expire"].value.startswith("skipped: ")
+    assert "none may go yet: 5 of the newest 5 kept, 25 younger than 24 h" in md["why/expire"].value
     table.refresh()
     assert len(table.metadata.snapshots) == 30
     assert checks["snapshot_retention"].passed and "none may expire yet" in checks["snapshot_retention"].description
@@ -151,13 +151,13 @@ def test_a_tagged_old_snapshot_survives_expiry(make_lake):
     table.manage_snapshots().create_tag(first, "audit-2026").commit()
     table.refresh()
     md, checks = _run(settings)
-    assert md["expire_snapshots/acted"].value is True
-    assert "24 older than 0 h beyond the newest 5 will go" in md["expire_snapshots/reason"].value
-    assert md["expire_snapshots/snapshots_expired"].value == 24
+    assert md["why/expire"].value.startswith("acted: ")
+    assert "24 older than 0 h beyond the newest 5 will go" in md["why/expire"].value
+    assert md["snapshots/expired"].value == 24
     # What the decision counted is what the procedure removed (one manifest list per snapshot).
-    assert md["expire_snapshots/snapshots_forecast"].value == 24
-    assert md["expire_snapshots/deleted_manifest_lists_count"].value == 24
-    assert md["expire_snapshots/forecast_mismatches"].value == 0
+    assert md["snapshots/forecast"].value == 24
+    assert md["snapshots/lists_deleted"].value == 24
+    assert md["snapshots/mismatches"].value == 0
     table.refresh()
     kept = [s.snapshot_id for s in table.metadata.snapshots]
     assert len(kept) == 6 and first in kept and table.metadata.refs["audit-2026"].snapshot_id == first
@@ -260,12 +260,12 @@ def test_a_delete_applying_rewrite_leaves_no_delete_files(make_lake, spark_for, 
 
     md, checks = _run(settings)
 
-    assert md["rewrite_data_files/acted"].value is True
+    assert md["why/rewrite"].value.startswith("acted: ")
     table.refresh()
     after = compute_table_stats(table, settings.policy_for(ref, table.properties))
     assert (after.position_delete_files, after.equality_delete_files) == (0, 0)
     assert checks["delete_files"].passed, checks["delete_files"].description
-    assert md["rewrite_data_files/effect"].value == "effective", md["rewrite_data_files/effect_reason"].value
+    assert md["effect/rewrite"].value.startswith("effective"), md["effect/rewrite"].value
     assert procedures.count_rows(spark, ref) == live
     assert int(table.current_snapshot().summary["total-records"]) == live  # the deletes were applied
-    assert md["validation/rows_before"].value == md["validation/rows_after"].value == live
+    assert md["rows/before"].value == md["rows/after"].value == live

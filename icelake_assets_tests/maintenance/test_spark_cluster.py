@@ -109,10 +109,10 @@ def test_full_maintenance_of_a_degraded_table_runs_on_a_standalone_cluster(make_
     assert result["success"], stderr[-5000:]
     assert result["master"] == cluster.master_url
     md = result["metadata"]
-    assert set(md["ops_acted"].split(", ")) >= {"expire_snapshots", "rewrite_data_files", "rewrite_manifests"}
-    assert md["rewrite_data_files/rewritten_data_files_count"] == FILES
-    assert md["after/data_files"] == 1
-    assert md["validation/rows_before"] == md["validation/rows_after"] == rows
+    assert set(md["ops/acted"].split(", ")) >= {"expire_snapshots", "rewrite_data_files", "rewrite_manifests"}
+    assert md["files/rewritten"] == FILES
+    assert md["files/after"] == 1
+    assert md["rows/before"] == md["rows/after"] == rows
     assert result["checks"] and all(result["checks"].values()), result["checks"]
 
     # The work ran on the cluster: the master saw the application, the worker ran its executor's tasks.

@@ -12,6 +12,7 @@ from icelake_assets.orchestration.checks import (
     ORPHAN_CHECK,
     OVERVIEW_KEY,
 )
+from icelake_assets.orchestration.display import human_bytes
 from icelake_assets.orchestration.project import (
     HEALTH_JOB,
     MAINTENANCE_JOB,
@@ -72,6 +73,10 @@ def test_results_carry_severity_numbers_score_and_worst_partitions(run):
     assert md["health_status"].value == "Warning" and 0 <= md["health_score"].value < 100
     assert len(md["worst_partitions"].value.records) == 6
     assert "rewrite_data_files" in md["recommendation"].value
+    # Byte counts stay numbers (plots) and read in human units (one text for people).
+    assert isinstance(md["data_bytes"].value, int)
+    assert f"data {human_bytes(md['data_bytes'].value)}" in md["sizes"].value
+    assert str(md["data_bytes"].value) not in md["sizes"].value
 
     manifests = evaluations[("clicks", "manifest_fragmentation")]
     assert not manifests.passed and manifests.severity is AssetCheckSeverity.ERROR  # 60 manifests, 4 x max 10

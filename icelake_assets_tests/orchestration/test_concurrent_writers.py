@@ -70,7 +70,7 @@ def test_a_writer_appending_while_compaction_runs_loses_and_duplicates_nothing(m
     assert result.success, [str(e.event_specific_data.error) for e in result.all_events
                             if e.event_type_value == "STEP_FAILURE"]
     md = result.get_asset_materialization_events()[0].materialization.metadata
-    assert md["rewrite_data_files/acted"].value is True
+    assert "rewrite_data_files" in md["ops/acted"].value
     assert appended, "the writer never committed during the run"
     table.refresh()
     ids = table.scan().to_arrow()["id"]

@@ -81,17 +81,17 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     assert (replace["deleted-data-files"], replace["added-data-files"]) == ("12", "6")
     assert _rows(table).equals(before_rows)
     md = _materialization(results)
-    assert md["rewrite_data_files/effect"].value == "effective"
-    assert md["effect/outcome"].value == "effective" and md["run/snapshots_added"].value == 1
+    assert md["effect/rewrite"].value.startswith("effective:")
+    assert md["outcome"].value == "effective" and md["snapshots/added"].value == 1
     after = evaluate(compute_table_stats(table, settings.thresholds), settings.thresholds)
     assert after.finding("small_files").passed
-    assert md["after/health_status"].value == after.status.value
-    assert md["after/health_score"].value == after.score.score
+    assert md["health/status"].value == after.status.value
+    assert md["health/score"].value == after.score.score
     run = instance.get_run_by_id(results[0].run_id)
     assert run.tags[OUTCOME_TAG] == "effective"
     # Spark, pyiceberg and DuckDB read the compacted table alike (60 rows, sum(id) of both batches).
     expected = f"60 rows, sum(id) = {sum(range(30)) + sum(range(1000, 1030))}"
-    assert md["validation/cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg",
+    assert md["cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg",
                                                                                         "duckdb"))
 
 
@@ -131,10 +131,10 @@ def test_a_forced_no_op_is_reported_ineffective_and_not_relaunched(make_lake, in
     result = _run(defs, instance, tick.run_requests[0])
     assert result.success  # default loop.on_ineffective: warn — the run succeeds, its check stays failed
     md = _materialization([result])
-    assert md["rewrite_manifests/acted"].value is True
-    assert md["rewrite_manifests/effect"].value == "ineffective"
-    assert "manifest_fragmentation still fails" in md["rewrite_manifests/effect_reason"].value
-    assert md["effect/outcome"].value == "ineffective"
+    assert "rewrite_manifests" in md["ops/acted"].value
+    assert md["effect/manifests"].value.startswith("ineffective:")
+    assert "manifest_fragmentation still fails" in md["effect/manifests"].value
+    assert md["outcome"].value == "ineffective"
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not checks["manifest_fragmentation"].passed
     assert instance.get_run_by_id(result.run_id).tags[OUTCOME_TAG] == "ineffective"
@@ -182,10 +182,10 @@ def test_partial_progress_commits_are_followed_by_a_manifest_rewrite(make_lake, 
     md = _materialization(results)
     ops = [s.summary.operation.value for s in table.metadata.snapshots]
     assert ops == ["append"] + ["replace"] * 5  # 4 partial-progress commits, then the manifest rewrite
-    assert md["rewrite_manifests/acted"].value is True
-    assert "partial progress" in md["rewrite_manifests/reason"].value
+    assert "rewrite_manifests" in md["ops/acted"].value
+    assert "partial progress" in md["why/manifests"].value
     stats = compute_table_stats(table, settings.thresholds)
     assert (stats.data_files, stats.manifests) == (8, 1)
-    assert md["run/snapshots_added"].value == 5 <= md["run/max_snapshots_added"].value
-    assert md["effect/outcome"].value == "effective"
+    assert md["snapshots/added"].value == 5 <= md["snapshots/max_added"].value
+    assert md["outcome"].value == "effective"
     assert table.scan().to_arrow().num_rows == before_rows

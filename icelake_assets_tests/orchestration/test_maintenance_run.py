@@ -5,12 +5,13 @@ import os
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance
+from dagster import DagsterInstance, FloatMetadataValue, IntMetadataValue
 
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import age_all_files, build_demo_lake, list_orphans
 from icelake_assets.health.orphans import referenced_files
 from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.orchestration.display import human_bytes, human_duration
 from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
 
@@ -78,9 +79,9 @@ def test_compaction_leaves_far_fewer_files_with_identical_rows(run):
     assert stats.data_files <= 6  # one file per day partition
     assert _rows(trips).equals(run["before"]["rows"]["trips"])
     md = _materialization(run, "trips")
-    assert md["rewrite_data_files/rewritten_data_files_count"].value == 180
-    assert md["after/data_files"].value == stats.data_files
-    assert md["validation/rows_before"].value == md["validation/rows_after"].value == trips.scan().to_arrow().num_rows
+    assert md["files/rewritten"].value == 180
+    assert md["files/after"].value == stats.data_files
+    assert md["rows/before"].value == md["rows/after"].value == trips.scan().to_arrow().num_rows
 
 
 def _materialization(run, table):
@@ -93,7 +94,7 @@ def test_snapshot_expiry_keeps_the_configured_minimum(run):
     for name, before in (("clicks", 60), ("trips", 30)):
         assert run["before"]["stats"][name].snapshots == before
         md = _materialization(run, name)
-        assert md["expire_snapshots/snapshots_after"].value == min_keep
+        assert md["snapshots/expired"].value == before - min_keep
         # What remains: the newest min_keep writer snapshots, then only our own rewrites (replace).
         ops = [s.summary.operation.value for s in run["tables"][name].metadata.snapshots]
         assert ops[:min_keep] == ["append"] * min_keep and set(ops[min_keep:]) == {"replace"}
@@ -109,7 +110,31 @@ def test_orphan_removal_deletes_old_orphans_and_nothing_referenced(run):
     assert _rows(orders).equals(run["before"]["rows"]["orders"])
 
 
-def test_a_second_run_finds_nothing_to_do(run):
-    again = execute_maintenance(run["defs"], run["instance"], raise_on_error=True)
-    for event in _materializations(again):
-        assert event.materialization.metadata["ops_acted"].value == "none", event.asset_key
+def test_a_second_run_finds_nothing_to_do_says_so_and_points_to_the_last_run_that_acted(run):
+    first = {e.asset_key: (r.run_id, e) for r in run["maintenance"]
+             for e in r.get_asset_materialization_events()}
+    for _ in range(2):  # the second no-op run finds the acting run through the first no-op run
+        again = execute_maintenance(run["defs"], run["instance"], raise_on_error=True)
+        for event in _materializations(again):
+            md, (acted_run, acted) = event.materialization.metadata, first[event.asset_key]
+            assert md["ops/acted"].value == "none" and md["outcome"].value == "nothing to do", event.asset_key
+            assert md["summary"].value.startswith("**Nothing to do**")
+            assert not [k for k in md if k.endswith("/before")]  # nothing that reads like a change
+            assert md["files/after"].value == compute_table_stats(
+                run["tables"][event.asset_key.path[-1]], run["settings"].thresholds).data_files
+            assert md["last_effective_run"].value == acted_run
+            assert md["last_effective_change"].value == acted.materialization.metadata["change"].value
+            assert f"(/runs/{acted_run})" in md["summary"].value
+
+
+def test_people_read_human_units_and_the_plots_keep_the_numbers(run):
+    md = _materialization(run, "trips")
+    before = run["before"]["stats"]["trips"]
+    summary = md["summary"].value
+    assert summary.startswith("**Acted: expire_snapshots, rewrite_data_files, rewrite_manifests**")
+    assert len(summary) < 1000  # the UI shows it inline
+    assert isinstance(md["bytes/before"], IntMetadataValue) and md["bytes/before"].value == before.data_bytes
+    assert isinstance(md["time/rewrite"], FloatMetadataValue)
+    assert f"size {human_bytes(before.data_bytes)} → " in summary and str(before.data_bytes) not in summary
+    assert f"| {human_duration(md['time/rewrite'].value)} |" in summary
+    assert max(len(k) for k in md) <= 25

@@ -65,9 +65,9 @@ def test_maintenance_leaves_the_nested_table_whole_and_readable(run):
 
 def test_true_orphans_go_and_gc_disabled_tables_stay(run):
     assert _files(run["tables"]["d"]) == run["before"]["d"] - set(run["planted"]["d"])
-    assert _materialization(run, "d")["remove_orphan_files/orphans_removed"].value == 3
+    assert _materialization(run, "d")["orphans/removed"].value == 3
     assert _files(run["tables"]["g"]) == run["before"]["g"]
-    assert "gc.enabled=false" in _materialization(run, "g")["remove_orphan_files/reason"].value
+    assert "gc.enabled=false" in _materialization(run, "g")["why/orphans"].value
 
 
 def test_the_audit_says_why_a_table_was_not_cleaned(run):

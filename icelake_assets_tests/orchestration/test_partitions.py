@@ -228,8 +228,8 @@ def _materialized(lake, name: str) -> list[str]:
 
 
 def _rewrite_md(result, name: str) -> dict:
-    return {k.split("/", 1)[1]: v.value for e in result.get_asset_materialization_events()
-            for k, v in e.materialization.metadata.items() if k.startswith("rewrite_data_files/")}
+    return {k: v.value for e in result.get_asset_materialization_events()
+            for k, v in e.materialization.metadata.items() if k.startswith(("partitions/", "files/"))}
 
 
 def test_the_assets_carry_partitions_and_the_configured_backfill_and_retry_policies(lake):
@@ -271,8 +271,8 @@ def test_a_backfill_of_5_days_compacts_exactly_those_days_with_one_materializati
     assert {k: v for k, v in after.items() if k not in compacted} == {k: v for k, v in before.items() if k not in compacted}
     assert _materialized(lake, "days30") == days
     md = _rewrite_md(runs[0], "days30")
-    assert md["partitions_rewritten"] == days[:2] and md["partitions_failed"] == []
-    assert md["rewritten_data_files_count"] == 2 * COMMITS
+    assert md["partitions/rewritten_keys"] == days[:2] and md["partitions/failed_keys"] == []
+    assert md["files/rewritten"] == 2 * COMMITS
     assert _rows(table).equals(rows)
     # each op of the table's graph ran once per run; table-wide ones only act past their own threshold
     for r in runs:

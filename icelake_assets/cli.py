@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef, load_table, open_catalog
+from icelake_assets.catalog.connection import (
+    CatalogUnavailableError,
+    TableMissingError,
+    TableRef,
+    load_table,
+    open_catalog,
+)
 from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.health.findings import orphan_finding
 from icelake_assets.health.orphans import scan_orphans
@@ -18,7 +24,7 @@ from icelake_assets.settings import Settings, SettingsError, load_settings
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

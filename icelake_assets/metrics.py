@@ -25,11 +25,12 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.catalog.connection import TableRef
@@ -158,13 +159,13 @@ def render(state: Mapping[str, Any]) -> str:
         lines.append(f"# HELP {fam.name} {_escape_help(fam.help)}")
         lines.append(f"# TYPE {fam.name} {fam.type}")
         for key in sorted(series):
-            pairs = list(zip(fam.labels, json.loads(key)))
+            pairs = list(zip(fam.labels, json.loads(key), strict=False))
             value = series[key]
             if fam.type != "histogram":
                 lines.append(f"{fam.name}{_labels_text(pairs)} {_format_value(value)}")
                 continue
             cumulative = 0
-            for bound, count in zip(fam.buckets, value["buckets"]):
+            for bound, count in zip(fam.buckets, value["buckets"], strict=False):
                 cumulative += count
                 lines.append(f"{fam.name}_bucket{_labels_text([*pairs, ('le', _format_value(bound))])} {cumulative}")
             lines.append(f"{fam.name}_bucket{_labels_text([*pairs, ('le', '+Inf')])} {value['count']}")
@@ -207,7 +208,7 @@ class MetricsWriter:
         self._mutex = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "MetricsWriter":
+    def from_settings(cls, settings: Settings) -> MetricsWriter:
         return cls(settings.metrics.textfile_dir)
 
     # -- queueing --------------------------------------------------------------------------------
@@ -370,7 +371,7 @@ class MetricsWriter:
         with self._locked():
             return render(self.load_state())
 
-    def __enter__(self) -> "MetricsWriter":
+    def __enter__(self) -> MetricsWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:

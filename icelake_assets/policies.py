@@ -30,10 +30,11 @@ check and ``icelake policy TABLE``); an invalid settings file is an error.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -42,9 +43,9 @@ from icelake_assets.settings import (
     ConfigurationPolicy,
     Mode,
     Policy,
+    SchedulePolicy,
     Settings,
     SettingsError,
-    SchedulePolicy,
     dotted,
 )
 

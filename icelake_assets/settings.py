@@ -19,8 +19,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
@@ -115,7 +116,7 @@ class SmallFilesPolicy(_Strict):
     max_concurrent_file_group_rewrites: int = Field(1, ge=1, le=64)
 
     @model_validator(mode="after")
-    def _zorder_needs_columns(self) -> "SmallFilesPolicy":
+    def _zorder_needs_columns(self) -> SmallFilesPolicy:
         if self.strategy == "zorder" and not self.zorder_columns:
             raise ValueError("strategy 'zorder' needs zorder_columns (set them next to the strategy)")
         return self
@@ -431,14 +432,14 @@ class Settings(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _policy_catalogs_exist(self) -> "Settings":
+    def _policy_catalogs_exist(self) -> Settings:
         for key in self.policies.catalogs:
             if not any(c in key for c in "*?[") and key not in self.catalogs:
                 raise ValueError(f"policies.catalogs.{key}: unknown catalog (configured: {', '.join(sorted(self.catalogs))})")
         return self
 
     @model_validator(mode="after")
-    def _audit_catalog_exists(self) -> "Settings":
+    def _audit_catalog_exists(self) -> Settings:
         if self.audit.catalog is not None and self.audit.catalog not in self.catalogs:
             raise ValueError(f"audit.catalog: unknown catalog {self.audit.catalog!r} "
                              f"(configured: {', '.join(sorted(self.catalogs))})")

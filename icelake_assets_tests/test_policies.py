@@ -7,8 +7,13 @@ from typing import Any
 import pytest
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance.plan import (decide_expire, decide_manifests, decide_orphans, decide_rewrite,
-                                             rewrite_options)
+from icelake_assets.maintenance.plan import (
+    decide_expire,
+    decide_manifests,
+    decide_orphans,
+    decide_rewrite,
+    rewrite_options,
+)
 from icelake_assets.policies import (
     PolicyError,
     configuration_violations,

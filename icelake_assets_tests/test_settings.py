@@ -5,7 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from icelake_assets.settings import CONFIG_ENV_VAR, DEFAULT_MODE, SettingsError, default_settings, load_settings
+from icelake_assets.settings import (
+    CONFIG_ENV_VAR,
+    DEFAULT_MODE,
+    SettingsError,
+    default_settings,
+    load_settings,
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:

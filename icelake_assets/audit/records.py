@@ -12,12 +12,13 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import Enum
 from pathlib import PurePath
-from typing import Any, Literal, Mapping, Sequence, get_args
+from typing import Any, Literal, get_args
 
 from icelake_assets.catalog.connection import TableRef
 
@@ -85,7 +86,7 @@ def dumps(value: Any) -> str:
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _new_id() -> str:
@@ -148,7 +149,7 @@ class AuditRecord:
             raise ValueError(f"audit record reason must be text, got {type(self.reason).__name__}")
         if not isinstance(self.recorded_at, datetime) or self.recorded_at.tzinfo is None:
             raise ValueError(f"audit record recorded_at must be a timezone-aware datetime, got {self.recorded_at!r}")
-        set_("recorded_at", self.recorded_at.astimezone(timezone.utc))
+        set_("recorded_at", self.recorded_at.astimezone(UTC))
         if not isinstance(self.record_id, str) or not self.record_id:
             raise ValueError(f"audit record record_id must be a non-empty string, got {self.record_id!r}")
         for name in ("partitions", "failed_partitions"):

@@ -19,8 +19,9 @@ import re
 import socket
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -164,7 +165,7 @@ class AuditLog:
         self._table: Table | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, catalog: Catalog | None = None) -> "AuditLog":
+    def from_settings(cls, settings: Settings, catalog: Catalog | None = None) -> AuditLog:
         """The log configured in ``settings.audit`` (catalog defaults to the first configured one)."""
         name = settings.audit.catalog or next(iter(settings.catalogs))
         cat = catalog if catalog is not None else open_catalog(settings, name)
@@ -282,7 +283,7 @@ class AuditLog:
         cutoff_ms = sorted(s.timestamp_ms for s in snapshots)[-keep]
         try:
             table.maintenance.expire_snapshots().older_than(
-                datetime.fromtimestamp(cutoff_ms / 1000, tz=timezone.utc)
+                datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
             ).commit()
         except CommitFailedException:
             table.refresh()  # someone else committed meanwhile: the next append trims instead
@@ -304,7 +305,7 @@ class AuditLog:
         if table is not None:
             conditions.append(EqualTo("table_name", str(table)))
         if since is not None:
-            conditions.append(GreaterThanOrEqual("recorded_at", since.astimezone(timezone.utc).isoformat()))
+            conditions.append(GreaterThanOrEqual("recorded_at", since.astimezone(UTC).isoformat()))
         if run_id is not None:
             conditions.append(EqualTo("run_id", run_id))
         row_filter: BooleanExpression = AlwaysTrue()

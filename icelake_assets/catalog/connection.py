@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 from pathlib import Path
 
 from pyiceberg.catalog import Catalog, load_catalog
@@ -47,7 +47,7 @@ class TableRef:
     name: str
 
     @classmethod
-    def parse(cls, text: str, default_catalog: str | None = None) -> "TableRef":
+    def parse(cls, text: str, default_catalog: str | None = None) -> TableRef:
         """Parse ``catalog.namespace.table`` (or ``namespace.table`` with a default catalog)."""
         parts = text.split(".")
         if len(parts) == 2 and default_catalog:

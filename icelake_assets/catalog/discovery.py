@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -32,7 +32,7 @@ class DiscoveredTable:
     layout: PartitionLayout | None = None
 
     @classmethod
-    def from_table(cls, ref: TableRef, table: Table) -> "DiscoveredTable":
+    def from_table(cls, ref: TableRef, table: Table) -> DiscoveredTable:
         md = table.metadata
         spec = table.spec()
         schema = table.schema()

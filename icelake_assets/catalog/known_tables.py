@@ -5,7 +5,7 @@ a catalog that cannot be listed is an error: cleaning blind is never the fallbac
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import SCALES, build_demo_lake, list_orphans

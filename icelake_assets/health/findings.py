@@ -20,9 +20,9 @@ orphan_files            unreferenced files older than orphans.older_than_hours  
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Sequence
 
 from icelake_assets.health.retention import expiry_forecast, kept_reason
 from icelake_assets.health.stats import SIZE_BUCKETS, TableStats

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
@@ -116,12 +116,12 @@ class FileKey:
     authority: str | None
     path: str
 
-    def same_place(self, other: "FileKey") -> bool:
+    def same_place(self, other: FileKey) -> bool:
         """Scheme and authority agree where both are known (Iceberg compares only non-null parts)."""
         return ((self.scheme is None or other.scheme is None or self.scheme == other.scheme)
                 and (self.authority is None or other.authority is None or self.authority == other.authority))
 
-    def under(self, prefix: "FileKey") -> bool:
+    def under(self, prefix: FileKey) -> bool:
         """This location equals ``prefix`` or lies inside it (whole path components)."""
         if not self.same_place(prefix):
             return False

@@ -16,8 +16,9 @@ snapshot goes only if older than the age limit AND beyond the newest ``min_keep`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from pyiceberg.table import Table
 
@@ -95,7 +96,7 @@ def cutoff_age_hours(snapshots: int, policy: Policy) -> float:
     return max(p.max_age_hours, p.min_age_hours)
 
 
-def expiry_forecast(stats: "TableStats", policy: Policy) -> ExpiryForecast:
+def expiry_forecast(stats: TableStats, policy: Policy) -> ExpiryForecast:
     """What expire_snapshots would remove now under ``policy`` (now = when the stats were taken)."""
     return forecast(stats.snapshot_points, stats.snapshot_refs, cutoff_age_hours(stats.snapshots, policy),
                     policy.snapshots.min_keep, stats.evaluated_at * 1000, stats.max_ref_age_ms)

@@ -13,8 +13,9 @@ Three sources, cheapest first:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from pyiceberg.table import Table
@@ -349,7 +350,7 @@ def _aggregate(table: Table, metas: Sequence[ManifestMeta], summaries: Sequence[
         fragment_files=int(fragment.sum()),
         file_size_min=int(dsize.min()) if len(dsize) else 0, file_size_max=int(dsize.max()) if len(dsize) else 0,
         file_size_p10=int(pct[0]), file_size_p50=int(pct[1]), file_size_p90=int(pct[2]),
-        size_histogram={name: int(c) for (name, _), c in zip(SIZE_BUCKETS, bucket_counts.tolist())},
+        size_histogram={name: int(c) for (name, _), c in zip(SIZE_BUCKETS, bucket_counts.tolist(), strict=False)},
         position_delete_files=int(pos.sum()), equality_delete_files=int(eq.sum()),
         delete_bytes=int(size[pos | eq].sum()), position_delete_records=int(recs[pos].sum()),
         equality_delete_records=int(recs[eq].sum()),

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from icelake_assets.health.findings import Finding, manifest_finding, small_files_finding, snapshot_finding
 from icelake_assets.health.stats import TableStats

@@ -9,8 +9,9 @@ Concurrency (one run per table, a global cap) is Dagster's job: see dagster.yaml
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.plan import Decision

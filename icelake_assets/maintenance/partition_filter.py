@@ -32,10 +32,11 @@ from __future__ import annotations
 import calendar
 import itertools
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import unquote, unquote_plus
 
 from pyiceberg.conversions import from_bytes
@@ -54,7 +55,7 @@ _GRAIN = {"hour": 0, "day": 1, "month": 2, "year": 3}
 _IDENTITY_TYPES = ("string", "int", "long", "date", "boolean", "timestamp", "timestamptz", "decimal")
 _TRUNCATE_TYPES = ("string", "int", "long", "decimal")
 _TIME_SOURCE_TYPES = ("date", "timestamp", "timestamptz")
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 PartitionValues = tuple[str | None, ...]  # one human string (None: null) per dimension
 
@@ -101,7 +102,7 @@ class LayoutField:
             return self.base_type in _TRUNCATE_TYPES
         return self.kind == "bucket"
 
-    def same_column(self, other: "LayoutField") -> bool:
+    def same_column(self, other: LayoutField) -> bool:
         return self.source_id == other.source_id
 
 
@@ -167,8 +168,8 @@ def _ordinal_start(transform: str, ordinal: int) -> datetime:
     if transform == "day":
         return EPOCH + timedelta(days=ordinal)
     if transform == "month":
-        return datetime(1970 + ordinal // 12, ordinal % 12 + 1, 1, tzinfo=timezone.utc)
-    return datetime(1970 + ordinal, 1, 1, tzinfo=timezone.utc)
+        return datetime(1970 + ordinal // 12, ordinal % 12 + 1, 1, tzinfo=UTC)
+    return datetime(1970 + ordinal, 1, 1, tzinfo=UTC)
 
 
 def partition_layout(table: Table, with_earliest: bool = True) -> PartitionLayout:
@@ -216,13 +217,13 @@ def _bound(table: Table, dim: LayoutField, manifests: Sequence[Any],
 
 def format_time(transform: str, moment: datetime) -> str:
     """The human string of the hour/day/month/year holding ``moment`` (UTC)."""
-    return moment.astimezone(timezone.utc).strftime(TIME_FORMATS[transform])
+    return moment.astimezone(UTC).strftime(TIME_FORMATS[transform])
 
 
 def time_window(transform: str, value: str) -> tuple[datetime, datetime]:
     """[start, end) in UTC of a time partition given as Iceberg's human string."""
     try:
-        start = datetime.strptime(value, TIME_FORMATS[transform]).replace(tzinfo=timezone.utc)
+        start = datetime.strptime(value, TIME_FORMATS[transform]).replace(tzinfo=UTC)
     except (KeyError, ValueError):
         raise PartitionFilterError(
             f"{value!r} is not a {transform} partition (expected {TIME_FORMATS.get(transform, '?')})"
@@ -304,7 +305,7 @@ def _column(f: LayoutField) -> str:
 
 
 def _timestamp_literal(f: LayoutField, moment: datetime) -> str:
-    utc = moment.astimezone(timezone.utc)
+    utc = moment.astimezone(UTC)
     if f.base_type == "date":
         return f"DATE {sql_string(utc.strftime('%Y-%m-%d'))}"
     text = utc.strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -332,7 +333,7 @@ def _typed_literal(f: LayoutField, value: str) -> str:
         if t in ("timestamp", "timestamptz"):
             moment = datetime.fromisoformat(value)
             if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=timezone.utc)
+                moment = moment.replace(tzinfo=UTC)
             return _timestamp_literal(f, moment)
     except (ValueError, InvalidOperation):
         raise PartitionFilterError(f"partition field {f.name!r}: {value!r} is not a {f.source_type} value") from None
@@ -399,7 +400,7 @@ def where_clause(layout: PartitionLayout, catalog: str, partitions: Iterable[Par
     others = [d for i, d in enumerate(dims) if i != time_pos]
     terms = []
     for rest, times in groups.items():
-        preds = [field_predicate(d, v, catalog) for d, v in zip(others, rest)]
+        preds = [field_predicate(d, v, catalog) for d, v in zip(others, rest, strict=False)]
         if time_pos is not None:
             tf = dims[time_pos]
             alts = [time_range_predicate(tf, s, e) for s, e in _merged_ranges(tf, [t for t in times if t is not None])]

@@ -6,9 +6,9 @@ The same functions feed the asset checks, the sensors and the ops, so the three 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Sequence
+from datetime import UTC, datetime, timedelta
 
 from icelake_assets.health.retention import cutoff_age_hours, expiry_forecast, kept_reason
 from icelake_assets.health.stats import TableStats
@@ -70,7 +70,7 @@ def expire_cutoff(stats: TableStats, policy: Policy, now: datetime | None = None
     """Snapshots older than this may go (``retain_last`` still keeps the newest ``min_keep``, and
     Iceberg keeps what branches and tags point to). ``now`` defaults to when the stats were taken,
     so the cutoff is the one :func:`decide_expire` forecast."""
-    now = now or datetime.fromtimestamp(stats.evaluated_at, timezone.utc)
+    now = now or datetime.fromtimestamp(stats.evaluated_at, UTC)
     return now - timedelta(hours=cutoff_age_hours(stats.snapshots, policy))
 
 

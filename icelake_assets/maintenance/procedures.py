@@ -6,8 +6,9 @@ as escaped literals, timestamps as TIMESTAMP literals, numbers formatted from in
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import Row, SparkSession
 
@@ -36,7 +37,7 @@ def sql_value(value: Any) -> str:
     if isinstance(value, int):
         return str(int(value))
     if isinstance(value, datetime):
-        utc = value.astimezone(timezone.utc) if value.tzinfo else value
+        utc = value.astimezone(UTC) if value.tzinfo else value
         return f"TIMESTAMP {sql_string(utc.strftime('%Y-%m-%d %H:%M:%S.%f'))}"
     if isinstance(value, Mapping):
         items = ", ".join(f"{sql_string(str(k))}, {sql_string(str(v))}" for k, v in value.items())

@@ -5,8 +5,9 @@ and return what happened. Order (seed documents): expire → orphans → rewrite
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
@@ -16,8 +17,12 @@ from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locat
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
-from icelake_assets.maintenance.partition_filter import (PartitionScope, partition_layout, partition_values,
-                                                         where_clause)
+from icelake_assets.maintenance.partition_filter import (
+    PartitionScope,
+    partition_layout,
+    partition_values,
+    where_clause,
+)
 from icelake_assets.settings import Policy
 
 StatsFn = Callable[[Table], TableStats]

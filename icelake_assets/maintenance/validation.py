@@ -18,8 +18,8 @@ Summary counts of the before- and after-snapshots are confirmed by real Spark co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table

@@ -16,7 +16,8 @@ and re-runs only them.
 
 import re
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from dagster import (
     AssetIn,
@@ -43,8 +44,15 @@ from icelake_assets.catalog.connection import CatalogUnavailableError, TableMiss
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
-from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TABLE_TAG, OUTCOME_TAG,
-                                               POLICY_HASH_TAG, policy_hash, run_outcome, verify_effects)
+from icelake_assets.maintenance.effect import (
+    OUTCOME_SNAPSHOT_TAG,
+    OUTCOME_TABLE_TAG,
+    OUTCOME_TAG,
+    POLICY_HASH_TAG,
+    policy_hash,
+    run_outcome,
+    verify_effects,
+)
 from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts

@@ -3,7 +3,8 @@ written to the lake's audit table in one commit, counted in the Prometheus metri
 the run's materialization metadata. An audit failure never fails maintenance that succeeded: it is
 logged and shown in the metadata instead."""
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from dagster import MetadataValue, OpExecutionContext
 

@@ -7,15 +7,16 @@ score and status, the worst partitions as a table and a one-line recommendation.
 """
 
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckKey,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AssetExecutionContext,
     AssetIn,
     AssetKey,

@@ -14,14 +14,14 @@ run's own final result in the UI.
 
 import json
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from dagster import (
     AssetCheckEvaluation,
-    DagsterRunStatus,
-    RunsFilter,
     AssetCheckResult,
+    DagsterRunStatus,
     DefaultSensorStatus,
+    RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,

@@ -7,9 +7,9 @@ derived from the key (which Dagster's decorators do by default, and which fails 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from dagster import AssetCheckSpec, AssetChecksDefinition, In, Nothing, Out, op
+from dagster import AssetChecksDefinition, AssetCheckSpec, In, Nothing, Out, op
 
 
 def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str | None = None,
@@ -23,8 +23,8 @@ def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str
 
     def decorate(fn: Callable) -> AssetChecksDefinition:
         node = op(name=name, ins=ins, out=outs, description=description)(fn)
-        return AssetChecksDefinition.create(keys_by_input_name=dict(zip(ins, keys)), node_def=node,
-                                            check_specs_by_output_name=dict(zip(outs, specs)),
+        return AssetChecksDefinition.create(keys_by_input_name=dict(zip(ins, keys, strict=False)), node_def=node,
+                                            check_specs_by_output_name=dict(zip(outs, specs, strict=False)),
                                             can_subset=can_subset)
 
     return decorate

@@ -26,8 +26,12 @@ from icelake_assets.orchestration.partitions import (
     maintenance_job_name,
     maintenance_jobs,
 )
-from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor, build_table_schedules
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.sensors import (
+    build_check_schedules,
+    build_maintenance_sensor,
+    build_table_schedules,
+)
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
 CHECKS_JOB = "icelake_health_checks"

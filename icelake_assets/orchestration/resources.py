@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
@@ -45,8 +46,8 @@ class IcelakeResource(ConfigurableResource):
 
     ``config_path`` names the settings file; empty means ``$ICELAKE_CONFIG`` or ``./icelake.yaml``."""
 
-    config_path: Optional[str] = None
-    _settings: Optional[Settings] = PrivateAttr(default=None)
+    config_path: str | None = None
+    _settings: Settings | None = PrivateAttr(default=None)
     _catalogs: dict = PrivateAttr(default_factory=dict)
 
     @property
@@ -63,7 +64,7 @@ class IcelakeResource(ConfigurableResource):
     def load_table(self, ref: TableRef) -> Table:
         return load_table(self.catalog(ref.catalog), ref)
 
-    def effective_policy(self, table: Table) -> "EffectivePolicy":
+    def effective_policy(self, table: Table) -> EffectivePolicy:
         """The table's policy with its mode and the source of every value."""
         from icelake_assets.policies import resolve_policy
 
@@ -95,7 +96,7 @@ class IcebergSparkResource(LazyPySparkResource):
     are registered at runtime and a conflicting one is an error instead of a surprise."""
 
     # Settings file whose catalog credentials are added at runtime (they stay out of resource config).
-    config_path: Optional[str] = None
+    config_path: str | None = None
     _checked: bool = PrivateAttr(default=False)
 
     def _secrets(self) -> dict[str, str]:
@@ -140,5 +141,5 @@ def quiet_py4j() -> Iterator[None]:
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
+        for lg, level in zip(loggers, levels, strict=False):
             lg.setLevel(level)

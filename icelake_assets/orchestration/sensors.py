@@ -10,18 +10,19 @@ a cursor, and a tick stops after its time budget, so thousands of tables fit Dag
 import json
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from dagster import (
     AssetKey,
     AssetObservation,
     AssetsDefinition,
     AssetSelection,
-    DynamicPartitionsDefinition,
     DefaultScheduleStatus,
     DefaultSensorStatus,
+    DynamicPartitionsDefinition,
     MetadataValue,
     RunRequest,
     RunsFilter,
@@ -46,10 +47,10 @@ from icelake_assets.maintenance import plan
 from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
 from icelake_assets.metrics import MetricsWriter
+from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.policies import decide_action
 from icelake_assets.settings import Policy, Settings
@@ -238,7 +239,7 @@ def _hold_back(evaluation: TableEvaluation, runs: TableRuns | None, now: float,
         outcome = "in_flight"
     elif retry_at is not None and retry_at > now:
         reason = (f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
-                  f"{datetime.fromtimestamp(retry_at, tz=timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
+                  f"{datetime.fromtimestamp(retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC")
         outcome = "backoff"
     else:
         return

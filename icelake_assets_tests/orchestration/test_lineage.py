@@ -1,9 +1,10 @@
 """Lineage from settings and table properties: the asset graph shows writer -> table -> reader."""
 
 import pytest
+
+from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.assets import WRITER_KEY
 from icelake_assets.demo.lake import build_demo_lake
-from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.settings import SettingsError
 from icelake_assets_tests.conftest import catalog_name

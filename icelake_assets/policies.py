@@ -38,7 +38,6 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from icelake_assets.catalog.connection import TableRef
 from icelake_assets.settings import (
     ConfigurationPolicy,
     Mode,
@@ -48,6 +47,7 @@ from icelake_assets.settings import (
     SettingsError,
     dotted,
 )
+from icelake_assets.types import TableRef
 
 LeafPath = tuple[str, ...]
 Action = Literal["launch", "record", "nothing"]
@@ -391,8 +391,11 @@ def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: V
 def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[str, str] | None = None) -> EffectivePolicy:
     """The effective policy of ``table`` (TableRef, name or pyiceberg Table) given its properties.
 
-    Without a table only the defaults and the properties apply. Raises PolicyError when the file's
-    layers combine into an invalid policy; invalid table properties are ignored and listed as problems."""
+    Without a table only the defaults and the properties apply (``resolve_policy(settings, properties)``
+    is that form too). Raises PolicyError when the file's layers combine into an invalid policy;
+    invalid table properties are ignored and listed as problems."""
+    if table is not None and isinstance(table, Mapping):
+        table, properties = None, table
     ref = _as_ref(settings, table)
     if properties is None and table is not None and hasattr(table, "properties") and not isinstance(table, (str, TableRef)):
         properties = table.properties
@@ -416,6 +419,11 @@ def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[st
     final = policy_leaves(policy)
     rows = tuple(PolicyValue(dotted(p), v, values.get(p, (None, DEFAULT_SOURCE))[1]) for p, v in final.items())
     return EffectivePolicy(name, policy, rows, tuple(problems))
+
+
+def policy_for(settings: Settings, table: Any = None, properties: Mapping[str, str] | None = None) -> Policy:
+    """The effective policy of ``table`` with its properties (see :func:`resolve_policy`)."""
+    return resolve_policy(settings, table, properties).policy
 
 
 # ---------------------------------------------------------------------------- modes

@@ -473,21 +473,6 @@ class Settings(_Strict):
         excluded = any(fnmatch.fnmatchcase(n, p) for p in self.tables.exclude for n in names)
         return included and not excluded
 
-    def policy_for(self, table: Any = None, table_properties: Mapping[str, str] | None = None) -> Policy:
-        """The effective policy of ``table`` (a TableRef or ``catalog.namespace.table``) with its properties.
-
-        The old form ``policy_for(properties)`` still works: it resolves the defaults and the
-        properties only, without catalog/namespace/table layers."""
-        return self.resolve_policy(table, table_properties).policy
-
-    def resolve_policy(self, table: Any = None, table_properties: Mapping[str, str] | None = None):
-        """The :class:`~icelake_assets.policies.EffectivePolicy` (policy, source of each value, problems)."""
-        from icelake_assets.policies import resolve_policy  # policies builds on this module
-
-        if table is not None and isinstance(table, Mapping):
-            table, table_properties = None, table
-        return resolve_policy(self, table, table_properties)
-
 
 def _resolve_paths(props: dict[str, Any], base: Path) -> dict[str, str]:
     """Make relative SQLite and warehouse paths absolute against the settings folder."""

@@ -57,6 +57,9 @@ from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
+from icelake_assets.orchestration.config_checks import policy_asset_metadata
+from icelake_assets.orchestration.health import table_health
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_model import table_pool
@@ -75,10 +78,6 @@ _RESULT_METRICS = {
     "rewrite_manifests": ("rewritten_manifests_count", "added_manifests_count", "manifests_before",
                           "manifests_after"),
 }
-
-
-def table_asset_key(ref: TableRef) -> AssetKey:
-    return AssetKey(ref.asset_key_path)
 
 
 def _load(icelake: IcelakeResource, ref: TableRef):
@@ -276,8 +275,6 @@ def _validate_op(ref: TableRef):
         # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
         effects = verify_effects(state["ops"], after_stats, policy)
         outcome = run_outcome(effects)
-        from icelake_assets.orchestration.health import table_health  # it imports this module
-
         removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
         health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
         metadata.update(_effect_metadata(state, effects, outcome, after_stats, policy, result, health))
@@ -425,8 +422,6 @@ def _describe(table: DiscoveredTable) -> str:
 
 
 def _asset_metadata(table: DiscoveredTable, policy: Any = None) -> dict[str, Any]:
-    from icelake_assets.orchestration.config_checks import policy_asset_metadata  # it imports this module
-
     return {
         **(policy_asset_metadata(policy) if policy else {}),
         "location": MetadataValue.path(table.location),

@@ -36,9 +36,8 @@ from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import HealthStatus
-from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
-from icelake_assets.orchestration.names import named_checks
+from icelake_assets.orchestration.names import named_checks, table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 
 METADATA_CHECKS = {

@@ -18,8 +18,7 @@ from dagster import (
 
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity
-from icelake_assets.orchestration.assets import table_asset_key
-from icelake_assets.orchestration.names import named_checks
+from icelake_assets.orchestration.names import named_checks, table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.policies import (
     ConfigurationReport,

@@ -32,9 +32,9 @@ from icelake_assets.catalog.connection import CatalogUnavailableError, TableMiss
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.health.overview import evaluate
-from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.checks import metadata_check_results
 from icelake_assets.orchestration.config_checks import configuration_result
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.policies import configuration_report

@@ -19,7 +19,7 @@ from dagster import AssetKey, AssetsDefinition, AssetSpec
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.demo.assets import DEMO_CONSUMERS, DEMO_PRODUCERS
-from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.settings import SettingsError
 
 DEMO_BUILDERS = {**DEMO_PRODUCERS, **DEMO_CONSUMERS}

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from dagster import AssetChecksDefinition, AssetCheckSpec, In, Nothing, Out, op
+from dagster import AssetChecksDefinition, AssetCheckSpec, AssetKey, In, Nothing, Out, op
+
+from icelake_assets.catalog.connection import TableRef
+
+
+def table_asset_key(ref: TableRef) -> AssetKey:
+    """The asset key of a table: its exact Iceberg name (catalog, namespace levels, table)."""
+    return AssetKey(ref.asset_key_path)
 
 
 def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str | None = None,

@@ -6,7 +6,6 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
@@ -22,10 +21,9 @@ from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTable, OrphanScan, scan_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
+from icelake_assets.policies import EffectivePolicy, resolve_policy
+from icelake_assets.policies import policy_for as _policy_for
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
-
-if TYPE_CHECKING:
-    from icelake_assets.policies import EffectivePolicy
 
 # Manifests are immutable: one cache per process serves checks, sensors and ops alike.
 # The disk level ($ICELAKE_HEALTH_CACHE, default ~/.cache/icelake_assets/health.sqlite) carries it
@@ -66,13 +64,11 @@ class IcelakeResource(ConfigurableResource):
 
     def effective_policy(self, table: Table) -> EffectivePolicy:
         """The table's policy with its mode and the source of every value."""
-        from icelake_assets.policies import resolve_policy
-
         return resolve_policy(self.settings, table, table.properties)
 
     def policy(self, table: Table) -> Policy:
         # The table's catalog and identifier pick its catalog/namespace/table layers.
-        return self.settings.policy_for(table, table.properties)
+        return _policy_for(self.settings, table, table.properties)
 
     def known_tables(self) -> list[KnownTable]:
         """Every table of every configured catalog (raises CatalogUnavailableError if one is down)."""

@@ -28,6 +28,13 @@ from zoneinfo import ZoneInfo
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from icelake_assets.dagster_rules import (
+    is_valid_cron_string,
+    is_valid_owner,
+    is_valid_strict_tag_value,
+    is_valid_tag_key,
+)
+
 CONFIG_ENV_VAR = "ICELAKE_CONFIG"
 DEFAULT_CONFIG_FILE = "icelake.yaml"
 # Namespace the product writes its own tables to (audit log); never maintained as a user table.
@@ -201,8 +208,6 @@ class SchedulePolicy(_Strict):
     @field_validator("cron")
     @classmethod
     def _cron(cls, v: str | None) -> str | None:
-        from dagster._utils.schedules import is_valid_cron_string  # Dagster's own rule, checked at load
-
         if v is not None and not is_valid_cron_string(v):
             raise ValueError(f"{v!r} is not a 5-field cron expression (e.g. '0 3 * * *')")
         return v
@@ -296,8 +301,6 @@ class Policy(_Strict):
     @field_validator("owners")
     @classmethod
     def _owners(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from dagster._core.definitions.utils import is_valid_owner  # the rule Dagster applies to assets
-
         bad = [o for o in v if not is_valid_owner(o)]
         if bad:
             raise ValueError(f"owners {bad} must be e-mail addresses or 'team:<name>'")
@@ -306,8 +309,6 @@ class Policy(_Strict):
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: dict[str, str]) -> dict[str, str]:
-        from dagster._utils.tags import is_valid_strict_tag_value, is_valid_tag_key  # asset tag rules
-
         for key, value in v.items():
             if not is_valid_tag_key(key) or key.startswith("dagster/"):
                 raise ValueError(f"tag key {key!r}: letters, digits, '_', '-', '.', one optional 'prefix/', "
@@ -374,7 +375,7 @@ class AuditSettings(_Strict):
 
 
 class MetricsSettings(_Strict):
-    """Prometheus metrics (see icelake_assets.metrics)."""
+    """Prometheus metrics (see icelake_assets.audit.metrics)."""
 
     # Folder of the .prom file a node exporter's textfile collector reads; relative to the settings file.
     textfile_dir: str = ".lake/metrics"
@@ -398,8 +399,6 @@ class AutomationSettings(_Strict):
     @field_validator("checks_cron", "orphan_checks_cron")
     @classmethod
     def _cron(cls, v: str) -> str:
-        from dagster._utils.schedules import is_valid_cron_string
-
         if not is_valid_cron_string(v):
             raise ValueError(f"{v!r} is not a 5-field cron expression (e.g. '0 3 * * *')")
         return v

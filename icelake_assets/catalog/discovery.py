@@ -10,7 +10,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
-from icelake_assets.maintenance.partition_filter import PartitionLayout, partition_layout
+from icelake_assets.catalog.partition_layout import PartitionLayout, partition_layout
 from icelake_assets.settings import Settings
 
 _log = logging.getLogger(__name__)

@@ -16,8 +16,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow.compute as pc
 from pyiceberg.table import Table
 from pyiceberg.types import IntegerType, LongType, StringType
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession, functions as F
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.procedures import quote_identifier, table_identifier

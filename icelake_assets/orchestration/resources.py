@@ -21,8 +21,7 @@ from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTable, OrphanScan, scan_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
-from icelake_assets.policies import EffectivePolicy, resolve_policy
-from icelake_assets.policies import policy_for as _policy_for
+from icelake_assets.policies import EffectivePolicy, policy_for as _policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 
 # Manifests are immutable: one cache per process serves checks, sensors and ops alike.

@@ -36,6 +36,7 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableMissingError, TableRef
@@ -46,7 +47,6 @@ from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
 from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
-from icelake_assets.metrics import MetricsWriter
 from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys

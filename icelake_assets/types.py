@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class IcelakeError(Exception):
@@ -70,3 +70,25 @@ class TableRef:
 
     def __str__(self) -> str:
         return ".".join(self.asset_key_path)
+
+
+# Table properties that send a table's files outside its location (orphan removal must spare them).
+WRITE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
+                         "write.folder-storage.path")
+
+
+@dataclass(frozen=True)
+class KnownTable:
+    """Another table of a configured catalog: where it lives and where it writes."""
+
+    name: str
+    location: str
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def write_paths(self) -> dict[str, str]:
+        """Where it writes files: its explicit write paths, else the default data and metadata folders."""
+        loc = self.location.rstrip("/")
+        paths = {"write.data.path": f"{loc}/data", "write.metadata.path": f"{loc}/metadata"}
+        paths.update({k: self.properties[k] for k in WRITE_PATH_PROPERTIES if self.properties.get(k)})
+        return paths

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
 from icelake_assets.catalog.discovery import _namespaces
-from icelake_assets.health.orphans import KnownTable
 from icelake_assets.settings import Settings
+from icelake_assets.types import KnownTable
 
 # metadata.json files are immutable: a table whose metadata location did not change keeps its
 # location and properties, so a SQL catalog costs one query plus the tables that changed.

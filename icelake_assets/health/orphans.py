@@ -30,12 +30,11 @@ from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
 from icelake_assets.health.manifests import live_file_paths
+from icelake_assets.types import WRITE_PATH_PROPERTIES as WRITE_PATH_PROPERTIES, KnownTable as KnownTable
 
 # Iceberg's default equal_schemes (DeleteOrphanFilesSparkAction): s3a and s3n are s3.
 EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 # Table properties naming where a table writes besides its location (the last two: older spellings).
-WRITE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
-                         "write.folder-storage.path")
 _SKIPPED_SAMPLE = 20
 
 
@@ -56,23 +55,6 @@ class OrphanFile:
     path: str
     size: int
     age_hours: float
-
-
-@dataclass(frozen=True)
-class KnownTable:
-    """Another table of a configured catalog: where it lives and where it writes."""
-
-    name: str
-    location: str
-    properties: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def write_paths(self) -> dict[str, str]:
-        """Where it writes files: its explicit write paths, else the default data and metadata folders."""
-        loc = self.location.rstrip("/")
-        paths = {"write.data.path": f"{loc}/data", "write.metadata.path": f"{loc}/metadata"}
-        paths.update({k: self.properties[k] for k in WRITE_PATH_PROPERTIES if self.properties.get(k)})
-        return paths
 
 
 @dataclass

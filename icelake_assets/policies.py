@@ -466,13 +466,13 @@ def configuration_violations(format_version: int, properties: Mapping[str, str],
         if actual != required.file_format:
             out.append(Violation("write.format.default", required.file_format, actual))
     if required.write_distribution_mode is not None:
-        actual = properties.get("write.distribution-mode")
-        if actual is None or actual.lower() != required.write_distribution_mode:
-            out.append(Violation("write.distribution-mode", required.write_distribution_mode, actual or "unset"))
+        mode = properties.get("write.distribution-mode")
+        if mode is None or mode.lower() != required.write_distribution_mode:
+            out.append(Violation("write.distribution-mode", required.write_distribution_mode, mode or "unset"))
     for key, value in sorted(required.required_properties.items()):
-        actual = properties.get(key)
-        if actual != value:
-            out.append(Violation(key, value, "unset" if actual is None else actual))
+        current = properties.get(key)
+        if current != value:
+            out.append(Violation(key, value, "unset" if current is None else current))
     return out
 
 

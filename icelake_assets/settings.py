@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
@@ -51,8 +51,8 @@ MAX_COUNT = 1_000_000
 MAX_TARGET_FILE_BYTES = 16 * GiB
 MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off
 # Maintenance operations in run order; policy.operations.enabled picks among them.
-OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
 Operation = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests"]
+OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 # observe: checks only; propose: sensors record what they would do and launch nothing; enforce: runs.
 Mode = Literal["observe", "propose", "enforce"]
 # A catalog nobody configured a mode for only proposes: a first rollout never writes to a table.
@@ -729,6 +729,7 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
     data = dict(data)
     _refuse_literal_secrets(data, source)
     data = _interpolate(data, (), source)
+    from pyiceberg.typedef import RecursiveDict
     from pyiceberg.utils.config import merge_config
 
     pyiceberg = pyiceberg_catalogs()
@@ -743,7 +744,8 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
             if not isinstance(props, dict):
                 raise SettingsError(f"invalid settings in {source}:\n  catalogs.{name}: must be a mapping of properties")
             # The file wins over pyiceberg's configuration, as properties passed to load_catalog do.
-            catalogs[name] = merge_config(pyiceberg.get(str(name).lower(), {}), _resolve_paths(props, base))
+            catalogs[name] = merge_config(cast(RecursiveDict, pyiceberg.get(str(name).lower(), {})),
+                                           cast(RecursiveDict, _resolve_paths(props, base)))
         data["catalogs"] = catalogs
     metrics = data.get("metrics", {})
     if isinstance(metrics, dict):  # anything else: the model reports it

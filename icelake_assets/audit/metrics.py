@@ -233,7 +233,7 @@ class MetricsWriter:
         with self._mutex:
             self._pending.append((action, name, tuple(labels[k] for k in fam.labels), v))
 
-    def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
+    def inc(self, name: str, value: float = 1.0, /, **labels: str) -> None:
         self._queue("inc", name, value, labels)
 
     def set(self, name: str, value: float, **labels: str) -> None:

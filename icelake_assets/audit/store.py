@@ -303,11 +303,11 @@ class AuditLog:
         tbl.refresh()
         conditions: list[BooleanExpression] = []
         if table is not None:
-            conditions.append(EqualTo("table_name", str(table)))
+            conditions.append(EqualTo(term="table_name", value=str(table)))
         if since is not None:
-            conditions.append(GreaterThanOrEqual("recorded_at", since.astimezone(UTC).isoformat()))
+            conditions.append(GreaterThanOrEqual(term="recorded_at", value=since.astimezone(UTC).isoformat()))
         if run_id is not None:
-            conditions.append(EqualTo("run_id", run_id))
+            conditions.append(EqualTo(term="run_id", value=run_id))
         row_filter: BooleanExpression = AlwaysTrue()
         for c in conditions:
             row_filter = c if isinstance(row_filter, AlwaysTrue) else And(row_filter, c)

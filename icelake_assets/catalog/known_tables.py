@@ -24,7 +24,7 @@ _LOCK = threading.Lock()
 _MAX_CACHED = 100_000
 
 
-def _sql_rows(catalog: SqlCatalog) -> list[tuple[tuple[str, ...], str]]:
+def _sql_rows(catalog: SqlCatalog) -> list[tuple[tuple[str, ...], str | None]]:
     with Session(catalog.engine) as session:
         rows = session.execute(
             select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
@@ -33,6 +33,7 @@ def _sql_rows(catalog: SqlCatalog) -> list[tuple[tuple[str, ...], str]]:
 
 
 def _catalog_tables(name: str, catalog: Catalog) -> list[KnownTable]:
+    rows: list[tuple[tuple[str, ...], str | None]]
     if isinstance(catalog, SqlCatalog):
         rows = _sql_rows(catalog)
     else:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.types import StructType
+from pyiceberg.types import PrimitiveType, StructType
 
 UNPARTITIONED = "<unpartitioned>"  # the label health gives files of an unpartitioned spec
 # Iceberg human-string formats of the time transforms (UTC), coarsest last.
@@ -170,7 +170,8 @@ def _bound(table: Table, dim: LayoutField, manifests: Sequence[Any],
             bound = m.partitions[pos].upper_bound if latest else m.partitions[pos].lower_bound
             if bound is None:
                 continue
-            ordinal = from_bytes(spec.fields[pos].transform.result_type(table.schema().find_type(f.source_id)), bound)
+            result_type = spec.fields[pos].transform.result_type(table.schema().find_type(f.source_id))
+            ordinal = from_bytes(cast(PrimitiveType, result_type), bound)
             starts.append(_ordinal_start(f.transform, int(ordinal)))
     return format_time(dim.transform, (max if latest else min)(starts)) if starts else None
 

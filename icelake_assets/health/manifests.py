@@ -171,7 +171,7 @@ class _ProjectedAvroFile(AvroFile):
             cached = _READERS.get(key)
         if cached is None or key[0] is None:
             schema = self.header.get_schema()
-            reader = visit_with_partner(
+            reader = visit_with_partner(  # type: ignore[misc]  # pyiceberg leaves P unbound
                 schema, self.read_schema, _Resolver(self.read_types, self.read_enums), _ProjectingAccessor()
             )
             cached = (schema, reader)
@@ -179,7 +179,7 @@ class _ProjectedAvroFile(AvroFile):
                 _READERS[key] = cached
                 while len(_READERS) > 256:
                     _READERS.pop(next(iter(_READERS)))
-        self.schema, self.reader = cached  # type: ignore[assignment]
+        self.schema, self.reader = cached
         self._codec = self.header.compression_codec()
         return self
 

@@ -344,7 +344,7 @@ def _aggregate(table: Table, metas: Sequence[ManifestMeta], summaries: Sequence[
     bucket_counts = np.bincount(np.searchsorted(bucket_edges, dsize, side="right"), minlength=len(SIZE_BUCKETS))
     pct = np.percentile(dsize, [10, 50, 90]).astype(np.int64) if len(dsize) else np.zeros(3, dtype=np.int64)
     entries = [m.files for m in metas]
-    values = dict(
+    totals: dict[str, Any] = dict(
         data_files=int(data.sum()), data_bytes=int(dsize.sum()), records=int(recs[data].sum()),
         small_files=int(small.sum()), small_file_bytes=int(size[small].sum()), small_file_limit_bytes=int(small_limit),
         fragment_files=int(fragment.sum()),
@@ -365,7 +365,7 @@ def _aggregate(table: Table, metas: Sequence[ManifestMeta], summaries: Sequence[
             if p.data_files > sf.max_files_per_partition and p.avg_file_bytes < sf.max_avg_file_bytes
         ),
     )
-    return _Content(values, partitions)
+    return _Content(totals, partitions)
 
 
 def compute_table_stats(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import unquote, urlparse
 
 import pyarrow.compute as pc
@@ -95,7 +96,8 @@ def duckdb_read(table: Table, column: str, kind: str) -> EngineRead:
         expr = {"sum": f"coalesce(sum({col}), 0)", "length": f"coalesce(sum(length({col})), 0)",
                 "count": f"count({col})"}[kind]
         location = _local(table.metadata_location)
-        rows, checksum = con.execute(f"SELECT count(*), {expr} FROM iceberg_scan(?)", [location]).fetchone()
+        row = con.execute(f"SELECT count(*), {expr} FROM iceberg_scan(?)", [location]).fetchone()
+        rows, checksum = cast(tuple[int, Any], row)  # an aggregate: always one row
     except duckdb.Error as err:
         raise CrossEngineError(f"DuckDB could not read {table.metadata_location}: {err}") from err
     finally:

@@ -9,7 +9,7 @@ Concurrency (one run per table, a global cap) is Dagster's job: see dagster.yaml
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,7 +26,7 @@ class Verdict:
     action: Action
     reason: str
     ops: tuple[str, ...] = ()  # ops whose thresholds are crossed
-    details: dict[str, float | int | str] = field(default_factory=dict)
+    details: Mapping[str, float | int | str] = field(default_factory=dict)
 
 
 def estimated_rewrite_bytes(stats: TableStats, partitions: Sequence[str] | None = None) -> int:

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from icelake_assets.health.retention import cutoff_age_hours, expiry_forecast, kept_reason
 from icelake_assets.health.stats import TableStats
@@ -23,7 +24,7 @@ class Decision:
     op: str
     act: bool
     reason: str
-    signals: dict[str, float | int] = field(default_factory=dict)
+    signals: dict[str, Any] = field(default_factory=dict)  # numbers (counts, ratios, bytes)
 
 
 def _disabled(op: str, policy: Policy) -> Decision | None:

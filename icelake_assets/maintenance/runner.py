@@ -19,6 +19,7 @@ from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
 from icelake_assets.maintenance.partition_filter import (
     PartitionScope,
+    PartitionValues,
     partition_layout,
     partition_values,
     where_clause,
@@ -156,7 +157,7 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
             parts = stats.partitions
             scoped = scope.where([v for c in candidates
                                   for v in scope.values_of(c, parts[c].spec_id, parts[c].values)])
-            run_where = f"({where}) AND ({scoped})" if where else scoped
+            run_where: str | None = f"({where}) AND ({scoped})" if where else scoped
         else:  # whole table: scope Iceberg to the planned partitions, so it rewrites what was priced
             table_where, covered = _table_where(table, ref, stats, candidates)
             run_where = f"({where}) AND ({table_where})" if where and table_where else (where or table_where)
@@ -175,7 +176,7 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         sf = policy.small_files
         strategy = "sort" if sf.strategy == "zorder" else sf.strategy
         if sf.strategy == "zorder":  # Iceberg spells z-order as a sort order expression
-            sort_order = f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
+            sort_order: str | None = f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
         else:
             sort_order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
         options = rp.options
@@ -232,7 +233,7 @@ def _table_where(table: Table, ref: TableRef, stats: TableStats,
     if set(stats.partitions) <= set(named):
         return None, sorted(stats.partitions)
     layout = partition_layout(table, with_earliest=False)
-    wanted = set()
+    wanted: set[PartitionValues] = set()
     for label in named:
         ps = stats.partitions[label]
         values = partition_values(layout, label, ps.spec_id, ps.values) if layout.dimensions else ()

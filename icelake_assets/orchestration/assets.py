@@ -266,6 +266,7 @@ def _validate_op(ref: TableRef):
                           "rolled_back": bool(rollback and rollback.rolled_back)},
                 allow_retries=False,
             )
+        assert result is not None  # no result: the mismatch above raised
         after_stats = icelake.stats(table, policy)
         after = _stats_summary(after_stats)
         context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")

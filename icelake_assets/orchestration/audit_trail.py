@@ -22,7 +22,7 @@ def run_records(context: OpExecutionContext, ref: TableRef, state: dict[str, Any
                 effects: dict[str, Any] | None = None) -> list[AuditRecord]:
     trigger = trigger_from_tags(context.run.tags)
     partitions = tuple(context.partition_keys) if context.has_partitions else ()
-    common = dict(table_name=str(ref), trigger=trigger, run_id=context.run_id, partitions=partitions,
+    common: dict[str, Any] = dict(table_name=str(ref), trigger=trigger, run_id=context.run_id, partitions=partitions,
                   partitions_reason="the run's partitions" if partitions else None)
     records = [
         AuditRecord(kind="op", op=o["op"], decision="acted" if o["acted"] else "skipped", reason=o["reason"],

@@ -7,7 +7,7 @@ lists storage and so is taken from its latest recorded evaluation in the Dagster
 run here). A table is therefore never Healthy while one of its checks fails.
 """
 
-from dagster import AssetCheckKey, DagsterInstance
+from dagster import AssetCheckEvaluation, AssetCheckKey, DagsterInstance
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding, Severity
@@ -29,7 +29,7 @@ def recorded_orphan_finding(instance: DagsterInstance | None, ref: TableRef) -> 
     event = record.event if record is not None else None
     dagster_event = event.dagster_event if event is not None else None
     evaluation = dagster_event.event_specific_data if dagster_event is not None else None
-    if evaluation is None or not hasattr(evaluation, "passed"):
+    if not isinstance(evaluation, AssetCheckEvaluation):
         return None  # planned or still running: nothing recorded yet
     if evaluation.passed:
         return Finding(ORPHAN_CHECK, Severity.OK, evaluation.description or "passed", "nothing to remove")

@@ -51,6 +51,7 @@ def tables_being_maintained(instance) -> set[str]:
 
 
 def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
+    assert result.asset_key is not None and result.check_name is not None  # check_result sets both
     return AssetCheckEvaluation(asset_key=result.asset_key, check_name=result.check_name,
                                 passed=result.passed,
                                 metadata=result.metadata, severity=result.severity,
@@ -88,7 +89,8 @@ def evaluate_health_tick(context: SensorEvaluationContext, icelake: IcelakeResou
         except CatalogUnavailableError as err:
             context.log.warning(str(err))
     events: list[AssetCheckEvaluation] = []
-    evaluated, left = [], 0
+    evaluated: list[str] = []
+    left = 0
     busy = tables_being_maintained(context.instance)
     for t in tables:
         name, location = str(t.ref), locations.get(t.ref)

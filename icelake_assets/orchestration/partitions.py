@@ -27,8 +27,9 @@ becomes a partition when the definitions are reloaded; until then whole-table ru
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import cast
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -142,7 +143,7 @@ def partition_key(layout: PartitionLayout, values: PartitionValues) -> str | Non
         return None
     if len(dims) == 1:
         return subs[0]
-    return MultiPartitionKey({dimension_name(d): s for d, s in zip(dims, subs, strict=False)})
+    return MultiPartitionKey({dimension_name(d): cast(str, s) for d, s in zip(dims, subs, strict=False)})
 
 
 def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
@@ -151,7 +152,7 @@ def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
     if not dims:
         raise PartitionFilterError(f"{layout.table} is not partitioned: no key {key!r}")
     if len(dims) == 1:
-        parts = {dimension_name(dims[0]): key}
+        parts: Mapping[str, str] = {dimension_name(dims[0]): key}
     else:
         parts = key.keys_by_dimension if isinstance(key, MultiPartitionKey) else dict(
             zip(sorted(dimension_name(d) for d in dims), key.split("|"), strict=False))

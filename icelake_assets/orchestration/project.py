@@ -88,7 +88,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
 
 def maintenance_job_names(defs: Definitions) -> list[str]:
     """The whole-table maintenance jobs: one for the unpartitioned tables, one per partitioned table."""
-    return sorted(j.name for j in defs.jobs if j.name == MAINTENANCE_JOB or j.name.startswith(MAINTENANCE_JOB + "__"))
+    return sorted(j.name for j in defs.jobs or () if j.name == MAINTENANCE_JOB or j.name.startswith(MAINTENANCE_JOB + "__"))
 
 
 def execute_maintenance(defs: Definitions, instance, raise_on_error: bool = False) -> list:

@@ -296,15 +296,15 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         table = tables[(start + i) % n]
         visited += 1
         name, location = str(table.ref), locations.get(table.ref)
-        previous = cursor.seen.get(name)
+        previous: list[Any] = cursor.seen.get(name) or []  # [] (never seen) is falsy like None
         # A table seen for the first time is scanned at a fixed point of the next interval (by its
         # name's hash), so 1,000 new tables spread their storage listings over the interval.
         scanned = (float(previous[2]) if previous and len(previous) > 2
                    else now - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds)))
         if table.ref.catalog in unreachable or location is None:
-            err = unreachable.get(table.ref.catalog) or TableMissingError(
+            missing = unreachable.get(table.ref.catalog) or TableMissingError(
                 f"{name} no longer exists in its catalog (skipped until the definitions reload)")
-            evaluation = _error(table.ref, err, context)
+            evaluation = _error(table.ref, missing, context)
             if previous and previous[1] == "error":
                 evaluation.audit = None  # recorded when it started failing
             cursor.seen[name] = [previous[0] if previous else "", "error", scanned]

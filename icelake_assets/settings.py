@@ -34,6 +34,7 @@ from icelake_assets.dagster_rules import (
     is_valid_strict_tag_value,
     is_valid_tag_key,
 )
+from icelake_assets.types import IcelakeError
 
 CONFIG_ENV_VAR = "ICELAKE_CONFIG"
 DEFAULT_CONFIG_FILE = "icelake.yaml"
@@ -89,7 +90,7 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 REDACTED = "***"
 
 
-class SettingsError(ValueError):
+class SettingsError(IcelakeError, ValueError):
     """A settings file that cannot be used; the message names the file, the key and the cause."""
 
 

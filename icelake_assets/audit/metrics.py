@@ -35,6 +35,7 @@ from typing import Any, Literal
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.settings import Settings
+from icelake_assets.types import IcelakeError
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ _RESULT_COUNTERS: dict[str, str] = {
 }
 
 
-class MetricsError(ValueError):
+class MetricsError(IcelakeError, ValueError):
     """A metric update that cannot be recorded; the message names the metric and the cause."""
 
 

@@ -49,6 +49,7 @@ from pyiceberg.types import (
 from icelake_assets.audit.records import AuditRecord, dumps, sequence_of_records
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.settings import INTERNAL_NAMESPACE, Settings
+from icelake_assets.types import IcelakeError
 
 DEFAULT_TABLE = f"{INTERNAL_NAMESPACE}.audit_log"
 _NAME_PART = re.compile(r"^[A-Za-z0-9_\-]+$")
@@ -95,7 +96,7 @@ _JSON_FIELDS = ("signals", "policy", "writer_check", "results")
 _COLUMNS = tuple(f.name for f in AUDIT_SCHEMA.fields)
 
 
-class AuditLogError(RuntimeError):
+class AuditLogError(IcelakeError, RuntimeError):
     """The audit table cannot be created, read or appended; the message names the table and cause."""
 
 

@@ -9,14 +9,14 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
 from icelake_assets.settings import REDACTED, Settings, is_safe_key, redact_properties, uri_secrets
-from icelake_assets.types import TableRef, dagster_name  # noqa: F401  (re-exported)
+from icelake_assets.types import IcelakeError, TableRef, dagster_name  # noqa: F401  (re-exported)
 
 
-class CatalogUnavailableError(RuntimeError):
+class CatalogUnavailableError(IcelakeError, RuntimeError):
     """The catalog is configured but cannot be reached or opened."""
 
 
-class TableMissingError(LookupError):
+class TableMissingError(IcelakeError, LookupError):
     """The table does not exist (any more) in its catalog."""
 
 

@@ -30,7 +30,11 @@ from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
 from icelake_assets.health.manifests import live_file_paths
-from icelake_assets.types import WRITE_PATH_PROPERTIES as WRITE_PATH_PROPERTIES, KnownTable as KnownTable
+from icelake_assets.types import (
+    WRITE_PATH_PROPERTIES as WRITE_PATH_PROPERTIES,
+    IcelakeError,
+    KnownTable as KnownTable,
+)
 
 # Iceberg's default equal_schemes (DeleteOrphanFilesSparkAction): s3a and s3n are s3.
 EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
@@ -38,7 +42,7 @@ EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 _SKIPPED_SAMPLE = 20
 
 
-class OrphanScanError(RuntimeError):
+class OrphanScanError(IcelakeError, RuntimeError):
     """Storage cannot be compared safely with the table's metadata: nothing may be deleted."""
 
 
@@ -46,7 +50,7 @@ class PathMismatchError(OrphanScanError):
     """A listed file has a referenced twin under another scheme or authority (Iceberg's prefix mismatch)."""
 
 
-class ReferencedFilesMissingError(RuntimeError):
+class ReferencedFilesMissingError(IcelakeError, RuntimeError):
     """A file the table's metadata references does not exist."""
 
 

@@ -21,11 +21,12 @@ from pyspark.sql import SparkSession, functions as F
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.procedures import quote_identifier, table_identifier
+from icelake_assets.types import IcelakeError
 
 _EXTENSIONS = ("duckdb_extension_avro", "duckdb_extension_iceberg")
 
 
-class CrossEngineError(RuntimeError):
+class CrossEngineError(IcelakeError, RuntimeError):
     """An engine could not read the table (the message names it and the cause)."""
 
 

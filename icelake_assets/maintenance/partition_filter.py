@@ -51,11 +51,12 @@ from icelake_assets.catalog.partition_layout import (  # the model, re-exported 
     partition_layout as partition_layout,
 )
 from icelake_assets.maintenance.procedures import quote_identifier, sql_string
+from icelake_assets.types import IcelakeError
 
 PartitionValues = tuple[str | None, ...]  # one human string (None: null) per dimension
 
 
-class PartitionFilterError(ValueError):
+class PartitionFilterError(IcelakeError, ValueError):
     """A partition that cannot be turned into a filter; the message names the table, field and value."""
 
 

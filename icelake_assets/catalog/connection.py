@@ -62,3 +62,9 @@ def load_table(catalog: Catalog, ref: TableRef) -> Table:
         raise TableMissingError(f"table {ref} does not exist in catalog {ref.catalog!r}: {err}") from None
     except Exception as err:
         raise CatalogUnavailableError(f"catalog {ref.catalog!r} failed to load table {ref}: {err}") from err
+
+
+def current_snapshot_id(table: Table) -> int | None:
+    """The id of the table's current snapshot (None: a table never written)."""
+    snap = table.current_snapshot()
+    return snap.snapshot_id if snap else None

@@ -19,7 +19,7 @@ from pyiceberg.table import Table
 from pyiceberg.types import IntegerType, LongType, StringType
 from pyspark.sql import SparkSession, functions as F
 
-from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.connection import TableRef, current_snapshot_id
 from icelake_assets.maintenance.procedures import quote_identifier, table_identifier
 from icelake_assets.types import IcelakeError
 
@@ -132,8 +132,7 @@ def spark_read(spark: SparkSession, ref: TableRef, column: str, kind: str,
 def cross_engine_check(spark: SparkSession, ref: TableRef, table: Table) -> CrossEngineResult:
     """Read the table's current snapshot with the three engines."""
     table.refresh()
-    snap = table.current_snapshot()
-    snapshot_id = snap.snapshot_id if snap else None
+    snapshot_id = current_snapshot_id(table)
     column, kind = checksum_column(table)
     reads = (spark_read(spark, ref, column, kind, snapshot_id),
              pyiceberg_read(table, column, kind, snapshot_id), duckdb_read(table, column, kind))

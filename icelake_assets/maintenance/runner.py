@@ -12,7 +12,7 @@ from typing import Any
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
-from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.connection import TableRef, current_snapshot_id as _snapshot_id
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures
@@ -43,11 +43,6 @@ class OpOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _snapshot_id(table: Table) -> int | None:
-    snap = table.current_snapshot()
-    return snap.snapshot_id if snap else None
 
 
 def _timed(op: str, table: Table, work: Callable[[], OpOutcome]) -> OpOutcome:

@@ -40,7 +40,12 @@ from dagster import (
     op,
 )
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
+from icelake_assets.catalog.connection import (
+    CatalogUnavailableError,
+    TableMissingError,
+    TableRef,
+    current_snapshot_id as _current_snapshot_id,
+)
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
@@ -205,11 +210,6 @@ def _rewrite_failure(state: dict[str, Any]) -> dict[str, Any] | None:
         if outcome["op"] == "rewrite_data_files" and (res.get("partitions_failed") or res.get("error")):
             return res
     return None
-
-
-def _current_snapshot_id(table) -> int | None:
-    snap = table.current_snapshot()
-    return snap.snapshot_id if snap else None
 
 
 def _validate_op(ref: TableRef):

@@ -22,7 +22,12 @@ run: bootstrap $(DAGSTER_HOME)/dagster.yaml
 	@[ -f .lake/catalog.db ] || $(PY) -m icelake_assets.cli demo-lake --scale $(SCALE)
 	.venv/bin/dagster dev -h $(HOST) -p $(PORT) -w workspace.yaml
 
+# Lint and format (ruff), types (mypy), import layers (lint-imports), then the tests.
 test: bootstrap
+	.venv/bin/ruff check icelake_assets icelake_assets_tests bench
+	.venv/bin/ruff format --check icelake_assets icelake_assets_tests bench
+	.venv/bin/mypy
+	.venv/bin/lint-imports
 	$(PY) -m pytest -q
 
 # Headless: rebuilds the degraded demo lake, checks, maintains through Dagster, prints before/after.

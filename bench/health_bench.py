@@ -27,8 +27,8 @@ import shutil
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -319,7 +319,7 @@ def main() -> None:
         spark = IcebergSparkResource(spark_config=spark_config(settings, app_name="health_bench")).spark_session
         spark.sql("SELECT 1").collect()
     results = []
-    for ref, inc in zip(refs, incremental):
+    for ref, inc in zip(refs, incremental, strict=False):
         print(f"measuring cold evaluation of {ref} ...", flush=True)
         results.append({**measure_cold(settings, ref, args.repeat, spark), **inc})
     print()

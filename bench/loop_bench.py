@@ -41,6 +41,7 @@ from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.orchestration.sensors import _decisions
+from icelake_assets.policies import policy_for
 from icelake_assets.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +82,7 @@ def unhealed(settings: Settings) -> list[str]:
 
         ref = TableRef("demo", tuple(ident[:-1]), ident[-1])
         table = load_table(cat, ref)
-        policy = settings.policy_for(table, table.properties)
+        policy = policy_for(settings, table, table.properties)
         stats = compute_table_stats(table, policy)
         acting = [d.op for d in _decisions(stats, policy, find_orphans(table, policy.orphans.older_than_hours))
                   if d.act]

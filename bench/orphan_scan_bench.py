@@ -1,16 +1,27 @@
 """Cost of orphan removal's safety rules: listing every known table (cold / warm cache), one orphan
 scan and the post-removal verification. Run: PYTHONPATH=. .venv/bin/python -m bench.orphan_scan_bench"""
-import pathlib, tempfile, time
+import pathlib
+import tempfile
+import time
+
 import pyarrow as pa
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
-from icelake_assets_tests.conftest import new_lake, catalog_name
-from icelake_assets.catalog.connection import open_catalog, TableRef
-from icelake_assets.catalog.known_tables import known_tables, default_locations, _BY_METADATA
+
+from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.catalog.known_tables import _BY_METADATA, default_locations, known_tables
 from icelake_assets.health.orphans import scan_orphans, verify_referenced_files
+from icelake_assets_tests.conftest import catalog_name, new_lake
+
+
 class F:
-    def mktemp(self, n): return pathlib.Path(tempfile.mkdtemp(prefix=n, dir=None))
-s = new_lake(F()); name = catalog_name(s); cat = open_catalog(s, name, create=True)
+    def mktemp(self, n):
+        return pathlib.Path(tempfile.mkdtemp(prefix=n, dir=None))
+
+
+s = new_lake(F())
+name = catalog_name(s)
+cat = open_catalog(s, name, create=True)
 N = 300
 cat.create_namespace("ns")
 for i in range(N):
@@ -19,9 +30,15 @@ t = cat.load_table(("ns", "t0"))
 for i in range(200):
     t.append(pa.table({"id": pa.array([i], pa.int64())}))
 for label in ("cold", "warm"):
-    if label == "cold": _BY_METADATA.clear()
-    t0 = time.perf_counter(); k = known_tables(s, lambda n: cat); print(f"known_tables {label}: {len(k)} tables {time.perf_counter()-t0:.2f}s")
+    if label == "cold":
+        _BY_METADATA.clear()
+    t0 = time.perf_counter()
+    k = known_tables(s, lambda n: cat)
+    print(f"known_tables {label}: {len(k)} tables {time.perf_counter()-t0:.2f}s")
 ref = TableRef(name, ("ns",), "t0")
-t0 = time.perf_counter(); scan = scan_orphans(t, str(ref), 72, k, default_locations(cat, ref))
+t0 = time.perf_counter()
+scan = scan_orphans(t, str(ref), 72, k, default_locations(cat, ref))
 print(f"scan_orphans: {scan.listed_files} files listed, {len(k)} known tables, {time.perf_counter()-t0:.2f}s, refused={scan.refused}")
-t0 = time.perf_counter(); n = verify_referenced_files(t); print(f"verify_referenced_files: {n} files {time.perf_counter()-t0:.2f}s")
+t0 = time.perf_counter()
+n = verify_referenced_files(t)
+print(f"verify_referenced_files: {n} files {time.perf_counter()-t0:.2f}s")

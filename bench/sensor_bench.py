@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -82,7 +82,7 @@ PART_SCHEMA = Schema(NestedField(1, "id", LongType(), required=False),
                      NestedField(2, "ts", TimestamptzType(), required=False),
                      NestedField(3, "payload", StringType(), required=False))
 PART_SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="ts_day"))
-DAYS = (datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 2, tzinfo=timezone.utc))
+DAYS = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))
 
 
 @dataclass(frozen=True)

@@ -5,22 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef, load_table, open_catalog
+from icelake_assets.catalog.connection import (
+    CatalogUnavailableError,
+    TableMissingError,
+    TableRef,
+    load_table,
+    open_catalog,
+)
 from icelake_assets.catalog.discovery import discover_tables
+from icelake_assets.demo.headless import run_headless_demo
 from icelake_assets.health.findings import orphan_finding
 from icelake_assets.health.orphans import scan_orphans
 from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.policies import format_value, policy_for, resolve_policy
 from icelake_assets.settings import Settings, SettingsError, load_settings
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+from icelake_assets.text import format_table
 
 
 def _selected_refs(settings: Settings, table: str | None) -> list[TableRef]:
@@ -42,7 +43,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     known = None
     for ref in _selected_refs(settings, args.table):
         table = load_table(open_catalog(settings, ref.catalog), ref)
-        policy = settings.policy_for(ref, table.properties)
+        policy = policy_for(settings, ref, table.properties)
         extra = []
         if args.orphans:
             from icelake_assets.catalog.known_tables import default_locations, known_tables
@@ -83,8 +84,6 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def cmd_policy(args: argparse.Namespace) -> int:
     """The effective policy of one table, each value with its source (a missing table gets the settings only)."""
-    from icelake_assets.policies import format_value
-
     settings = load_settings(args.config)
     ref = TableRef.parse(args.table, default_catalog=next(iter(settings.catalogs)))
     try:
@@ -92,7 +91,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
     except TableMissingError:
         properties = {}
         print(f"note: {ref} does not exist yet: the policy below ignores table properties", file=sys.stderr)
-    effective = settings.resolve_policy(ref, properties)
+    effective = resolve_policy(settings, ref, properties)
     values = effective.overridden() if args.changed else effective.values
     print(f"policy of {ref}: mode {effective.mode} ({effective.source_of('mode')}); settings: {settings.source}")
     print(format_table(("key", "value", "source"), [(v.key, format_value(v.value), v.source) for v in values]))
@@ -112,8 +111,6 @@ def cmd_demo_lake(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from icelake_assets.demo.headless import run_headless_demo
-
     return run_headless_demo(load_settings(args.config), scale=args.scale)
 
 

@@ -30,23 +30,24 @@ check and ``icelake policy TABLE``); an invalid settings file is an error.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from icelake_assets.catalog.connection import TableRef
 from icelake_assets.settings import (
     ConfigurationPolicy,
     Mode,
     Policy,
+    SchedulePolicy,
     Settings,
     SettingsError,
-    SchedulePolicy,
     dotted,
 )
+from icelake_assets.types import TableRef
 
 LeafPath = tuple[str, ...]
 Action = Literal["launch", "record", "nothing"]
@@ -393,8 +394,11 @@ def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: V
 def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[str, str] | None = None) -> EffectivePolicy:
     """The effective policy of ``table`` (TableRef, name or pyiceberg Table) given its properties.
 
-    Without a table only the defaults and the properties apply. Raises PolicyError when the file's
-    layers combine into an invalid policy; invalid table properties are ignored and listed as problems."""
+    Without a table only the defaults and the properties apply (``resolve_policy(settings, properties)``
+    is that form too). Raises PolicyError when the file's layers combine into an invalid policy;
+    invalid table properties are ignored and listed as problems."""
+    if table is not None and isinstance(table, Mapping):
+        table, properties = None, table
     ref = _as_ref(settings, table)
     if properties is None and table is not None and hasattr(table, "properties") and not isinstance(table, (str, TableRef)):
         properties = table.properties
@@ -418,6 +422,11 @@ def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[st
     final = policy_leaves(policy)
     rows = tuple(PolicyValue(dotted(p), v, values.get(p, (None, DEFAULT_SOURCE))[1]) for p, v in final.items())
     return EffectivePolicy(name, policy, rows, tuple(problems))
+
+
+def policy_for(settings: Settings, table: Any = None, properties: Mapping[str, str] | None = None) -> Policy:
+    """The effective policy of ``table`` with its properties (see :func:`resolve_policy`)."""
+    return resolve_policy(settings, table, properties).policy
 
 
 # ---------------------------------------------------------------------------- modes
@@ -460,13 +469,13 @@ def configuration_violations(format_version: int, properties: Mapping[str, str],
         if actual != required.file_format:
             out.append(Violation("write.format.default", required.file_format, actual))
     if required.write_distribution_mode is not None:
-        actual = properties.get("write.distribution-mode")
-        if actual is None or actual.lower() != required.write_distribution_mode:
-            out.append(Violation("write.distribution-mode", required.write_distribution_mode, actual or "unset"))
+        mode = properties.get("write.distribution-mode")
+        if mode is None or mode.lower() != required.write_distribution_mode:
+            out.append(Violation("write.distribution-mode", required.write_distribution_mode, mode or "unset"))
     for key, value in sorted(required.required_properties.items()):
-        actual = properties.get(key)
-        if actual != value:
-            out.append(Violation(key, value, "unset" if actual is None else actual))
+        current = properties.get(key)
+        if current != value:
+            out.append(Violation(key, value, "unset" if current is None else current))
     return out
 
 

@@ -19,13 +19,22 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, cast, get_args
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from icelake_assets.dagster_rules import (
+    is_valid_cron_string,
+    is_valid_owner,
+    is_valid_strict_tag_value,
+    is_valid_tag_key,
+)
+from icelake_assets.types import IcelakeError
 
 CONFIG_ENV_VAR = "ICELAKE_CONFIG"
 DEFAULT_CONFIG_FILE = "icelake.yaml"
@@ -43,8 +52,8 @@ MAX_COUNT = 1_000_000
 MAX_TARGET_FILE_BYTES = 16 * GiB
 MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off
 # Maintenance operations in run order; policy.operations.enabled picks among them.
-OPERATIONS = ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
 Operation = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests"]
+OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 # observe: checks only; propose: sensors record what they would do and launch nothing; enforce: runs.
 Mode = Literal["observe", "propose", "enforce"]
 # A catalog nobody configured a mode for only proposes: a first rollout never writes to a table.
@@ -81,7 +90,7 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 REDACTED = "***"
 
 
-class SettingsError(ValueError):
+class SettingsError(IcelakeError, ValueError):
     """A settings file that cannot be used; the message names the file, the key and the cause."""
 
 
@@ -115,7 +124,7 @@ class SmallFilesPolicy(_Strict):
     max_concurrent_file_group_rewrites: int = Field(1, ge=1, le=64)
 
     @model_validator(mode="after")
-    def _zorder_needs_columns(self) -> "SmallFilesPolicy":
+    def _zorder_needs_columns(self) -> SmallFilesPolicy:
         if self.strategy == "zorder" and not self.zorder_columns:
             raise ValueError("strategy 'zorder' needs zorder_columns (set them next to the strategy)")
         return self
@@ -200,8 +209,6 @@ class SchedulePolicy(_Strict):
     @field_validator("cron")
     @classmethod
     def _cron(cls, v: str | None) -> str | None:
-        from dagster._utils.schedules import is_valid_cron_string  # Dagster's own rule, checked at load
-
         if v is not None and not is_valid_cron_string(v):
             raise ValueError(f"{v!r} is not a 5-field cron expression (e.g. '0 3 * * *')")
         return v
@@ -295,8 +302,6 @@ class Policy(_Strict):
     @field_validator("owners")
     @classmethod
     def _owners(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from dagster._core.definitions.utils import is_valid_owner  # the rule Dagster applies to assets
-
         bad = [o for o in v if not is_valid_owner(o)]
         if bad:
             raise ValueError(f"owners {bad} must be e-mail addresses or 'team:<name>'")
@@ -305,8 +310,6 @@ class Policy(_Strict):
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: dict[str, str]) -> dict[str, str]:
-        from dagster._utils.tags import is_valid_strict_tag_value, is_valid_tag_key  # asset tag rules
-
         for key, value in v.items():
             if not is_valid_tag_key(key) or key.startswith("dagster/"):
                 raise ValueError(f"tag key {key!r}: letters, digits, '_', '-', '.', one optional 'prefix/', "
@@ -373,7 +376,7 @@ class AuditSettings(_Strict):
 
 
 class MetricsSettings(_Strict):
-    """Prometheus metrics (see icelake_assets.metrics)."""
+    """Prometheus metrics (see icelake_assets.audit.metrics)."""
 
     # Folder of the .prom file a node exporter's textfile collector reads; relative to the settings file.
     textfile_dir: str = ".lake/metrics"
@@ -397,8 +400,6 @@ class AutomationSettings(_Strict):
     @field_validator("checks_cron", "orphan_checks_cron")
     @classmethod
     def _cron(cls, v: str) -> str:
-        from dagster._utils.schedules import is_valid_cron_string
-
         if not is_valid_cron_string(v):
             raise ValueError(f"{v!r} is not a 5-field cron expression (e.g. '0 3 * * *')")
         return v
@@ -431,14 +432,14 @@ class Settings(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _policy_catalogs_exist(self) -> "Settings":
+    def _policy_catalogs_exist(self) -> Settings:
         for key in self.policies.catalogs:
             if not any(c in key for c in "*?[") and key not in self.catalogs:
                 raise ValueError(f"policies.catalogs.{key}: unknown catalog (configured: {', '.join(sorted(self.catalogs))})")
         return self
 
     @model_validator(mode="after")
-    def _audit_catalog_exists(self) -> "Settings":
+    def _audit_catalog_exists(self) -> Settings:
         if self.audit.catalog is not None and self.audit.catalog not in self.catalogs:
             raise ValueError(f"audit.catalog: unknown catalog {self.audit.catalog!r} "
                              f"(configured: {', '.join(sorted(self.catalogs))})")
@@ -471,21 +472,6 @@ class Settings(_Strict):
         included = any(fnmatch.fnmatchcase(n, p) for p in self.tables.include for n in names)
         excluded = any(fnmatch.fnmatchcase(n, p) for p in self.tables.exclude for n in names)
         return included and not excluded
-
-    def policy_for(self, table: Any = None, table_properties: Mapping[str, str] | None = None) -> Policy:
-        """The effective policy of ``table`` (a TableRef or ``catalog.namespace.table``) with its properties.
-
-        The old form ``policy_for(properties)`` still works: it resolves the defaults and the
-        properties only, without catalog/namespace/table layers."""
-        return self.resolve_policy(table, table_properties).policy
-
-    def resolve_policy(self, table: Any = None, table_properties: Mapping[str, str] | None = None):
-        """The :class:`~icelake_assets.policies.EffectivePolicy` (policy, source of each value, problems)."""
-        from icelake_assets.policies import resolve_policy  # policies builds on this module
-
-        if table is not None and isinstance(table, Mapping):
-            table, table_properties = None, table
-        return resolve_policy(self, table, table_properties)
 
 
 def _resolve_paths(props: dict[str, Any], base: Path) -> dict[str, str]:
@@ -744,6 +730,7 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
     data = dict(data)
     _refuse_literal_secrets(data, source)
     data = _interpolate(data, (), source)
+    from pyiceberg.typedef import RecursiveDict
     from pyiceberg.utils.config import merge_config
 
     pyiceberg = pyiceberg_catalogs()
@@ -758,7 +745,8 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
             if not isinstance(props, dict):
                 raise SettingsError(f"invalid settings in {source}:\n  catalogs.{name}: must be a mapping of properties")
             # The file wins over pyiceberg's configuration, as properties passed to load_catalog do.
-            catalogs[name] = merge_config(pyiceberg.get(str(name).lower(), {}), _resolve_paths(props, base))
+            catalogs[name] = merge_config(cast(RecursiveDict, pyiceberg.get(str(name).lower(), {})),
+                                           cast(RecursiveDict, _resolve_paths(props, base)))
         data["catalogs"] = catalogs
     metrics = data.get("metrics", {})
     if isinstance(metrics, dict):  # anything else: the model reports it

@@ -14,10 +14,10 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pyspark
 
@@ -112,7 +112,7 @@ def spark_standalone_cluster(cores: int = 1, memory: str = "1g",
     procs: list[subprocess.Popen] = []
     logs = [folder / f"{name}.log" for name in commands]
     try:
-        for (name, args), log in zip(commands.items(), logs):
+        for (_name, args), log in zip(commands.items(), logs, strict=False):
             with open(log, "wb") as out:
                 # A process group of its own: teardown kills the JVM that spark-class execs, by PID.
                 procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=out,

@@ -7,12 +7,18 @@ from typing import Any
 import pytest
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance.plan import (decide_expire, decide_manifests, decide_orphans, decide_rewrite,
-                                             rewrite_options)
+from icelake_assets.maintenance.plan import (
+    decide_expire,
+    decide_manifests,
+    decide_orphans,
+    decide_rewrite,
+    rewrite_options,
+)
 from icelake_assets.policies import (
     PolicyError,
     configuration_violations,
     decide_action,
+    policy_for,
     resolve_policy,
 )
 from icelake_assets.settings import OPERATIONS, ConfigurationPolicy, Settings, SettingsError, parse_settings
@@ -221,11 +227,11 @@ def test_unsafe_values_in_the_file_are_refused_with_their_source():
 
 def test_policy_for_accepts_names_refs_and_the_old_properties_form():
     s = settings({"policies": {"namespaces": {"taxi": {"manifests": {"max_count": 9}}}}})
-    assert s.policy_for(TRIPS).manifests.max_count == 9
-    assert s.policy_for("taxi.trips").manifests.max_count == 9  # the first catalog by default
-    assert s.policy_for(TableRef("c1", ("taxi",), "trips"), {"icelake.manifests.max_count": "14"}).manifests.max_count == 14
-    assert s.policy_for({"icelake.manifests.max_count": "60"}).manifests.max_count == 60  # no table: no layers
-    assert s.policy_for().manifests.max_count == 50
+    assert policy_for(s, TRIPS).manifests.max_count == 9
+    assert policy_for(s, "taxi.trips").manifests.max_count == 9  # the first catalog by default
+    assert policy_for(s, TableRef("c1", ("taxi",), "trips"), {"icelake.manifests.max_count": "14"}).manifests.max_count == 14
+    assert policy_for(s, {"icelake.manifests.max_count": "60"}).manifests.max_count == 60  # no table: no layers
+    assert policy_for(s).manifests.max_count == 50
     with pytest.raises(KeyError, match="not a policy key"):
         resolve_policy(s, TRIPS).source_of("snapshots.min_kept")
 
@@ -247,9 +253,9 @@ def test_decide_action_refuses_an_unknown_mode():
 
 def test_modes_per_scope_drive_decide_action():
     s = settings({"policies": {"catalogs": {"c1": {"mode": "observe"}}, "namespaces": {"taxi": {"mode": "enforce"}}}})
-    assert decide_action(s.policy_for("c1.events.clicks").mode, True) == "nothing"
-    assert decide_action(s.policy_for(TRIPS).mode, True) == "launch"
-    assert decide_action(s.policy_for("c2.events.clicks").mode, True) == "record"  # unconfigured: propose
+    assert decide_action(policy_for(s, "c1.events.clicks").mode, True) == "nothing"
+    assert decide_action(policy_for(s, TRIPS).mode, True) == "launch"
+    assert decide_action(policy_for(s, "c2.events.clicks").mode, True) == "record"  # unconfigured: propose
 
 
 def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
@@ -257,7 +263,7 @@ def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
 
     s = settings({"thresholds": {"manifests": {"max_count": 1}, "operations": {"enabled": ["expire_snapshots"]},
                                  "small_files": {"partial_progress_enabled": False, "partial_progress_max_commits": 3}}})
-    policy = s.policy_for(TRIPS)
+    policy = policy_for(s, TRIPS)
     stats = TableStats(table=TRIPS, metadata_location="", current_snapshot_id=None, target_file_size_bytes=1024,
                        manifests=5)
     # operations.enabled names exactly the ops plan decides on, in run order.
@@ -266,7 +272,7 @@ def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
     assert tuple(ops) == OPERATIONS
     decision = decide_manifests(stats, policy)
     assert not decision.act and "disabled by policy (operations.enabled: expire_snapshots)" in decision.reason
-    assert decide_manifests(stats, settings({"thresholds": {"manifests": {"max_count": 1}}}).policy_for(TRIPS)).act
+    assert decide_manifests(stats, policy_for(settings({"thresholds": {"manifests": {"max_count": 1}}}), TRIPS)).act
     opts = rewrite_options(stats, policy)
     assert opts["partial-progress.enabled"] == "false" and opts["partial-progress.max-commits"] == "3"
     assert opts["max-concurrent-file-group-rewrites"] == "1"

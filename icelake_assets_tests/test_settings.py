@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from icelake_assets.settings import CONFIG_ENV_VAR, DEFAULT_MODE, SettingsError, default_settings, load_settings
+from icelake_assets.policies import policy_for
+from icelake_assets.settings import (
+    CONFIG_ENV_VAR,
+    DEFAULT_MODE,
+    SettingsError,
+    default_settings,
+    load_settings,
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -71,13 +78,13 @@ def test_unknown_catalog_lists_the_configured_ones(tmp_path):
 
 def test_iceberg_table_properties_override_thresholds_toward_keeping_more():
     s = default_settings(Path("/tmp"))
-    policy = s.policy_for({"write.target-file-size-bytes": "1048576", "history.expire.min-snapshots-to-keep": "9",
+    policy = policy_for(s, {"write.target-file-size-bytes": "1048576", "history.expire.min-snapshots-to-keep": "9",
                            "history.expire.max-snapshot-age-ms": str(200 * 3_600_000)})
     assert policy.small_files.target_file_size_bytes == 1_048_576
     assert policy.snapshots.min_keep == 9
     assert policy.snapshots.max_age_hours == 200
     # Expiring sooner than the operator's 120 h is not the table's call.
-    assert s.policy_for({"history.expire.max-snapshot-age-ms": str(2 * 3_600_000)}).snapshots.max_age_hours == 120
+    assert policy_for(s, {"history.expire.max-snapshot-age-ms": str(2 * 3_600_000)}).snapshots.max_age_hours == 120
 
 
 def test_include_exclude_patterns(tmp_path):
@@ -152,7 +159,7 @@ def test_bad_policies_name_file_key_and_allowed_values(tmp_path, text, expected)
 def test_a_new_catalog_starts_in_propose_mode(tmp_path):
     s = load_settings(write(tmp_path, CAT))
     assert s.thresholds.mode == DEFAULT_MODE == "propose"
-    assert s.policy_for("c1.any.table").mode == "propose"
+    assert policy_for(s, "c1.any.table").mode == "propose"
 
 
 def test_env_references_are_interpolated(tmp_path, monkeypatch):

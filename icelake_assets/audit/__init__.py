@@ -4,7 +4,6 @@
 from icelake_assets.audit.records import (
     DECISIONS,
     AuditRecord,
-    dagster_metadata,
     dagster_tags,
     trigger_from_tags,
 )
@@ -16,7 +15,6 @@ __all__ = [
     "AuditLog",
     "AuditLogError",
     "AuditRecord",
-    "dagster_metadata",
     "dagster_tags",
     "trigger_from_tags",
 ]

@@ -12,12 +12,13 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import Enum
 from pathlib import PurePath
-from typing import Any, Literal, Mapping, Sequence, get_args
+from typing import Any, Literal, get_args
 
 from icelake_assets.catalog.connection import TableRef
 
@@ -85,7 +86,7 @@ def dumps(value: Any) -> str:
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _new_id() -> str:
@@ -148,7 +149,7 @@ class AuditRecord:
             raise ValueError(f"audit record reason must be text, got {type(self.reason).__name__}")
         if not isinstance(self.recorded_at, datetime) or self.recorded_at.tzinfo is None:
             raise ValueError(f"audit record recorded_at must be a timezone-aware datetime, got {self.recorded_at!r}")
-        set_("recorded_at", self.recorded_at.astimezone(timezone.utc))
+        set_("recorded_at", self.recorded_at.astimezone(UTC))
         if not isinstance(self.record_id, str) or not self.record_id:
             raise ValueError(f"audit record record_id must be a non-empty string, got {self.record_id!r}")
         for name in ("partitions", "failed_partitions"):
@@ -192,52 +193,6 @@ def trigger_from_tags(tags: Mapping[str, str]) -> Trigger:
     if tags.get("dagster/schedule_name"):
         return "schedule"
     return "manual"
-
-
-def _metadata_prefix(record: AuditRecord) -> str:
-    return f"audit/{record.op or record.kind}/"
-
-
-def dagster_metadata(record: AuditRecord, prefix: str | None = None) -> dict[str, Any]:
-    """The record as Dagster metadata (for materializations, observations, outputs, check results).
-
-    Keys are ``audit/<op or kind>/<field>`` unless ``prefix`` is given; numbers are Int/Float metadata
-    so the UI plots them, JSON fields are JSON metadata. Absent (None/empty) fields are left out.
-    """
-    from dagster import MetadataValue
-
-    p = _metadata_prefix(record) if prefix is None else prefix
-    md: dict[str, Any] = {
-        f"{p}decision": MetadataValue.text(record.decision),
-        f"{p}trigger": MetadataValue.text(record.trigger),
-        f"{p}kind": MetadataValue.text(record.kind),
-        f"{p}table": MetadataValue.text(record.table_name),
-        f"{p}recorded_at": MetadataValue.timestamp(record.recorded_at),
-        f"{p}record_id": MetadataValue.text(record.record_id),
-    }
-    if record.reason:
-        md[f"{p}reason"] = MetadataValue.text(record.reason)
-    if record.run_id:
-        md[f"{p}run_id"] = MetadataValue.text(record.run_id)
-    for name in ("signals", "policy", "results", "writer_check"):
-        value = getattr(record, name)
-        if value:
-            md[f"{p}{name}"] = MetadataValue.json(value)
-    if record.partitions:
-        md[f"{p}partitions"] = MetadataValue.json(list(record.partitions))
-        md[f"{p}partition_count"] = MetadataValue.int(len(record.partitions))
-    if record.partitions_reason:
-        md[f"{p}partitions_reason"] = MetadataValue.text(record.partitions_reason)
-    if record.failed_partitions:
-        md[f"{p}failed_partitions"] = MetadataValue.json(list(record.failed_partitions))
-    md[f"{p}failed_partition_count"] = MetadataValue.int(len(record.failed_partitions))
-    for name in ("cost_estimate_bytes", "snapshot_before", "snapshot_after", "rolled_back_to"):
-        value = getattr(record, name)
-        if value is not None:
-            md[f"{p}{name}"] = MetadataValue.int(value)
-    if record.duration_s is not None:
-        md[f"{p}duration_s"] = MetadataValue.float(record.duration_s)
-    return md
 
 
 def _tag_key(name: str) -> str:

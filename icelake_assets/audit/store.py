@@ -19,8 +19,9 @@ import re
 import socket
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -48,6 +49,7 @@ from pyiceberg.types import (
 from icelake_assets.audit.records import AuditRecord, dumps, sequence_of_records
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.settings import INTERNAL_NAMESPACE, Settings
+from icelake_assets.types import IcelakeError
 
 DEFAULT_TABLE = f"{INTERNAL_NAMESPACE}.audit_log"
 _NAME_PART = re.compile(r"^[A-Za-z0-9_\-]+$")
@@ -94,7 +96,7 @@ _JSON_FIELDS = ("signals", "policy", "writer_check", "results")
 _COLUMNS = tuple(f.name for f in AUDIT_SCHEMA.fields)
 
 
-class AuditLogError(RuntimeError):
+class AuditLogError(IcelakeError, RuntimeError):
     """The audit table cannot be created, read or appended; the message names the table and cause."""
 
 
@@ -164,7 +166,7 @@ class AuditLog:
         self._table: Table | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, catalog: Catalog | None = None) -> "AuditLog":
+    def from_settings(cls, settings: Settings, catalog: Catalog | None = None) -> AuditLog:
         """The log configured in ``settings.audit`` (catalog defaults to the first configured one)."""
         name = settings.audit.catalog or next(iter(settings.catalogs))
         cat = catalog if catalog is not None else open_catalog(settings, name)
@@ -282,7 +284,7 @@ class AuditLog:
         cutoff_ms = sorted(s.timestamp_ms for s in snapshots)[-keep]
         try:
             table.maintenance.expire_snapshots().older_than(
-                datetime.fromtimestamp(cutoff_ms / 1000, tz=timezone.utc)
+                datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
             ).commit()
         except CommitFailedException:
             table.refresh()  # someone else committed meanwhile: the next append trims instead
@@ -302,11 +304,11 @@ class AuditLog:
         tbl.refresh()
         conditions: list[BooleanExpression] = []
         if table is not None:
-            conditions.append(EqualTo("table_name", str(table)))
+            conditions.append(EqualTo(term="table_name", value=str(table)))
         if since is not None:
-            conditions.append(GreaterThanOrEqual("recorded_at", since.astimezone(timezone.utc).isoformat()))
+            conditions.append(GreaterThanOrEqual(term="recorded_at", value=since.astimezone(UTC).isoformat()))
         if run_id is not None:
-            conditions.append(EqualTo("run_id", run_id))
+            conditions.append(EqualTo(term="run_id", value=run_id))
         row_filter: BooleanExpression = AlwaysTrue()
         for c in conditions:
             row_filter = c if isinstance(row_filter, AlwaysTrue) else And(row_filter, c)

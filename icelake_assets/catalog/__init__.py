@@ -1,5 +1,10 @@
 """Catalog access (pyiceberg), table discovery, and the Spark view of the same catalogs."""
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef, open_catalog
+from icelake_assets.catalog.connection import (
+    CatalogUnavailableError,
+    TableMissingError,
+    TableRef,
+    open_catalog,
+)
 
 __all__ = ["CatalogUnavailableError", "TableMissingError", "TableRef", "open_catalog"]

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
-from icelake_assets.maintenance.partition_filter import PartitionLayout, partition_layout
+from icelake_assets.catalog.partition_layout import PartitionLayout, partition_layout
 from icelake_assets.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class DiscoveredTable:
     layout: PartitionLayout | None = None
 
     @classmethod
-    def from_table(cls, ref: TableRef, table: Table) -> "DiscoveredTable":
+    def from_table(cls, ref: TableRef, table: Table) -> DiscoveredTable:
         md = table.metadata
         spec = table.spec()
         schema = table.schema()

@@ -5,7 +5,7 @@ a catalog that cannot be listed is an error: cleaning blind is never the fallbac
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
 from icelake_assets.catalog.discovery import _namespaces
-from icelake_assets.health.orphans import KnownTable
 from icelake_assets.settings import Settings
+from icelake_assets.types import KnownTable
 
 # metadata.json files are immutable: a table whose metadata location did not change keeps its
 # location and properties, so a SQL catalog costs one query plus the tables that changed.
@@ -24,7 +24,7 @@ _LOCK = threading.Lock()
 _MAX_CACHED = 100_000
 
 
-def _sql_rows(catalog: SqlCatalog) -> list[tuple[tuple[str, ...], str]]:
+def _sql_rows(catalog: SqlCatalog) -> list[tuple[tuple[str, ...], str | None]]:
     with Session(catalog.engine) as session:
         rows = session.execute(
             select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
@@ -33,6 +33,7 @@ def _sql_rows(catalog: SqlCatalog) -> list[tuple[tuple[str, ...], str]]:
 
 
 def _catalog_tables(name: str, catalog: Catalog) -> list[KnownTable]:
+    rows: list[tuple[tuple[str, ...], str | None]]
     if isinstance(catalog, SqlCatalog):
         rows = _sql_rows(catalog)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import SCALES, build_demo_lake, list_orphans
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for ref in refs:
         table = catalog.load_table(ref.identifier)
         snapshot = table.current_snapshot()
-        files = int(snapshot.summary["total-data-files"]) if snapshot and snapshot.summary else 0
+        files = int(snapshot.summary["total-data-files"] or 0) if snapshot and snapshot.summary else 0
         print(f"{str(ref):<24} {files:>10} {len(table.snapshots()):>10} {len(list_orphans(table)):>8}")
     return 0
 

@@ -20,7 +20,7 @@ from pydantic import Field
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.demo.lake import TRIPS_SCHEMA, degrade_trips
 from icelake_assets.maintenance.procedures import table_identifier
-from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 
 WRITER_KEY = AssetKey(["icelake_demo", "trips_writer"])
@@ -49,12 +49,14 @@ def build_demo_writer(ref: TableRef, key: AssetKey = WRITER_KEY) -> AssetsDefini
         # A fresh seed per run: new trips, new files (ids continue from the table's record count).
         seed = time.time_ns() % 2**32
         rows = degrade_trips(table, config.days, config.batches, config.rows_per_batch, seed=seed)
-        summary = table.current_snapshot().summary
+        snapshot = table.current_snapshot()
+        summary = snapshot.summary if snapshot is not None else None
+        assert summary is not None, "an append always leaves a snapshot with a summary"
         context.log.info(f"{ref}: appended {rows} rows in {config.batches} commits")
         return MaterializeResult(metadata={
             "rows_appended": MetadataValue.int(rows),
             "commits": MetadataValue.int(config.batches),
-            "table_data_files": MetadataValue.int(int(summary["total-data-files"])),
+            "table_data_files": MetadataValue.int(int(summary["total-data-files"] or 0)),
             "duration_s": MetadataValue.float(round(time.perf_counter() - started, 2)),
         })
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from dagster import DagsterInstance
 
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
-from icelake_assets.cli import format_table
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
@@ -18,7 +17,9 @@ from icelake_assets.maintenance.procedures import table_identifier
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
+from icelake_assets.policies import policy_for
 from icelake_assets.settings import Settings
+from icelake_assets.text import format_table
 
 AGGREGATE = "SELECT vendor, date(pickup_at) AS day, count(*) AS trips, avg(fare) AS avg_fare FROM {t} GROUP BY 1, 2"
 
@@ -34,7 +35,7 @@ class Snapshot:
 
 def measure(settings: Settings, catalog, ref: TableRef) -> Snapshot:
     table = load_table(catalog, ref)
-    policy = settings.policy_for(ref, table.properties)
+    policy = policy_for(settings, ref, table.properties)
     stats = compute_table_stats(table, policy)
     orphans = find_orphans(table, policy.orphans.older_than_hours)
     return Snapshot(stats.data_files, stats.snapshots, len(orphans), stats.manifests, stats.records)

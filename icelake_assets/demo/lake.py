@@ -134,7 +134,7 @@ def local_path(location: str) -> Path:
 def _next_id(table: Table) -> int:
     """First unused id, so repeated appends to the same table never reuse ids."""
     snap = table.current_snapshot()
-    return int(snap.summary["total-records"]) if snap and snap.summary else 0
+    return int(snap.summary["total-records"] or 0) if snap and snap.summary else 0
 
 
 def _timestamps(rng: np.random.Generator, day_index: np.ndarray) -> np.ndarray:

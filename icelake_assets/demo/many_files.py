@@ -5,8 +5,7 @@ partition) makes each task write one file per day: ``tasks x days`` files, cheap
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession, functions as F
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.procedures import table_identifier

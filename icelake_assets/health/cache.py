@@ -20,11 +20,12 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
+from collections.abc import Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Iterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from pyiceberg.manifest import ManifestFile
@@ -244,7 +245,7 @@ class ManifestCache:
                 if hit is not None:
                     self._summaries.move_to_end(key)
                     found[key] = hit
-        missing = [(k, m) for k, m in zip(keys, metas) if k not in found]
+        missing = [(k, m) for k, m in zip(keys, metas, strict=False) if k not in found]
         if missing and self.disk is not None:
             blobs = self._disk_get([k for k, _ in missing])
             for key, blob in blobs.items():
@@ -254,7 +255,7 @@ class ManifestCache:
             missing = [(k, m) for k, m in missing if k not in found]
         if missing:
             fresh = self._read(table, [m for _, m in missing], bounds_field)
-            new = {k: s for (k, _), s in zip(missing, fresh)}
+            new = {k: s for (k, _), s in zip(missing, fresh, strict=False)}
             found.update(new)
             self._remember(new)
             self._disk_put({k: s.to_bytes() for k, s in new.items()})
@@ -321,5 +322,5 @@ class ManifestCache:
         return tuple(
             FileRow(summary.labels[p], int(s), int(r), int(c), summary.spec_id)
             for p, s, r, c in zip(summary.part.tolist(), summary.size.tolist(), summary.records.tolist(),
-                                  summary.content.tolist())
+                                  summary.content.tolist(), strict=False)
         )

@@ -20,9 +20,9 @@ orphan_files            unreferenced files older than orphans.older_than_hours  
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Sequence
 
 from icelake_assets.health.retention import expiry_forecast, kept_reason
 from icelake_assets.health.stats import SIZE_BUCKETS, TableStats
@@ -226,7 +226,7 @@ def orphan_finding(orphan_count: int, orphan_bytes: int, policy: Policy, sample:
     metrics = {"orphan_files": orphan_count, "orphan_bytes": orphan_bytes, "max_orphans": p.max_count,
                "orphan_older_than_hours": p.older_than_hours, "hidden_files": hidden_files,
                "skipped_other_tables": sum(skipped.values()), "cleanup_refused": int(refused is not None)}
-    rows = tuple({"path": path} for path in list(sample)[:10])
+    rows: tuple[dict[str, object], ...] = tuple({"path": path} for path in list(sample)[:10])
     notes = "".join(f"; {n} files skipped ({reason})" for reason, n in sorted(skipped.items()))
     if refused:
         notes += f"; never removed automatically: {refused}"

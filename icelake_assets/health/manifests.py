@@ -24,8 +24,9 @@ import json
 import struct
 import threading
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from pyiceberg.avro.decoder import new_decoder
@@ -159,7 +160,7 @@ class _ProjectedAvroFile(AvroFile):
 
     __slots__ = ("_codec",)
 
-    def __enter__(self) -> "_ProjectedAvroFile":
+    def __enter__(self) -> _ProjectedAvroFile:
         with self.input_file.open() as f:
             self.decoder = new_decoder(f.read())
         self.header = self._read_header()
@@ -170,7 +171,7 @@ class _ProjectedAvroFile(AvroFile):
             cached = _READERS.get(key)
         if cached is None or key[0] is None:
             schema = self.header.get_schema()
-            reader = visit_with_partner(
+            reader = visit_with_partner(  # type: ignore[misc]  # pyiceberg leaves P unbound
                 schema, self.read_schema, _Resolver(self.read_types, self.read_enums), _ProjectingAccessor()
             )
             cached = (schema, reader)
@@ -178,7 +179,7 @@ class _ProjectedAvroFile(AvroFile):
                 _READERS[key] = cached
                 while len(_READERS) > 256:
                     _READERS.pop(next(iter(_READERS)))
-        self.schema, self.reader = cached  # type: ignore[assignment]
+        self.schema, self.reader = cached
         self._codec = self.header.compression_codec()
         return self
 
@@ -215,7 +216,7 @@ class ManifestMeta:
     files: int  # live entries: added + existing
 
     @classmethod
-    def of(cls, m: ManifestFile) -> "ManifestMeta":
+    def of(cls, m: ManifestFile) -> ManifestMeta:
         content = m.content.value if isinstance(m.content, ManifestContent) else int(m.content or 0)
         files = (m.added_files_count or 0) + (m.existing_files_count or 0)
         return cls(m.manifest_path, int(m.manifest_length), int(m.partition_spec_id), content,
@@ -259,13 +260,16 @@ class ManifestSummary:
                          self.records.astype("<i8").tobytes()])
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> "ManifestSummary":
+    def from_bytes(cls, blob: bytes) -> ManifestSummary:
         (hlen,) = struct.unpack_from("<I", blob)
         h = json.loads(blob[4:4 + hlen])
         n, at = h["n"], 4 + hlen
-        part = np.frombuffer(blob, "<i4", n, at); at += 4 * n
-        content = np.frombuffer(blob, "<i1", n, at); at += n
-        size = np.frombuffer(blob, "<i8", n, at); at += 8 * n
+        part = np.frombuffer(blob, "<i4", n, at)
+        at += 4 * n
+        content = np.frombuffer(blob, "<i1", n, at)
+        at += n
+        size = np.frombuffer(blob, "<i8", n, at)
+        at += 8 * n
         records = np.frombuffer(blob, "<i8", n, at)
         return cls(h["spec_id"], tuple(h["labels"]), tuple(tuple(v) for v in h["values"]), part, content, size,
                    records, h["bounds_field"], tuple(h["lower"]), tuple(h["upper"]))
@@ -369,4 +373,4 @@ def partition_label(spec: PartitionSpec | None, schema: Schema, values: Sequence
     try:
         return spec.partition_to_path(Record(*values), schema)
     except Exception:  # a column dropped since: fall back to the raw values rather than fail the health read
-        return "/".join(f"{f.name}={v}" for f, v in zip(spec.fields, values))
+        return "/".join(f"{f.name}={v}" for f, v in zip(spec.fields, values, strict=False))

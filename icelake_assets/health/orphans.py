@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
@@ -30,16 +30,19 @@ from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
 from icelake_assets.health.manifests import live_file_paths
+from icelake_assets.types import (
+    WRITE_PATH_PROPERTIES as WRITE_PATH_PROPERTIES,
+    IcelakeError,
+    KnownTable as KnownTable,
+)
 
 # Iceberg's default equal_schemes (DeleteOrphanFilesSparkAction): s3a and s3n are s3.
 EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 # Table properties naming where a table writes besides its location (the last two: older spellings).
-WRITE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
-                         "write.folder-storage.path")
 _SKIPPED_SAMPLE = 20
 
 
-class OrphanScanError(RuntimeError):
+class OrphanScanError(IcelakeError, RuntimeError):
     """Storage cannot be compared safely with the table's metadata: nothing may be deleted."""
 
 
@@ -47,7 +50,7 @@ class PathMismatchError(OrphanScanError):
     """A listed file has a referenced twin under another scheme or authority (Iceberg's prefix mismatch)."""
 
 
-class ReferencedFilesMissingError(RuntimeError):
+class ReferencedFilesMissingError(IcelakeError, RuntimeError):
     """A file the table's metadata references does not exist."""
 
 
@@ -56,23 +59,6 @@ class OrphanFile:
     path: str
     size: int
     age_hours: float
-
-
-@dataclass(frozen=True)
-class KnownTable:
-    """Another table of a configured catalog: where it lives and where it writes."""
-
-    name: str
-    location: str
-    properties: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def write_paths(self) -> dict[str, str]:
-        """Where it writes files: its explicit write paths, else the default data and metadata folders."""
-        loc = self.location.rstrip("/")
-        paths = {"write.data.path": f"{loc}/data", "write.metadata.path": f"{loc}/metadata"}
-        paths.update({k: self.properties[k] for k in WRITE_PATH_PROPERTIES if self.properties.get(k)})
-        return paths
 
 
 @dataclass
@@ -116,12 +102,12 @@ class FileKey:
     authority: str | None
     path: str
 
-    def same_place(self, other: "FileKey") -> bool:
+    def same_place(self, other: FileKey) -> bool:
         """Scheme and authority agree where both are known (Iceberg compares only non-null parts)."""
         return ((self.scheme is None or other.scheme is None or self.scheme == other.scheme)
                 and (self.authority is None or other.authority is None or self.authority == other.authority))
 
-    def under(self, prefix: "FileKey") -> bool:
+    def under(self, prefix: FileKey) -> bool:
         """This location equals ``prefix`` or lies inside it (whole path components)."""
         if not self.same_place(prefix):
             return False

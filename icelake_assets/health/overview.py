@@ -17,8 +17,8 @@ listed in "why" without inflating the benefit.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from icelake_assets.health.findings import Finding, Severity, metadata_findings
 from icelake_assets.health.retention import expiry_forecast

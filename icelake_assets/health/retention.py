@@ -16,15 +16,13 @@ snapshot goes only if older than the age limit AND beyond the newest ``min_keep`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import Protocol
 
 from pyiceberg.table import Table
 
 from icelake_assets.settings import Policy
-
-if TYPE_CHECKING:  # stats.py imports this module
-    from icelake_assets.health.stats import TableStats
 
 # Iceberg's history.expire.max-ref-age-ms: refs (but main) older than this are dropped by expiry.
 MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"
@@ -95,7 +93,22 @@ def cutoff_age_hours(snapshots: int, policy: Policy) -> float:
     return max(p.max_age_hours, p.min_age_hours)
 
 
-def expiry_forecast(stats: "TableStats", policy: Policy) -> ExpiryForecast:
+class RetentionFacts(Protocol):
+    """What a forecast reads from a table's statistics (health/stats.py TableStats has it all)."""
+
+    @property
+    def snapshots(self) -> int: ...
+    @property
+    def snapshot_points(self) -> tuple[SnapshotPoint, ...]: ...
+    @property
+    def snapshot_refs(self) -> tuple[RefPoint, ...]: ...
+    @property
+    def max_ref_age_ms(self) -> int | None: ...
+    @property
+    def evaluated_at(self) -> float: ...
+
+
+def expiry_forecast(stats: RetentionFacts, policy: Policy) -> ExpiryForecast:
     """What expire_snapshots would remove now under ``policy`` (now = when the stats were taken)."""
     return forecast(stats.snapshot_points, stats.snapshot_refs, cutoff_age_hours(stats.snapshots, policy),
                     policy.snapshots.min_keep, stats.evaluated_at * 1000, stats.max_ref_age_ms)

@@ -28,9 +28,9 @@ any ERROR → Critical.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable
 
 from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.stats import TableStats

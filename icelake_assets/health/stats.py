@@ -13,8 +13,9 @@ Three sources, cheapest first:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from pyiceberg.table import Table
@@ -343,13 +344,13 @@ def _aggregate(table: Table, metas: Sequence[ManifestMeta], summaries: Sequence[
     bucket_counts = np.bincount(np.searchsorted(bucket_edges, dsize, side="right"), minlength=len(SIZE_BUCKETS))
     pct = np.percentile(dsize, [10, 50, 90]).astype(np.int64) if len(dsize) else np.zeros(3, dtype=np.int64)
     entries = [m.files for m in metas]
-    values = dict(
+    totals: dict[str, Any] = dict(
         data_files=int(data.sum()), data_bytes=int(dsize.sum()), records=int(recs[data].sum()),
         small_files=int(small.sum()), small_file_bytes=int(size[small].sum()), small_file_limit_bytes=int(small_limit),
         fragment_files=int(fragment.sum()),
         file_size_min=int(dsize.min()) if len(dsize) else 0, file_size_max=int(dsize.max()) if len(dsize) else 0,
         file_size_p10=int(pct[0]), file_size_p50=int(pct[1]), file_size_p90=int(pct[2]),
-        size_histogram={name: int(c) for (name, _), c in zip(SIZE_BUCKETS, bucket_counts.tolist())},
+        size_histogram={name: int(c) for (name, _), c in zip(SIZE_BUCKETS, bucket_counts.tolist(), strict=False)},
         position_delete_files=int(pos.sum()), equality_delete_files=int(eq.sum()),
         delete_bytes=int(size[pos | eq].sum()), position_delete_records=int(recs[pos].sum()),
         equality_delete_records=int(recs[eq].sum()),
@@ -364,7 +365,7 @@ def _aggregate(table: Table, metas: Sequence[ManifestMeta], summaries: Sequence[
             if p.data_files > sf.max_files_per_partition and p.avg_file_bytes < sf.max_avg_file_bytes
         ),
     )
-    return _Content(values, partitions)
+    return _Content(totals, partitions)
 
 
 def compute_table_stats(

@@ -11,21 +11,22 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import unquote, urlparse
 
 import pyarrow.compute as pc
 from pyiceberg.table import Table
 from pyiceberg.types import IntegerType, LongType, StringType
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession, functions as F
 
-from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.connection import TableRef, current_snapshot_id
 from icelake_assets.maintenance.procedures import quote_identifier, table_identifier
+from icelake_assets.types import IcelakeError
 
 _EXTENSIONS = ("duckdb_extension_avro", "duckdb_extension_iceberg")
 
 
-class CrossEngineError(RuntimeError):
+class CrossEngineError(IcelakeError, RuntimeError):
     """An engine could not read the table (the message names it and the cause)."""
 
 
@@ -96,7 +97,8 @@ def duckdb_read(table: Table, column: str, kind: str) -> EngineRead:
         expr = {"sum": f"coalesce(sum({col}), 0)", "length": f"coalesce(sum(length({col})), 0)",
                 "count": f"count({col})"}[kind]
         location = _local(table.metadata_location)
-        rows, checksum = con.execute(f"SELECT count(*), {expr} FROM iceberg_scan(?)", [location]).fetchone()
+        row = con.execute(f"SELECT count(*), {expr} FROM iceberg_scan(?)", [location]).fetchone()
+        rows, checksum = cast(tuple[int, Any], row)  # an aggregate: always one row
     except duckdb.Error as err:
         raise CrossEngineError(f"DuckDB could not read {table.metadata_location}: {err}") from err
     finally:
@@ -130,8 +132,7 @@ def spark_read(spark: SparkSession, ref: TableRef, column: str, kind: str,
 def cross_engine_check(spark: SparkSession, ref: TableRef, table: Table) -> CrossEngineResult:
     """Read the table's current snapshot with the three engines."""
     table.refresh()
-    snap = table.current_snapshot()
-    snapshot_id = snap.snapshot_id if snap else None
+    snapshot_id = current_snapshot_id(table)
     column, kind = checksum_column(table)
     reads = (spark_read(spark, ref, column, kind, snapshot_id),
              pyiceberg_read(table, column, kind, snapshot_id), duckdb_read(table, column, kind))

@@ -9,8 +9,9 @@ Concurrency (one run per table, a global cap) is Dagster's job: see dagster.yaml
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.plan import Decision
@@ -25,7 +26,7 @@ class Verdict:
     action: Action
     reason: str
     ops: tuple[str, ...] = ()  # ops whose thresholds are crossed
-    details: dict[str, float | int | str] = field(default_factory=dict)
+    details: Mapping[str, float | int | str] = field(default_factory=dict)
 
 
 def estimated_rewrite_bytes(stats: TableStats, partitions: Sequence[str] | None = None) -> int:

@@ -6,9 +6,10 @@ The same functions feed the asset checks, the sensors and the ops, so the three 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from icelake_assets.health.retention import cutoff_age_hours, expiry_forecast, kept_reason
 from icelake_assets.health.stats import TableStats
@@ -23,7 +24,7 @@ class Decision:
     op: str
     act: bool
     reason: str
-    signals: dict[str, float | int] = field(default_factory=dict)
+    signals: dict[str, Any] = field(default_factory=dict)  # numbers (counts, ratios, bytes)
 
 
 def _disabled(op: str, policy: Policy) -> Decision | None:
@@ -70,7 +71,7 @@ def expire_cutoff(stats: TableStats, policy: Policy, now: datetime | None = None
     """Snapshots older than this may go (``retain_last`` still keeps the newest ``min_keep``, and
     Iceberg keeps what branches and tags point to). ``now`` defaults to when the stats were taken,
     so the cutoff is the one :func:`decide_expire` forecast."""
-    now = now or datetime.fromtimestamp(stats.evaluated_at, timezone.utc)
+    now = now or datetime.fromtimestamp(stats.evaluated_at, UTC)
     return now - timedelta(hours=cutoff_age_hours(stats.snapshots, policy))
 
 

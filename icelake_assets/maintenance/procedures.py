@@ -6,8 +6,9 @@ as escaped literals, timestamps as TIMESTAMP literals, numbers formatted from in
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import Row, SparkSession
 
@@ -36,7 +37,7 @@ def sql_value(value: Any) -> str:
     if isinstance(value, int):
         return str(int(value))
     if isinstance(value, datetime):
-        utc = value.astimezone(timezone.utc) if value.tzinfo else value
+        utc = value.astimezone(UTC) if value.tzinfo else value
         return f"TIMESTAMP {sql_string(utc.strftime('%Y-%m-%d %H:%M:%S.%f'))}"
     if isinstance(value, Mapping):
         items = ", ".join(f"{sql_string(str(k))}, {sql_string(str(v))}" for k, v in value.items())
@@ -100,9 +101,9 @@ def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any
     on the ground that every commit drops older deletes; that commit rule is strict and capped at the
     table's last sequence number, so an equality-delete file committed last before a rewrite stays for
     good. No procedure does this, hence Iceberg's Java API through py4j (the table named quoted)."""
-    jvm: Any = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm
     iceberg = jvm.org.apache.iceberg
-    table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession,  # type: ignore[attr-defined]
+    table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession,
                                                       table_identifier(ref))
     if table.specs().size() != 1 or not table.spec().isUnpartitioned():
         raise ValueError(f"{ref} is partitioned: use rewrite_data_files' remove-dangling-deletes option")

@@ -5,20 +5,26 @@ and return what happened. Order (seed documents): expire → orphans → rewrite
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
-from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.connection import TableRef, current_snapshot_id as _snapshot_id
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
 from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
-from icelake_assets.maintenance.partition_filter import (PartitionScope, partition_layout, partition_values,
-                                                         where_clause)
+from icelake_assets.maintenance.partition_filter import (
+    PartitionScope,
+    PartitionValues,
+    partition_layout,
+    partition_values,
+    where_clause,
+)
 from icelake_assets.settings import Policy
 
 StatsFn = Callable[[Table], TableStats]
@@ -38,11 +44,6 @@ class OpOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _snapshot_id(table: Table) -> int | None:
-    snap = table.current_snapshot()
-    return snap.snapshot_id if snap else None
 
 
 def _timed(op: str, table: Table, work: Callable[[], OpOutcome]) -> OpOutcome:
@@ -179,7 +180,7 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
             parts = stats.partitions
             scoped = scope.where([v for c in candidates
                                   for v in scope.values_of(c, parts[c].spec_id, parts[c].values)])
-            run_where = f"({where}) AND ({scoped})" if where else scoped
+            run_where: str | None = f"({where}) AND ({scoped})" if where else scoped
         else:  # whole table: scope Iceberg to the planned partitions, so it rewrites what was priced
             table_where, covered = _table_where(table, ref, stats, candidates)
             run_where = f"({where}) AND ({table_where})" if where and table_where else (where or table_where)
@@ -198,7 +199,7 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
         sf = policy.small_files
         strategy = "sort" if sf.strategy == "zorder" else sf.strategy
         if sf.strategy == "zorder":  # Iceberg spells z-order as a sort order expression
-            sort_order = f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
+            sort_order: str | None = f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
         else:
             sort_order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
         options = rp.options
@@ -292,7 +293,7 @@ def _table_where(table: Table, ref: TableRef, stats: TableStats,
     if set(stats.partitions) <= set(named):
         return None, sorted(stats.partitions)
     layout = partition_layout(table, with_earliest=False)
-    wanted = set()
+    wanted: set[PartitionValues] = set()
     for label in named:
         ps = stats.partitions[label]
         values = partition_values(layout, label, ps.spec_id, ps.values) if layout.dimensions else ()

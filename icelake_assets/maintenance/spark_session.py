@@ -8,6 +8,7 @@ from pathlib import Path
 
 from icelake_assets.catalog.spark_catalog import spark_catalog_conf
 from icelake_assets.settings import Settings, public_properties
+from icelake_assets.types import IcelakeError
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
 # JDBC URL prefix -> (driver jar, Debian package, Maven coordinates); the SQLite driver also needs its JNI
@@ -22,7 +23,7 @@ _DRIVERS = {
 _JNI_DIRS = "/usr/lib/*-linux-gnu/jni"
 
 
-class SparkSetupError(RuntimeError):
+class SparkSetupError(IcelakeError, RuntimeError):
     """Spark cannot be configured on this machine (a jar or driver is missing)."""
 
 

@@ -18,8 +18,8 @@ Summary counts of the before- and after-snapshots are confirmed by real Spark co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
@@ -27,13 +27,14 @@ from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.procedures import count_rows
+from icelake_assets.types import IcelakeError
 
 # Summary totals that say a snapshot carries delete files (v3 deletion vectors count as position deletes).
 _DELETE_TOTALS = ("total-delete-files", "total-position-deletes", "total-equality-deletes")
 REWRITE_OPERATION = "replace"
 
 
-class ValidationFailed(RuntimeError):
+class ValidationFailed(IcelakeError, RuntimeError):
     """Row counts differ after maintenance; the message carries the snapshot ids to recover."""
 
 

@@ -16,8 +16,9 @@ and re-runs only them.
 
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from dagster import (
     AssetIn,
@@ -42,17 +43,32 @@ from dagster import (
     op,
 )
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
+from icelake_assets.catalog.connection import (
+    CatalogUnavailableError,
+    TableMissingError,
+    TableRef,
+    current_snapshot_id as _current_snapshot_id,
+)
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
-from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TABLE_TAG, OUTCOME_TAG,
-                                               POLICY_HASH_TAG, policy_hash, run_outcome, verify_effects)
+from icelake_assets.maintenance.effect import (
+    OUTCOME_SNAPSHOT_TAG,
+    OUTCOME_TABLE_TAG,
+    OUTCOME_TAG,
+    POLICY_HASH_TAG,
+    policy_hash,
+    run_outcome,
+    verify_effects,
+)
 from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
+from icelake_assets.orchestration.config_checks import policy_asset_metadata
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
+from icelake_assets.orchestration.health import table_health
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_model import table_pool
@@ -81,10 +97,6 @@ _MEASURES = {"data_files": "files", "small_files": "small_files", "snapshots": "
 # How many materializations back to look for the last run that acted (each no-op run carries it on).
 _HISTORY = 100
 NOTHING_TO_DO = "nothing to do"
-
-
-def table_asset_key(ref: TableRef) -> AssetKey:
-    return AssetKey(ref.asset_key_path)
 
 
 def _load(icelake: IcelakeResource, ref: TableRef):
@@ -332,11 +344,6 @@ def _rewrite_failure(state: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _current_snapshot_id(table) -> int | None:
-    snap = table.current_snapshot()
-    return snap.snapshot_id if snap else None
-
-
 def _validate_op(ref: TableRef):
     # Nothing: the maintained table is the asset's value. An IO-managed output cannot be stored for a
     # range of partitions (a backfill run of several partitions).
@@ -391,13 +398,12 @@ def _validate_op(ref: TableRef):
                           "rolled_back": bool(rollback and rollback.rolled_back)},
                 allow_retries=False,
             )
+        assert result is not None  # no result: the mismatch above raised
         after_stats = icelake.stats(table, policy)
         context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
         # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
         effects = verify_effects(state["ops"], after_stats, policy)
         outcome = run_outcome(effects)
-        from icelake_assets.orchestration.health import table_health  # it imports this module
-
         removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
         health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
         # A run that did nothing points to the last one that did (its before/after stays findable).
@@ -554,8 +560,6 @@ def _describe(table: DiscoveredTable) -> str:
 
 
 def _asset_metadata(table: DiscoveredTable, policy: Any = None) -> dict[str, Any]:
-    from icelake_assets.orchestration.config_checks import policy_asset_metadata  # it imports this module
-
     return {
         **(policy_asset_metadata(policy) if policy else {}),
         "location": MetadataValue.path(table.location),

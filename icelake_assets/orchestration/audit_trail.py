@@ -3,15 +3,16 @@ written to the lake's audit table in one commit, counted in the Prometheus metri
 the run's materialization metadata. An audit failure never fails maintenance that succeeded: it is
 logged and shown in the metadata instead."""
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from dagster import MetadataValue, OpExecutionContext
 
-from icelake_assets.audit.records import AuditRecord, dagster_metadata, trigger_from_tags
+from icelake_assets.audit.metrics import MetricsWriter
+from icelake_assets.audit.records import AuditRecord, trigger_from_tags
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.validation import RollbackOutcome, ValidationResult
-from icelake_assets.metrics import MetricsWriter
 from icelake_assets.settings import Policy, Settings
 
 
@@ -21,7 +22,7 @@ def run_records(context: OpExecutionContext, ref: TableRef, state: dict[str, Any
                 effects: dict[str, Any] | None = None) -> list[AuditRecord]:
     trigger = trigger_from_tags(context.run.tags)
     partitions = tuple(context.partition_keys) if context.has_partitions else ()
-    common = dict(table_name=str(ref), trigger=trigger, run_id=context.run_id, partitions=partitions,
+    common: dict[str, Any] = dict(table_name=str(ref), trigger=trigger, run_id=context.run_id, partitions=partitions,
                   partitions_reason="the run's partitions" if partitions else None)
     records = [
         AuditRecord(kind="op", op=o["op"], decision="acted" if o["acted"] else "skipped", reason=o["reason"],
@@ -74,3 +75,47 @@ def write_op_failure(context: OpExecutionContext, settings: Settings, ref: Table
         policy=policy.model_dump(mode="json") if policy else {}, snapshot_before=snapshot_before,
         duration_s=duration_s, partitions=tuple(context.partition_keys) if context.has_partitions else ())
     write_run_audit(context, settings, ref, [record], "failed", duration_s)
+
+
+def _metadata_prefix(record: AuditRecord) -> str:
+    return f"audit/{record.op or record.kind}/"
+
+
+def dagster_metadata(record: AuditRecord, prefix: str | None = None) -> dict[str, Any]:
+    """The record as Dagster metadata (for materializations, observations, outputs, check results).
+
+    Keys are ``audit/<op or kind>/<field>`` unless ``prefix`` is given; numbers are Int/Float metadata
+    so the UI plots them, JSON fields are JSON metadata. Absent (None/empty) fields are left out.
+    """
+    p = _metadata_prefix(record) if prefix is None else prefix
+    md: dict[str, Any] = {
+        f"{p}decision": MetadataValue.text(record.decision),
+        f"{p}trigger": MetadataValue.text(record.trigger),
+        f"{p}kind": MetadataValue.text(record.kind),
+        f"{p}table": MetadataValue.text(record.table_name),
+        f"{p}recorded_at": MetadataValue.timestamp(record.recorded_at),
+        f"{p}record_id": MetadataValue.text(record.record_id),
+    }
+    if record.reason:
+        md[f"{p}reason"] = MetadataValue.text(record.reason)
+    if record.run_id:
+        md[f"{p}run_id"] = MetadataValue.text(record.run_id)
+    for name in ("signals", "policy", "results", "writer_check"):
+        value = getattr(record, name)
+        if value:
+            md[f"{p}{name}"] = MetadataValue.json(value)
+    if record.partitions:
+        md[f"{p}partitions"] = MetadataValue.json(list(record.partitions))
+        md[f"{p}partition_count"] = MetadataValue.int(len(record.partitions))
+    if record.partitions_reason:
+        md[f"{p}partitions_reason"] = MetadataValue.text(record.partitions_reason)
+    if record.failed_partitions:
+        md[f"{p}failed_partitions"] = MetadataValue.json(list(record.failed_partitions))
+    md[f"{p}failed_partition_count"] = MetadataValue.int(len(record.failed_partitions))
+    for name in ("cost_estimate_bytes", "snapshot_before", "snapshot_after", "rolled_back_to"):
+        value = getattr(record, name)
+        if value is not None:
+            md[f"{p}{name}"] = MetadataValue.int(value)
+    if record.duration_s is not None:
+        md[f"{p}duration_s"] = MetadataValue.float(record.duration_s)
+    return md

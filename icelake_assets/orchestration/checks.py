@@ -7,15 +7,16 @@ score and status, the worst partitions as a table and a one-line recommendation.
 """
 
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckKey,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AssetExecutionContext,
     AssetIn,
     AssetKey,
@@ -35,10 +36,9 @@ from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import HealthStatus
-from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.display import human_bytes
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
-from icelake_assets.orchestration.names import named_checks
+from icelake_assets.orchestration.names import named_checks, table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 
 METADATA_CHECKS = {
@@ -71,7 +71,7 @@ def _table_value(rows: Sequence[dict[str, object]]) -> MetadataValue:
     kinds = {"int": "int", "float": "float", "bool": "bool"}
     types = {c: kinds.get(type(rows[0][c]).__name__, "string") for c in columns}
     return MetadataValue.table(
-        records=[TableRecord({c: (row[c] if types[c] != "string" else str(row[c])) for c in columns}) for row in rows],
+        records=[TableRecord({c: (cast(int | float | None, row[c]) if types[c] != "string" else str(row[c])) for c in columns}) for row in rows],
         schema=TableSchema(columns=[TableColumn(c, types[c]) for c in columns]),
     )
 
@@ -102,7 +102,7 @@ def fix_link(check: str, fix_job: str | None) -> str | None:
     return f"[{fix_job}](/guess/{fix_job}) ({op_name})" if op_name and fix_job else None
 
 
-def check_result(finding: Finding, asset_key, extra: dict[str, MetadataValue] | None = None,
+def check_result(finding: Finding, asset_key, extra: Mapping[str, MetadataValue] | None = None,
                  fix_job: str | None = None) -> AssetCheckResult:
     metadata: dict[str, Any] = {k: _number(v) for k, v in finding.metrics.items()}
     metadata.update(extra or {})
@@ -197,7 +197,7 @@ def build_table_checks(table: DiscoveredTable, fix_job: str | None = None) -> li
         orphans = scan.orphans
         finding = orphan_finding(len(orphans), sum(o.size for o in orphans), policy,
                                  [o.path for o in orphans], scan.hidden_files, scan.skipped, scan.refused)
-        extra = ({"skipped_sample": MetadataValue.json(scan.summary()["skipped_sample"])}
+        extra = ({"skipped_sample": MetadataValue.json(cast(list[str], scan.summary()["skipped_sample"]))}
                  if scan.skipped else {})
         yield check_result(finding, key, extra, fix_job=fix_job)
 

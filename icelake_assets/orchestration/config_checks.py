@@ -2,13 +2,14 @@
 pyiceberg metadata, plus table properties the policy had to ignore), and the effective policy shown as
 asset metadata, owners and tags."""
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     MetadataValue,
     TableColumn,
     TableRecord,
@@ -17,16 +18,21 @@ from dagster import (
 
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity
-from icelake_assets.orchestration.assets import table_asset_key
-from icelake_assets.orchestration.names import named_checks
+from icelake_assets.orchestration.names import named_checks, table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.policies import ConfigurationReport, EffectivePolicy, configuration_report, format_value, resolve_policy
+from icelake_assets.policies import (
+    ConfigurationReport,
+    EffectivePolicy,
+    configuration_report,
+    format_value,
+    resolve_policy,
+)
 
 CONFIG_CHECK = "table_configuration"
 
 
 def _text_table(columns: list[str], rows: list[tuple[str, ...]]) -> MetadataValue:
-    return MetadataValue.table(records=[TableRecord(dict(zip(columns, row))) for row in rows],
+    return MetadataValue.table(records=[TableRecord(dict(zip(columns, row, strict=False))) for row in rows],
                                schema=TableSchema(columns=[TableColumn(c, "string") for c in columns]))
 
 

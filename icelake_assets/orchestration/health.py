@@ -7,11 +7,13 @@ lists storage and so is taken from its latest recorded evaluation in the Dagster
 run here). A table is therefore never Healthy while one of its checks fails.
 """
 
-from dagster import AssetCheckKey, DagsterInstance
+from dagster import AssetCheckEvaluation, AssetCheckKey, DagsterInstance
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.overview import TableHealth, evaluate
+from icelake_assets.orchestration.config_checks import configuration_finding
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.policies import configuration_report
 
@@ -22,14 +24,12 @@ def recorded_orphan_finding(instance: DagsterInstance | None, ref: TableRef) -> 
     """The latest orphan_files evaluation of the table as a finding (None: never evaluated)."""
     if instance is None:
         return None
-    from icelake_assets.orchestration.assets import table_asset_key  # assets imports this module lazily
-
     key = AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK)
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key)
     event = record.event if record is not None else None
     dagster_event = event.dagster_event if event is not None else None
     evaluation = dagster_event.event_specific_data if dagster_event is not None else None
-    if evaluation is None or not hasattr(evaluation, "passed"):
+    if not isinstance(evaluation, AssetCheckEvaluation):
         return None  # planned or still running: nothing recorded yet
     if evaluation.passed:
         return Finding(ORPHAN_CHECK, Severity.OK, evaluation.description or "passed", "nothing to remove")
@@ -41,8 +41,6 @@ def table_health(icelake: IcelakeResource, table, ref: TableRef, instance: Dagst
                  stats=None, orphans_removed: bool = False) -> TableHealth:
     """The table's findings (every check), score and status. ``stats``: already computed ones;
     ``orphans_removed``: a run just removed every orphan, so the recorded orphan result is stale."""
-    from icelake_assets.orchestration.config_checks import configuration_finding  # imports assets
-
     effective = icelake.effective_policy(table)
     policy = effective.policy
     report = configuration_report(table.metadata.format_version, table.properties, effective)

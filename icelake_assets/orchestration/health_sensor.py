@@ -14,14 +14,14 @@ run's own final result in the UI.
 
 import json
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from dagster import (
     AssetCheckEvaluation,
-    DagsterRunStatus,
-    RunsFilter,
     AssetCheckResult,
+    DagsterRunStatus,
     DefaultSensorStatus,
+    RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -32,9 +32,9 @@ from icelake_assets.catalog.connection import CatalogUnavailableError, TableMiss
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.health.overview import evaluate
-from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.checks import metadata_check_results
 from icelake_assets.orchestration.config_checks import configuration_result
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.policies import configuration_report
@@ -51,6 +51,7 @@ def tables_being_maintained(instance) -> set[str]:
 
 
 def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
+    assert result.asset_key is not None and result.check_name is not None  # check_result sets both
     return AssetCheckEvaluation(asset_key=result.asset_key, check_name=result.check_name,
                                 passed=result.passed,
                                 metadata=result.metadata, severity=result.severity,
@@ -88,7 +89,8 @@ def evaluate_health_tick(context: SensorEvaluationContext, icelake: IcelakeResou
         except CatalogUnavailableError as err:
             context.log.warning(str(err))
     events: list[AssetCheckEvaluation] = []
-    evaluated, left = [], 0
+    evaluated: list[str] = []
+    left = 0
     busy = tables_being_maintained(context.instance)
     for t in tables:
         name, location = str(t.ref), locations.get(t.ref)

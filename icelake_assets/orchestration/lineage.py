@@ -10,17 +10,17 @@ in the graph, never executed here). Assets defined next to this project's Defini
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from dagster import AssetKey, AssetsDefinition, AssetSpec
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.demo.assets import DEMO_CONSUMERS, DEMO_PRODUCERS
-from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.settings import SettingsError
-
 
 DEMO_BUILDERS = {**DEMO_PRODUCERS, **DEMO_CONSUMERS}
 

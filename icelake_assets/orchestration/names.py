@@ -7,9 +7,16 @@ derived from the key (which Dagster's decorators do by default, and which fails 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from dagster import AssetCheckSpec, AssetChecksDefinition, In, Nothing, Out, op
+from dagster import AssetChecksDefinition, AssetCheckSpec, AssetKey, In, Nothing, Out, op
+
+from icelake_assets.catalog.connection import TableRef
+
+
+def table_asset_key(ref: TableRef) -> AssetKey:
+    """The asset key of a table: its exact Iceberg name (catalog, namespace levels, table)."""
+    return AssetKey(ref.asset_key_path)
 
 
 def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str | None = None,
@@ -23,8 +30,8 @@ def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str
 
     def decorate(fn: Callable) -> AssetChecksDefinition:
         node = op(name=name, ins=ins, out=outs, description=description)(fn)
-        return AssetChecksDefinition.create(keys_by_input_name=dict(zip(ins, keys)), node_def=node,
-                                            check_specs_by_output_name=dict(zip(outs, specs)),
+        return AssetChecksDefinition.create(keys_by_input_name=dict(zip(ins, keys, strict=False)), node_def=node,
+                                            check_specs_by_output_name=dict(zip(outs, specs, strict=False)),
                                             can_subset=can_subset)
 
     return decorate

@@ -27,8 +27,9 @@ becomes a partition when the definitions are reloaded; until then whole-table ru
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import cast
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -119,7 +120,7 @@ def partitions_def_for(table: DiscoveredTable, now: datetime | None = None) -> P
     layout = table.layout
     if layout is None or not layout.dimensions:
         return None
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     dims = layout.dimensions
     if len(dims) == 1:
         return _dimension_def(table.ref, dims[0], now)
@@ -137,12 +138,12 @@ def _sub_key(f: LayoutField, value: str | None) -> str | None:
 def partition_key(layout: PartitionLayout, values: PartitionValues) -> str | None:
     """The Dagster key of one partition (None when it has none, e.g. a null time value)."""
     dims = layout.dimensions
-    subs = [_sub_key(d, v) for d, v in zip(dims, values)]
+    subs = [_sub_key(d, v) for d, v in zip(dims, values, strict=False)]
     if not dims or any(s is None for s in subs):
         return None
     if len(dims) == 1:
         return subs[0]
-    return MultiPartitionKey({dimension_name(d): s for d, s in zip(dims, subs)})
+    return MultiPartitionKey({dimension_name(d): cast(str, s) for d, s in zip(dims, subs, strict=False)})
 
 
 def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
@@ -151,10 +152,10 @@ def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
     if not dims:
         raise PartitionFilterError(f"{layout.table} is not partitioned: no key {key!r}")
     if len(dims) == 1:
-        parts = {dimension_name(dims[0]): key}
+        parts: Mapping[str, str] = {dimension_name(dims[0]): key}
     else:
         parts = key.keys_by_dimension if isinstance(key, MultiPartitionKey) else dict(
-            zip(sorted(dimension_name(d) for d in dims), key.split("|")))
+            zip(sorted(dimension_name(d) for d in dims), key.split("|"), strict=False))
     out: list[str | None] = []
     for d in dims:
         sub = parts.get(dimension_name(d))
@@ -210,7 +211,7 @@ def _time_key_held(layout: PartitionLayout, partitions_def: PartitionsDefinition
     defs = ([d.partitions_def for d in partitions_def.partitions_defs]
             if isinstance(partitions_def, MultiPartitionsDefinition) else [partitions_def])
     windows = [d for d in defs if isinstance(d, TimeWindowPartitionsDefinition)]
-    for dim, value in zip(layout.dimensions, values):
+    for dim, value in zip(layout.dimensions, values, strict=False):
         if dim.kind == "time" and windows and value is not None:
             begins = time_window(dim.transform, value)[0]
             end = windows[0].end
@@ -250,7 +251,7 @@ def dynamic_partition_requests(table: DiscoveredTable, stats: TableStats, instan
         wanted = {}
         dims = layout.dimensions
         for key in keys:
-            for d, v in zip(dims, key_values(layout, key)):
+            for d, v in zip(dims, key_values(layout, key), strict=False):
                 if d.kind != "time":
                     wanted.setdefault(dynamic_partitions_name(table.ref, d), set()).add(value_key(v))
     requests = []

@@ -26,8 +26,13 @@ from icelake_assets.orchestration.partitions import (
     maintenance_job_name,
     maintenance_jobs,
 )
-from icelake_assets.orchestration.sensors import build_check_schedules, build_maintenance_sensor, build_table_schedules
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.sensors import (
+    build_check_schedules,
+    build_maintenance_sensor,
+    build_table_schedules,
+)
+from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
 CHECKS_JOB = "icelake_health_checks"
@@ -45,7 +50,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     settings = settings or load_settings()
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     tables = discover_tables(settings)
-    policies = {t.ref: settings.resolve_policy(t.ref, t.properties) for t in tables}
+    policies = {t.ref: resolve_policy(settings, t.ref, t.properties) for t in tables}
     lineage = build_lineage(tables, policies)
     table_assets = {t.ref: build_table_asset(t, policies[t.ref], lineage.producers[t.ref]) for t in tables}
     fix_jobs = {ref: maintenance_job_name(a, MAINTENANCE_JOB) for ref, a in table_assets.items()}
@@ -83,7 +88,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
 
 def maintenance_job_names(defs: Definitions) -> list[str]:
     """The whole-table maintenance jobs: one for the unpartitioned tables, one per partitioned table."""
-    return sorted(j.name for j in defs.jobs if j.name == MAINTENANCE_JOB or j.name.startswith(MAINTENANCE_JOB + "__"))
+    return sorted(j.name for j in defs.jobs or () if j.name == MAINTENANCE_JOB or j.name.startswith(MAINTENANCE_JOB + "__"))
 
 
 def execute_maintenance(defs: Definitions, instance, raise_on_error: bool = False) -> list:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Optional
 
 from dagster import ConfigurableResource
 from dagster_pyspark import LazyPySparkResource
@@ -21,10 +21,8 @@ from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTable, OrphanScan, scan_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
+from icelake_assets.policies import EffectivePolicy, policy_for as _policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
-
-if TYPE_CHECKING:
-    from icelake_assets.policies import EffectivePolicy
 
 # Manifests are immutable: one cache per process serves checks, sensors and ops alike.
 # The disk level ($ICELAKE_HEALTH_CACHE, default ~/.cache/icelake_assets/health.sqlite) carries it
@@ -45,8 +43,8 @@ class IcelakeResource(ConfigurableResource):
 
     ``config_path`` names the settings file; empty means ``$ICELAKE_CONFIG`` or ``./icelake.yaml``."""
 
-    config_path: Optional[str] = None
-    _settings: Optional[Settings] = PrivateAttr(default=None)
+    config_path: str | None = None
+    _settings: Settings | None = PrivateAttr(default=None)
     _catalogs: dict = PrivateAttr(default_factory=dict)
 
     @property
@@ -63,15 +61,13 @@ class IcelakeResource(ConfigurableResource):
     def load_table(self, ref: TableRef) -> Table:
         return load_table(self.catalog(ref.catalog), ref)
 
-    def effective_policy(self, table: Table) -> "EffectivePolicy":
+    def effective_policy(self, table: Table) -> EffectivePolicy:
         """The table's policy with its mode and the source of every value."""
-        from icelake_assets.policies import resolve_policy
-
         return resolve_policy(self.settings, table, table.properties)
 
     def policy(self, table: Table) -> Policy:
         # The table's catalog and identifier pick its catalog/namespace/table layers.
-        return self.settings.policy_for(table, table.properties)
+        return _policy_for(self.settings, table, table.properties)
 
     def known_tables(self) -> list[KnownTable]:
         """Every table of every configured catalog (raises CatalogUnavailableError if one is down)."""
@@ -95,7 +91,7 @@ class IcebergSparkResource(LazyPySparkResource):
     are registered at runtime and a conflicting one is an error instead of a surprise."""
 
     # Settings file whose catalog credentials are added at runtime (they stay out of resource config).
-    config_path: Optional[str] = None
+    config_path: str | None = None
     _checked: bool = PrivateAttr(default=False)
 
     def _secrets(self) -> dict[str, str]:
@@ -140,5 +136,5 @@ def quiet_py4j() -> Iterator[None]:
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
+        for lg, level in zip(loggers, levels, strict=False):
             lg.setLevel(level)

@@ -14,9 +14,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Mapping
+from datetime import UTC, datetime
 
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
@@ -76,7 +76,7 @@ def table_runs(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str],
             if key in pools_by_key:
                 entry = out.setdefault(pools_by_key[key], TableRuns())
                 entry.in_flight = entry.in_flight or f"backfill {backfill.backfill_id}"
-    since = datetime.fromtimestamp(now - HISTORY_SECONDS, tz=timezone.utc)
+    since = datetime.fromtimestamp(now - HISTORY_SECONDS, tz=UTC)
     records = instance.get_run_records(RunsFilter(statuses=FINISHED_STATUSES, updated_after=since))
     # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
     for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):

@@ -10,18 +10,19 @@ a cursor, and a tick stops after its time budget, so thousands of tables fit Dag
 import json
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from dagster import (
     AssetKey,
     AssetObservation,
     AssetsDefinition,
     AssetSelection,
-    DynamicPartitionsDefinition,
     DefaultScheduleStatus,
     DefaultSensorStatus,
+    DynamicPartitionsDefinition,
     MetadataValue,
     RunRequest,
     RunsFilter,
@@ -35,6 +36,7 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableMissingError, TableRef
@@ -45,11 +47,10 @@ from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
 from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
 from icelake_assets.maintenance.guards import Verdict, evaluate_guards
-from icelake_assets.metrics import MetricsWriter
+from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.policies import decide_action
 from icelake_assets.settings import Policy, Settings
@@ -238,7 +239,7 @@ def _hold_back(evaluation: TableEvaluation, runs: TableRuns | None, now: float,
         outcome = "in_flight"
     elif retry_at is not None and retry_at > now:
         reason = (f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
-                  f"{datetime.fromtimestamp(retry_at, tz=timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
+                  f"{datetime.fromtimestamp(retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC")
         outcome = "backoff"
     else:
         return
@@ -295,15 +296,15 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         table = tables[(start + i) % n]
         visited += 1
         name, location = str(table.ref), locations.get(table.ref)
-        previous = cursor.seen.get(name)
+        previous: list[Any] = cursor.seen.get(name) or []  # [] (never seen) is falsy like None
         # A table seen for the first time is scanned at a fixed point of the next interval (by its
         # name's hash), so 1,000 new tables spread their storage listings over the interval.
         scanned = (float(previous[2]) if previous and len(previous) > 2
                    else now - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds)))
         if table.ref.catalog in unreachable or location is None:
-            err = unreachable.get(table.ref.catalog) or TableMissingError(
+            missing = unreachable.get(table.ref.catalog) or TableMissingError(
                 f"{name} no longer exists in its catalog (skipped until the definitions reload)")
-            evaluation = _error(table.ref, err, context)
+            evaluation = _error(table.ref, missing, context)
             if previous and previous[1] == "error":
                 evaluation.audit = None  # recorded when it started failing
             cursor.seen[name] = [previous[0] if previous else "", "error", scanned]

@@ -1,7 +1,7 @@
 """Audit records: validation on construction, and their mirror in real Dagster metadata and run tags."""
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 
 import pytest
@@ -17,8 +17,9 @@ from dagster import (
 )
 from dagster._utils.tags import is_valid_tag_key
 
-from icelake_assets.audit import AuditRecord, dagster_metadata, dagster_tags, trigger_from_tags
+from icelake_assets.audit import AuditRecord, dagster_tags, trigger_from_tags
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.orchestration.audit_trail import dagster_metadata
 
 
 class Color(Enum):
@@ -29,7 +30,7 @@ def _op_record(**kw) -> AuditRecord:
     base = dict(
         table_name="demo.taxi.trips", kind="op", decision="acted", trigger="sensor", op="rewrite_data_files",
         reason="6 partitions over 20 files", run_id="run-1",
-        signals={"small_files": 180, "avg_file_bytes": 2048.5, "seen_at": datetime(2026, 1, 2, tzinfo=timezone.utc)},
+        signals={"small_files": 180, "avg_file_bytes": 2048.5, "seen_at": datetime(2026, 1, 2, tzinfo=UTC)},
         policy={"small_files": {"max_files_per_partition": 20}, "mode": Color.RED},
         partitions=("pickup_day=2026-01-01", "pickup_day=2026-01-02"), partitions_reason="over 20 files each",
         failed_partitions=("pickup_day=2026-01-02",), writer_check={"quiet": True, "last_commit_minutes_ago": 42.0},
@@ -40,11 +41,11 @@ def _op_record(**kw) -> AuditRecord:
 
 
 def test_json_fields_are_normalized_to_plain_json():
-    r = _op_record(signals={"ratio": math.nan, "big": math.inf, "at": datetime(2026, 1, 2, tzinfo=timezone.utc)})
+    r = _op_record(signals={"ratio": math.nan, "big": math.inf, "at": datetime(2026, 1, 2, tzinfo=UTC)})
     assert r.signals == {"ratio": "nan", "big": "inf", "at": "2026-01-02T00:00:00+00:00"}
     assert r.policy["mode"] == "red" and r.results["sample"] == [1, 2]
     assert r.duration_s == 3.0 and isinstance(r.duration_s, float)
-    assert r.recorded_at.tzinfo is timezone.utc and len(r.record_id) == 32
+    assert r.recorded_at.tzinfo is UTC and len(r.record_id) == 32
 
 
 def test_a_table_ref_is_accepted_and_kept_as_text():

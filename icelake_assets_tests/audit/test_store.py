@@ -2,7 +2,7 @@
 two processes, conflict retries that reuse their files, Spark reading the table, bad input refused."""
 
 import multiprocessing
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,7 +16,7 @@ from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.settings import SettingsError, load_settings, parse_settings
 
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def _catalog_name(settings) -> str:

@@ -28,6 +28,7 @@ from icelake_assets.maintenance.plan import rewrite_options
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG
+from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, write_settings
 from icelake_assets_tests.servers import ServerUnavailable, postgres_server
@@ -118,7 +119,7 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
 
     # One whole-table run: the four days are four file groups, rewritten three at a time (a SQLite
     # catalog refuses more than one), each committed through Spark's JdbcCatalog on PostgreSQL.
-    policy = settings.resolve_policy(ref, table.properties).policy
+    policy = resolve_policy(settings, ref, table.properties).policy
     options = rewrite_options(compute_table_stats(table, policy), policy)
     assert options["max-concurrent-file-group-rewrites"] == "3"
     job = defs.resolve_job_def(f"{MAINTENANCE_JOB}__{ref.safe_name}")

@@ -170,7 +170,7 @@ def test_cli_builds_and_summarizes(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert main(["--scale", "test"]) == 0
     out = capsys.readouterr().out
     assert (tmp_path / ".lake" / "catalog.db").is_file()
-    line = next(l for l in out.splitlines() if l.startswith("demo.taxi.trips"))
+    line = next(ln for ln in out.splitlines() if ln.startswith("demo.taxi.trips"))
     assert line.split()[1:] == [str(TINY.trip_files), str(TINY.commits), "0"]
-    line = next(l for l in out.splitlines() if l.startswith("demo.sales.orders"))
+    line = next(ln for ln in out.splitlines() if ln.startswith("demo.sales.orders"))
     assert line.split()[-1] == str(TINY.orphan_files)

@@ -3,7 +3,7 @@ is shared across caches (processes) and every level stays within its bound."""
 
 import logging
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from icelake_assets.health.cache import DiskCache, FileRow, ManifestCache
 from icelake_assets.health.manifests import ManifestMeta
@@ -131,4 +131,4 @@ def test_now_defaults_to_the_clock(new_table):
     table = new_table()
     _fill(table, 1)
     stats = compute_table_stats(table, POLICY)
-    assert abs(stats.evaluated_at - datetime.now(timezone.utc).timestamp()) < 60
+    assert abs(stats.evaluated_at - datetime.now(UTC).timestamp()) < 60

@@ -1,13 +1,19 @@
 """The expiry forecast mirrors Iceberg's expire_snapshots: pure cases, then the same forecast checked
 against what Iceberg's procedure really removes on a table with a branch and a tag (real Spark)."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from icelake_assets.catalog.connection import TableRef, open_catalog
-from icelake_assets.health.retention import RefPoint, SnapshotPoint, cutoff_age_hours, forecast, snapshot_points
+from icelake_assets.health.retention import (
+    RefPoint,
+    SnapshotPoint,
+    cutoff_age_hours,
+    forecast,
+    snapshot_points,
+)
 from icelake_assets.maintenance import procedures
 from icelake_assets.settings import Policy, SnapshotPolicy
 from icelake_assets_tests.conftest import catalog_name
@@ -71,7 +77,7 @@ def test_the_forecast_matches_what_icebergs_expire_snapshots_removes(make_lake, 
     spark.sql(f"ALTER TABLE {procedures.table_identifier(ref)} CREATE BRANCH `side` AS OF VERSION {ids[3]}")
     table.refresh()
     snaps, refs, max_ref_age = snapshot_points(table)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     fc = forecast(snaps, refs, cutoff_hours=0, min_keep=2, now_ms=now.timestamp() * 1000,
                   default_max_ref_age_ms=max_ref_age)
     # The tag's snapshot and the branch's stay, with the side branch's own newest 2 (ids[3], ids[2]).

@@ -7,9 +7,15 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icelake_assets.catalog.connection import open_catalog
-from icelake_assets.maintenance.cross_engine import (CrossEngineError, CrossEngineResult, EngineRead,
-                                                     checksum_column, duckdb_read, extension_path,
-                                                     pyiceberg_read)
+from icelake_assets.maintenance.cross_engine import (
+    CrossEngineError,
+    CrossEngineResult,
+    EngineRead,
+    checksum_column,
+    duckdb_read,
+    extension_path,
+    pyiceberg_read,
+)
 from icelake_assets_tests.conftest import catalog_name
 
 

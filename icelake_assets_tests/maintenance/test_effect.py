@@ -4,8 +4,15 @@ orchestration/test_loop.py)."""
 from dataclasses import replace
 
 from icelake_assets.health.stats import PartitionStats, TableStats
-from icelake_assets.maintenance.effect import (OUTCOME_SNAPSHOT_TAG, OUTCOME_TAG, POLICY_HASH_TAG,
-                                               policy_hash, relaunch_hold, run_outcome, verify_effects)
+from icelake_assets.maintenance.effect import (
+    OUTCOME_SNAPSHOT_TAG,
+    OUTCOME_TAG,
+    POLICY_HASH_TAG,
+    policy_hash,
+    relaunch_hold,
+    run_outcome,
+    verify_effects,
+)
 from icelake_assets.settings import Policy
 
 POLICY = Policy.model_validate({"small_files": {"max_files_per_partition": 1}, "manifests": {"max_count": 2}})

@@ -4,14 +4,20 @@ and rewrite_data_files under a bucket filter compacts exactly that bucket."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, IdentityTransform, MonthTransform
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+)
 from pyiceberg.types import LongType, NestedField, StringType, TimestampType, TimestamptzType
 
 from icelake_assets.catalog.connection import TableRef, open_catalog
@@ -34,7 +40,7 @@ from icelake_assets.maintenance.partition_filter import (
 )
 from icelake_assets_tests.conftest import catalog_name, new_lake
 
-UTC = timezone.utc
+UTC = UTC
 TRICKY = ["it's \"quoted\" \\ back", "DROP TABLE t; -- SELECT * FROM x WHERE 1=1", "Ünïcødé ☕ 東京",
           "a|b...c", "~tilde", "null", "", " padded ", None]
 

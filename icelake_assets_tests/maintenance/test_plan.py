@@ -4,7 +4,7 @@ nothing among the newest min_keep, nothing a branch or tag points to.
 The rewrite plan agrees with Iceberg 1.10's planner (BinPackRewriteFilePlanner): every partition
 it names is one Iceberg rewrites under the options it passes; none it would skip is named."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from icelake_assets.health.stats import PartitionStats, TableStats
 from icelake_assets.maintenance.plan import (
@@ -27,7 +27,7 @@ def test_300_fresh_snapshots_are_over_the_count_but_none_may_go():
     assert not decision.act
     assert "300 snapshots > 100, but none may go yet: 5 of the newest 5 kept, 295 younger than 24 h" in decision.reason
     assert decision.signals["expirable_snapshots"] == 0
-    now = datetime.fromtimestamp(stats.evaluated_at, timezone.utc)
+    now = datetime.fromtimestamp(stats.evaluated_at, UTC)
     assert expire_cutoff(stats, POLICY) == now - timedelta(hours=24)  # not `now`: the minimum age holds
 
 

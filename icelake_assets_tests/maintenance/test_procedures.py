@@ -1,6 +1,6 @@
 """Quoting of procedure calls: unit rules, then real Spark on tables whose names need quoting."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -16,7 +16,7 @@ def test_identifiers_and_literals_are_escaped():
     assert procedures.sql_string("it's \\ ok") == "'it\\'s \\\\ ok'"
     ref = TableRef("demo", ("we`ird",), "o'brien")
     assert procedures.table_identifier(ref) == "`demo`.`we``ird`.`o'brien`"
-    assert procedures.sql_value(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == \
+    assert procedures.sql_value(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == \
         "TIMESTAMP '2026-01-02 03:04:05.000000'"
     assert procedures.sql_value({"k'": "v"}) == "map('k\\'', 'v')"
     assert procedures.sql_value(True) == "true"
@@ -40,7 +40,7 @@ def test_procedures_run_on_a_table_whose_name_needs_quoting(make_lake, spark_for
 
     result = procedures.rewrite_data_files(spark, ref, options={"min-input-files": "2"})
     assert result["rewritten_data_files_count"] == 6 and result["added_data_files_count"] == 1
-    expired = procedures.expire_snapshots(spark, ref, datetime.now(timezone.utc), retain_last=2)
+    expired = procedures.expire_snapshots(spark, ref, datetime.now(UTC), retain_last=2)
     assert expired["deleted_manifest_lists_count"] >= 1
     table.refresh()
     assert len(table.metadata.snapshots) == 2

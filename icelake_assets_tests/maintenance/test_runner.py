@@ -28,6 +28,7 @@ from icelake_assets.maintenance import procedures, runner
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
+from icelake_assets.policies import policy_for
 from icelake_assets.settings import Policy
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, build_nested_lake, catalog_name, new_lake
 
@@ -46,7 +47,7 @@ def _files(table) -> dict[str, float]:
 
 def _remove(lake, short: str) -> runner.OpOutcome:
     ref, table = lake["refs"][short], lake["tables"][short]
-    policy = lake["settings"].policy_for(ref, table.properties)
+    policy = policy_for(lake["settings"], ref, table.properties)
     known = known_tables(lake["settings"])
     where = default_locations(lake["catalog"], ref)
     return runner.remove_orphan_files(

@@ -6,7 +6,7 @@ repair the failed partition re-runs and compacts."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import numpy as np
 import pyarrow as pa
@@ -14,9 +14,9 @@ import pytest
 from dagster import (
     AssetKey,
     DagsterEventType,
-    Definitions,
     DagsterInstance,
     DailyPartitionsDefinition,
+    Definitions,
     DynamicPartitionsDefinition,
     MultiPartitionsDefinition,
     TimeWindowPartitionsDefinition,
@@ -46,7 +46,7 @@ from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
 
-UTC = timezone.utc
+UTC = UTC
 COMMITS = 6  # every commit writes one file per partition it touches
 THRESHOLDS = {
     **TEST_THRESHOLDS,

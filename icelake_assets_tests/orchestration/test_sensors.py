@@ -188,8 +188,7 @@ def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(m
 
     import yaml
 
-    from icelake_assets import metrics
-    from icelake_assets.audit import store
+    from icelake_assets.audit import metrics, store
     from icelake_assets.settings import load_settings
 
     settings, ref, _ = _lake(make_lake)

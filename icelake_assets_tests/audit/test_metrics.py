@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from icelake_assets.audit import AuditRecord
-from icelake_assets.metrics import CONTENT_TYPE, FAMILIES, MetricsError, MetricsWriter, serve_metrics
+from icelake_assets.audit.metrics import CONTENT_TYPE, FAMILIES, MetricsError, MetricsWriter, serve_metrics
 from icelake_assets.settings import load_settings
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"

@@ -25,15 +25,17 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.settings import Settings
+from icelake_assets.types import IcelakeError
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +114,7 @@ _RESULT_COUNTERS: dict[str, str] = {
 }
 
 
-class MetricsError(ValueError):
+class MetricsError(IcelakeError, ValueError):
     """A metric update that cannot be recorded; the message names the metric and the cause."""
 
 
@@ -158,13 +160,13 @@ def render(state: Mapping[str, Any]) -> str:
         lines.append(f"# HELP {fam.name} {_escape_help(fam.help)}")
         lines.append(f"# TYPE {fam.name} {fam.type}")
         for key in sorted(series):
-            pairs = list(zip(fam.labels, json.loads(key)))
+            pairs = list(zip(fam.labels, json.loads(key), strict=False))
             value = series[key]
             if fam.type != "histogram":
                 lines.append(f"{fam.name}{_labels_text(pairs)} {_format_value(value)}")
                 continue
             cumulative = 0
-            for bound, count in zip(fam.buckets, value["buckets"]):
+            for bound, count in zip(fam.buckets, value["buckets"], strict=False):
                 cumulative += count
                 lines.append(f"{fam.name}_bucket{_labels_text([*pairs, ('le', _format_value(bound))])} {cumulative}")
             lines.append(f"{fam.name}_bucket{_labels_text([*pairs, ('le', '+Inf')])} {value['count']}")
@@ -207,7 +209,7 @@ class MetricsWriter:
         self._mutex = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "MetricsWriter":
+    def from_settings(cls, settings: Settings) -> MetricsWriter:
         return cls(settings.metrics.textfile_dir)
 
     # -- queueing --------------------------------------------------------------------------------
@@ -232,7 +234,7 @@ class MetricsWriter:
         with self._mutex:
             self._pending.append((action, name, tuple(labels[k] for k in fam.labels), v))
 
-    def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
+    def inc(self, name: str, value: float = 1.0, /, **labels: str) -> None:
         self._queue("inc", name, value, labels)
 
     def set(self, name: str, value: float, **labels: str) -> None:
@@ -370,7 +372,7 @@ class MetricsWriter:
         with self._locked():
             return render(self.load_state())
 
-    def __enter__(self) -> "MetricsWriter":
+    def __enter__(self) -> MetricsWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:

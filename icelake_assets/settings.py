@@ -389,6 +389,10 @@ class AutomationSettings(_Strict):
     tick_budget_seconds: float = Field(40.0, gt=0, le=55)
     # The sensor lists each table's storage for orphans this often (listing is the expensive part).
     orphan_scan_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
+    # Under the instance's global run cap, how many maintenance runs the sensor keeps waiting in the
+    # run queue beyond the cap (best first), so a freed slot is refilled without waiting for a tick.
+    # Unset: as many as the cap. 0: request only the free slots.
+    queued_runs_ahead: int | None = Field(None, ge=0, le=1000)
     # The metadata checks of every table (cheap); the orphan check lists storage, so it runs less often.
     checks_cron: str = "*/30 * * * *"
     orphan_checks_cron: str = "0 4 * * *"

@@ -9,9 +9,11 @@ Both measurements start from the same freshly built degraded demo lake (its own 
    whole-table jobs, one Spark JVM), as a user clicking *Materialize* on every table; the time
    includes starting the process and the JVM;
 2. **sensor**: ``dagster-daemon run`` on the project's workspace with the shipped ``dagster.yaml``
-   (run queue, pools, run monitoring) and the sensor running every 30 s; nobody clicks. Timed from
-   the daemon's start until every table is healed (no maintenance op would act any more) and no run
-   is in flight. Reported: total time, time from the first run's launch, runs launched.
+   (run queue, pools, run monitoring) and the sensor running every 10 s; nobody clicks. Timed from
+   the daemon's start until the end of the last maintenance run, once every table is healed (no
+   maintenance op would act any more) and no run is in flight (the benchmark's own polling, every
+   5 s, is reported apart: it is not part of the healing). Reported: total time, time from the
+   first run's launch, runs launched, and each run's timeline (queued, started, ended).
 
 "Healed" is the sensor's own view: each table's op decisions (expire, orphans, rewrite, manifests)
 from its metadata and a storage listing. Settings: the shipped thresholds, the demo catalog in
@@ -40,12 +42,14 @@ from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.orchestration.sensors import _decisions
+from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, _decisions
 from icelake_assets.policies import policy_for
 from icelake_assets.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_RATIO = 1.5  # sensor-driven healing at most 1.5x one manual run (issue 12)
+# The sensor's interval as a user who wants quick healing sets it (an unchanged tick costs ~0.02 s).
+SENSOR_INTERVAL = 10
 MANUAL = """
 import sys
 from dagster import DagsterInstance
@@ -61,7 +65,7 @@ def write_settings(folder: Path) -> Settings:
     data["catalogs"] = {"demo": {"type": "sql", "uri": f"sqlite:///{folder / 'catalog.db'}",
                                  "warehouse": str(folder / "warehouse")}}
     data.setdefault("thresholds", {}).update({"guards": {"quiet_period_minutes": 0},
-                                              "sensor": {"interval_seconds": 30}})
+                                              "sensor": {"interval_seconds": SENSOR_INTERVAL}})
     data["automation"] = {**data.get("automation", {}), "orphan_scan_hours": 0.001,
                           "schedules_default_status": "stopped"}
     data["metrics"] = {"textfile_dir": str(folder / "metrics")}
@@ -116,10 +120,10 @@ def sensor(settings: Settings, home: Path, timeout: float) -> dict:
     env = {**os.environ, "DAGSTER_HOME": str(home), "ICELAKE_CONFIG": settings.source, "PYTHONPATH": str(ROOT)}
     daemon_bin = Path(sys.executable).parent / "dagster-daemon"
     log = open(home / "daemon.log", "w")
-    started = time.perf_counter()
+    started, wall_start = time.perf_counter(), time.time()
     daemon = subprocess.Popen([str(daemon_bin), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    first_launch = healed_at = None
+    healed_at = None
     try:
         os.environ["DAGSTER_HOME"] = str(home)
         instance = DagsterInstance.get()
@@ -127,13 +131,11 @@ def sensor(settings: Settings, home: Path, timeout: float) -> dict:
             time.sleep(5)
             assert daemon.poll() is None, f"dagster-daemon exited, see {home / 'daemon.log'}"
             runs = instance.get_runs(RunsFilter(tags={"dagster/sensor_name": "icelake_maintenance_sensor"}))
-            if runs and first_launch is None:
-                first_launch = time.perf_counter()
             in_flight = [r for r in runs if r.status in NOT_FINISHED_STATUSES]
             if runs and not in_flight and not unhealed(settings):
                 healed_at = time.perf_counter()
                 break
-        runs = instance.get_runs(RunsFilter(tags={"dagster/sensor_name": "icelake_maintenance_sensor"}))
+        records = instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": MAINTENANCE_SENSOR}))
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         try:
@@ -142,10 +144,16 @@ def sensor(settings: Settings, home: Path, timeout: float) -> dict:
             os.killpg(daemon.pid, signal.SIGKILL)
     if healed_at is None:
         raise SystemExit(f"not healed after {timeout:.0f}s: {unhealed(settings)}; see {home / 'daemon.log'}")
+    runs = [r.dagster_run for r in records]
     statuses = [r.status for r in runs]
-    return {"total": healed_at - started, "from_first_launch": healed_at - first_launch, "runs": len(runs),
-            "failed": sum(s == DagsterRunStatus.FAILURE for s in statuses),
-            "tables": sorted({r.tags.get("icelake/table", "?") for r in runs})}
+    timeline = sorted((r.create_timestamp.timestamp() - wall_start, (r.start_time or 0) - wall_start,
+                       (r.end_time or 0) - wall_start, r.dagster_run.tags.get("icelake/table", "?"),
+                       r.dagster_run.tags.get("icelake/priority_rank", "-")) for r in records)
+    healed = max(t[2] for t in timeline)  # the last run's end: the lake is healed from then on
+    queued = min(t[0] for t in timeline)
+    return {"total": healed, "from_first_launch": healed - queued, "polled": healed_at - started,
+            "runs": len(runs), "failed": sum(s == DagsterRunStatus.FAILURE for s in statuses),
+            "tables": sorted({r.tags.get("icelake/table", "?") for r in runs}), "timeline": timeline}
 
 
 def main() -> None:
@@ -163,7 +171,10 @@ def main() -> None:
         print(f"manual: {manual_s:.1f}s; to heal before: {before}; left after: {left}", flush=True)
         sensor_settings = fresh_lake(root, "sensor", args.scale)
         result = sensor(sensor_settings, root / "dagster_home", args.timeout)
-        print(f"sensor: {result}", flush=True)
+        print(f"sensor: { {k: v for k, v in result.items() if k != 'timeline'} }", flush=True)
+        print("run timeline (s after the daemon's start): queued, started, ended, table, priority rank")
+        for queued_at, started_at, ended_at, table, rank in result["timeline"]:
+            print(f"  {queued_at:6.1f} {started_at:6.1f} {ended_at:6.1f}  {table} ({rank})")
     command = " ".join([".venv/bin/python -m bench.loop_bench", *sys.argv[1:]])
     print(f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
           f"{os.getloadavg()[0]:.1f} at the end; command: {command}\n")
@@ -173,6 +184,7 @@ def main() -> None:
     print(f"| sensor-driven healing, from the daemon's start | {result['total']:.1f} | {result['runs']} "
           f"({result['failed']} failed) |")
     print(f"| sensor-driven healing, from the first launch | {result['from_first_launch']:.1f} | |")
+    print(f"| (the benchmark's 5 s polling saw it healed at) | {result['polled']:.1f} | |")
     print(f"| ratio sensor (from start) / manual (goal ≤ {GOAL_RATIO}) | {ratio:.2f} | |")
     if left:
         sys.exit(f"the manual run left work undone: {left}")

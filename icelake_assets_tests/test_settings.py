@@ -128,7 +128,7 @@ CAT = "catalogs:\n  c1: {type: sql, uri: 'sqlite:///c.db'}\n"
          r"operations\.enabled\[1\]: Input should be 'expire_snapshots', 'remove_orphan_files', "
          r"'rewrite_data_files' or 'rewrite_manifests'"),
         ("thresholds:\n  small_files: {strategy: zorder}\n", r"small_files: .*zorder.* needs zorder_columns"),
-        ("thresholds:\n  sensor: {interval_seconds: 5}\n", r"sensor\.interval_seconds: .*greater than or equal to 30"),
+        ("thresholds:\n  sensor: {interval_seconds: 5}\n", r"sensor\.interval_seconds: .*greater than or equal to 10"),
         ("thresholds:\n  guards: {quiet_period_minutes: -1}\n", r"guards\.quiet_period_minutes: .*greater than or equal to 0"),
         # Every numeric knob has an upper bound, in the file too: no way to switch a guard off.
         ("thresholds:\n  guards: {max_rewrite_bytes: 1000000000000000000}\n",

@@ -8,8 +8,10 @@ Expected benefit is counted in the unit a reader pays for: **file opens saved pe
 * a table's manifest rewrite saves ``manifests - ceil(manifest_bytes / manifest target)`` manifests
   when manifest_fragmentation is failing (every scan plans through every manifest).
 
-Tables are ranked by that benefit, then by status (Critical before Warning before Healthy), then by
-snapshots that expiry would remove; partitions across the lake by their benefit. Expiring
+Tables are ranked by that benefit, then (for the sensor, which knows it) by the age of the finding,
+oldest first, then by status (Critical before Warning before Healthy), then by snapshots that expiry
+would remove (:func:`priority_key`, also the order in which the sensor launches runs when the global
+run cap leaves fewer slots than tables to heal); partitions across the lake by their benefit. Expiring
 snapshots and removing orphans save storage and planning time rather than file opens, so they are
 listed in "why" without inflating the benefit.
 """
@@ -185,13 +187,19 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def priority_key(t: TableBenefit, found_at: float | None = None) -> tuple[int, float, int, int, int, str]:
+    """The one ranking of tables, best first: benefit, then the finding's age (``found_at``, epoch s,
+    oldest first; unknown ages tie), then status, snapshots to expire, score and name."""
+    return (-t.benefit, found_at if found_at is not None else 0.0, -t.status.rank, -t.expirable_snapshots,
+            t.score, t.table)
+
+
 def lake_overview(healths: Sequence[TableHealth], top_partitions: int = 50) -> LakeOverview:
-    tables = sorted((table_benefit(h) for h in healths),
-                    key=lambda t: (-t.benefit, -t.status.rank, -t.expirable_snapshots, t.score, t.table))
+    tables = sorted((table_benefit(h) for h in healths), key=priority_key)
     parts = sorted((p for h in healths for p in partition_benefits(h.stats, h.policy, h.table)),
                    key=lambda p: (-p.files_saved, p.rewrite_bytes, p.table, p.partition))
     return LakeOverview(tuple(tables), tuple(parts[:top_partitions]))
 
 
-__all__ = ["TableHealth", "evaluate", "PartitionBenefit", "TableBenefit", "partition_benefits", "table_benefit",
-           "LakeOverview", "lake_overview", "Severity"]
+__all__ = ["TableHealth", "evaluate", "PartitionBenefit", "TableBenefit", "partition_benefits",
+           "table_benefit", "priority_key", "LakeOverview", "lake_overview", "Severity"]

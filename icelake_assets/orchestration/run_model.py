@@ -7,6 +7,10 @@
 * **No duplicate work**: before requesting a run the sensor asks the instance which tables already
   have a queued or running maintenance run (by the pools in the run's plan, so runs launched by
   anyone count) or a backfill in progress over their asset (:func:`table_runs`).
+* **Priority under the global cap**: when more tables want a run than the cap leaves slots for, the
+  sensor requests only the free slots' worth (:func:`free_slots`), best first by the overview's
+  ranking, and defers the others to a later tick; every request carries ``dagster/priority`` so
+  the run queue, too, starts the most beneficial run first.
 * **Retries after failure**: a table whose last maintenance run failed is retried after a backoff
   that doubles with each failure in a row (:meth:`TableRuns.retry_at`).
 """
@@ -111,6 +115,37 @@ class PoolLimits:
         self._instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
         self._known.add(pool)
         return True
+
+
+def run_cap(instance: DagsterInstance) -> int | None:
+    """The instance's global cap on runs in progress (``concurrency.runs.max_concurrent_runs`` of the
+    queued run coordinator); None when runs are not queued or the cap is off (-1)."""
+    config = instance.get_concurrency_config().run_queue_config
+    if config is None or config.max_concurrent_runs < 0:
+        return None
+    return config.max_concurrent_runs
+
+
+def maintenance_runs_in_flight(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str]) -> int:
+    """Queued or running runs that maintain at least one of the tables (launched by anyone)."""
+    wanted = set(pools_by_key.values())
+    return sum(1 for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES))
+               if _pools_of(run, pools_by_key) & wanted)
+
+
+def free_slots(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str],
+               queued_ahead: int | None = None) -> tuple[int | None, str]:
+    """How many maintenance runs the sensor may request now, and why: the global cap, plus
+    ``queued_ahead`` runs waiting in the queue (default: as many as the cap, so a slot that frees is
+    refilled by the run queue within seconds instead of at the next sensor tick), minus the
+    maintenance runs queued or in progress. None: no cap, every table that wants a run gets one."""
+    cap = run_cap(instance)
+    if cap is None:
+        return None, "no global run cap"
+    ahead = cap if queued_ahead is None else queued_ahead
+    busy = maintenance_runs_in_flight(instance, pools_by_key)
+    free = max(0, cap + ahead - busy)
+    return free, f"cap {cap} runs + {ahead} queued ahead, {busy} maintenance run(s) in flight: {free} free"
 
 
 def pools_by_key(refs: Iterable[TableRef]) -> dict[AssetKey, str]:

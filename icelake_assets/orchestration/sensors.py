@@ -5,6 +5,10 @@ launches maintenance for the tables (and partitions) whose thresholds are crosse
 Cost per tick: one catalog query for every table's metadata location (SQL catalogs); a table whose
 location did not change since the last tick is not even loaded. Tables are visited round-robin from
 a cursor, and a tick stops after its time budget, so thousands of tables fit Dagster's 60 s limit.
+
+Priority: when the instance's global run cap leaves fewer slots than tables wanting a run, the tick
+requests the free slots' worth, best first by the overview's ranking (file opens saved per scan,
+then the finding's age), and records the others as ``queued_by_priority`` (re-ranked next tick).
 """
 
 import json
@@ -34,7 +38,11 @@ from dagster import (
     define_asset_job,
     sensor,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PRIORITY_TAG,
+)
 
 from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord
@@ -43,6 +51,7 @@ from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.health.orphans import KnownTable
+from icelake_assets.health.overview import TableBenefit, evaluate, priority_key, table_benefit
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
 from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
@@ -60,8 +69,12 @@ TABLE_TAG = "icelake/table"  # dagster.yaml limits runs per unique value of this
 TRIGGER_TAG = "icelake/trigger"
 SIGNAL_TAG = "icelake/signal"
 OPS_TAG = "icelake/ops"
+RANK_TAG = "icelake/priority_rank"  # "<rank>/<tables wanting a run>" in the tick that requested it
+MAX_PRIORITY = 1_000_000  # dagster/priority is the benefit (file opens saved per scan), capped
 # Outcomes worth re-evaluating on the next tick even when the table did not change.
-_RECHECK = {"deferred", "error", "in_flight", "backoff"}
+_RECHECK = {"deferred", "error", "in_flight", "backoff", "queued_by_priority"}
+# Outcomes of a table that still wants maintenance: the age of its finding carries over.
+_WAITING = {"deferred", "held", "in_flight", "backoff", "queued_by_priority"}
 
 
 @dataclass
@@ -69,7 +82,8 @@ class TickCursor:
     """Where the last tick stopped, and per table the metadata file it saw and what it decided."""
 
     offset: int = 0
-    # table -> [metadata file, outcome, time of its last orphan scan (epoch s)]
+    # table -> [metadata file, outcome, time of its last orphan scan (epoch s),
+    #           since when it has wanted maintenance (epoch s) or None]
     seen: dict[str, list] = field(default_factory=dict)
 
     @classmethod
@@ -90,13 +104,15 @@ class TickCursor:
 class TableEvaluation:
     ref: TableRef
     # launched, proposed, deferred, held, skipped, observed, error, in_flight (a run of the table is
-    # queued or running), backoff (its last run failed, retried later)
+    # queued or running), backoff (its last run failed, retried later), queued_by_priority (the global
+    # run cap's free slots went to tables of larger benefit)
     outcome: str
     reason: str
     run_requests: list[RunRequest] = field(default_factory=list)
     observation: AssetObservation | None = None
     audit: AuditRecord | None = None
     dynamic_requests: list = field(default_factory=list)
+    benefit: TableBenefit | None = None  # the overview's view of the table, for the launch order
 
 
 def _metadata_file(location: str | None) -> str:
@@ -192,7 +208,9 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
         outcome = {"launch": "launched", "record": "proposed", "nothing": "observed"}[action]
     if outcome == "launched" and (why := _relaunch_hold(context, ref, stats, policy)):
         outcome, verdict = "backoff", Verdict("skip", why, verdict.ops, verdict.details)
-    evaluation = TableEvaluation(ref, outcome, verdict.reason, observation=_observation(key, stats, verdict, outcome))
+    observation = _observation(key, stats, verdict, outcome)
+    evaluation = TableEvaluation(ref, outcome, verdict.reason, observation=observation,
+                                 benefit=table_benefit(evaluate(stats, policy, name=str(ref))))
     if outcome == "launched":
         # Only the partitions the rewrite will take (Iceberg would skip the others: plan.plan_rewrite).
         planned = replace(stats, compaction_candidates=list(plan.plan_rewrite(stats, policy).partitions))
@@ -243,15 +261,57 @@ def _hold_back(evaluation: TableEvaluation, runs: TableRuns | None, now: float,
         outcome = "backoff"
     else:
         return
+    _defer(evaluation, outcome, reason)
+
+
+def _defer(evaluation: TableEvaluation, outcome: str, reason: str, **metadata: Any) -> None:
+    """Turn a launch into a deferral: no run, observation and audit (decision ``deferred``) say why."""
     evaluation.outcome, evaluation.reason = outcome, reason
     evaluation.run_requests, evaluation.dynamic_requests = [], []
     if evaluation.observation is not None:
-        md = dict(evaluation.observation.metadata)
+        md = {**evaluation.observation.metadata, **metadata}
         md["sensor/outcome"], md["sensor/reason"] = MetadataValue.text(outcome), MetadataValue.text(reason)
         evaluation.observation = AssetObservation(asset_key=evaluation.observation.asset_key, metadata=md)
     if evaluation.audit is not None:
         evaluation.audit = replace(evaluation.audit, decision="deferred", reason=reason, partitions=(),
                                    partitions_reason=None)
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 7200
+                                                     else f"{seconds / 3600:.1f} h")
+
+
+def _prioritize(wanting: list[TableEvaluation], found_at: dict[str, float], free: int | None, slots: str,
+                now: float) -> tuple[list[TableEvaluation], list[str]]:
+    """Rank the tables that want a run by the overview's ranking (benefit, then the finding's age);
+    the first ``free`` keep their run requests (tagged with ``dagster/priority`` so the run queue
+    starts the most beneficial first), the others become ``queued_by_priority``. Returns the ranked
+    evaluations and the ranking as log lines."""
+    ordered = sorted(wanting, key=lambda e: priority_key(e.benefit, found_at[str(e.ref)])
+                     if e.benefit is not None else (1,))
+    lines = []
+    for rank, e in enumerate(ordered, 1):
+        benefit = e.benefit.benefit if e.benefit is not None else 0
+        age = _age(now - found_at[str(e.ref)])
+        why = f"priority {rank} of {len(ordered)}: {benefit} file opens saved per scan, finding {age} old"
+        extra = {"sensor/priority_rank": MetadataValue.int(rank),
+                 "sensor/benefit_files": MetadataValue.int(benefit)}
+        if free is not None and rank > free:
+            _defer(e, "queued_by_priority",
+                   f"{why}; the free run slots went to higher-ranked tables ({slots}); "
+                   "ranked again on the next tick",
+                   **extra)
+        else:
+            tags = {PRIORITY_TAG: str(min(benefit, MAX_PRIORITY)), RANK_TAG: f"{rank}/{len(ordered)}"}
+            e.run_requests = [r.with_replaced_attrs(tags={**r.tags, **tags}) for r in e.run_requests]
+            if e.observation is not None:
+                e.observation = AssetObservation(asset_key=e.observation.asset_key,
+                                                 metadata={**e.observation.metadata, **extra})
+            if e.audit is not None:
+                e.audit = replace(e.audit, reason=f"{why}; {e.audit.reason}")
+        lines.append(f"{rank}. {e.ref} {e.outcome} ({benefit} files/scan, {age})")
+    return ordered, lines
 
 
 def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, tables: Sequence[DiscoveredTable],
@@ -287,6 +347,8 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         return known_cache[0]
 
     results: list[TableEvaluation] = []
+    # Evaluated tables, settled after the ranking: (evaluation, cursor entry before, unchanged, ...)
+    evaluated: list[tuple[TableEvaluation, list | None, bool, str, float]] = []
     n = len(tables)
     start = cursor.offset % n
     visited = 0
@@ -325,12 +387,27 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         except Exception as err:  # missing/corrupt metadata, unreadable storage: this table only
             evaluation = _error(table.ref, err, context)
         _hold_back(evaluation, table_state, now, backoff_seconds)
-        # One audit record per change of decision: a table deferred tick after tick is recorded once.
-        if unchanged and previous[1] == evaluation.outcome:
-            evaluation.audit = None
-        cursor.seen[name] = [_metadata_file(location), evaluation.outcome, now if scan_orphans else scanned]
+        evaluated.append((evaluation, previous, unchanged, _metadata_file(location),
+                          now if scan_orphans else scanned))
         results.append(evaluation)
     cursor.offset = (start + visited) % n
+
+    # When the finding was first seen (an older finding goes first among equal benefits).
+    found_at = {str(e.ref): float(p[3]) if p and len(p) > 3 and p[3] is not None and p[1] in _WAITING else now
+                for e, p, *_ in evaluated}
+    wanting = [e for e, *_ in evaluated if e.outcome == "launched"]
+    if wanting:
+        ahead = icelake.settings.automation.queued_runs_ahead
+        free, slots = run_model.free_slots(context.instance, pools, ahead)
+        wanting, ranking = _prioritize(wanting, found_at, free, slots, now)
+        context.log.info(f"launch order by benefit ({slots}): " + "; ".join(ranking[:20])
+                         + (f" and {len(ranking) - 20} more" if len(ranking) > 20 else ""))
+    for evaluation, prior, unchanged, metadata_file, scanned in evaluated:
+        # One audit record per change of decision: a table deferred tick after tick is recorded once.
+        if unchanged and prior and prior[1] == evaluation.outcome:
+            evaluation.audit = None
+        since = found_at[str(evaluation.ref)] if evaluation.outcome in _WAITING else None
+        cursor.seen[str(evaluation.ref)] = [metadata_file, evaluation.outcome, scanned, since]
     counts: dict[str, int] = {}
     for r in results:
         counts[r.outcome] = counts.get(r.outcome, 0) + 1
@@ -340,7 +417,7 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         f"{counts}" + (": " + ", ".join(acting[:20]) if acting else "")
         + (f" and {len(acting) - 20} more" if len(acting) > 20 else ""))
     result = SensorResult(
-        run_requests=[rr for r in results for rr in r.run_requests],
+        run_requests=[rr for r in wanting for rr in r.run_requests],  # best first
         cursor=cursor.dumps(),
         asset_events=[r.observation for r in results if r.observation],
         dynamic_partitions_requests=[d for r in results for d in r.dynamic_requests] or None,

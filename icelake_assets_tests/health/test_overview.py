@@ -1,6 +1,12 @@
 """The lake-wide overview: expected benefit by construction, ranking, and what the UI shows."""
 
-from icelake_assets.health.overview import evaluate, lake_overview, partition_benefits
+from icelake_assets.health.overview import (
+    evaluate,
+    lake_overview,
+    partition_benefits,
+    priority_key,
+    table_benefit,
+)
 from icelake_assets.health.score import HealthStatus
 from icelake_assets.health.stats import PartitionStats, TableStats
 from icelake_assets.settings import Policy
@@ -54,6 +60,15 @@ def test_tables_and_partitions_rank_by_expected_benefit():
     assert (metrics["tables"], metrics["tables_critical"], metrics["tables_warning"], metrics["tables_healthy"]) == (
         3, 1, 1, 1)
     assert metrics["files_saved"] == 40 and metrics["manifests_saved"] == 199
+
+
+def test_the_sensor_ranks_by_benefit_then_by_the_age_of_the_finding():
+    """The overview's ranking with ages, as the sensor orders launches under the global run cap."""
+    a, b, a2 = (table_benefit(evaluate(s, POLICY, name=n)) for s, n in ((A, "a"), (B, "b"), (A, "a2")))
+    found = {"a": 200.0, "b": 300.0, "a2": 100.0}  # a2 found first, a later, b last
+    ranked = sorted((a, b, a2), key=lambda t: priority_key(t, found[t.table]))
+    assert [t.table for t in ranked] == ["b", "a2", "a"]  # benefit first, then the older finding
+    assert sorted((a, a2), key=priority_key) == [a, a2]  # no ages (the overview): the name decides
 
 
 def test_markdown_names_every_table_and_the_reason():

@@ -15,11 +15,12 @@ from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from icelake_assets.audit.store import AuditLog
+from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG, TRIGGER_TAG
+from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, RANK_TAG, TABLE_TAG, TRIGGER_TAG
 from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch, _lake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,3 +124,92 @@ def test_the_run_queue_never_overlaps_two_runs_of_one_table_whatever_launched_th
         instance.report_run_failed(instance.get_run_by_id(backfill.run_id))
         instance.report_run_failed(instance.get_run_by_id(other.run_id))
         assert _dequeue(instance) == {sensor.run_id}
+
+
+def _finish(instance, run_id):
+    """The run ended well (as the run worker reports it)."""
+    from dagster import DagsterEvent, DagsterEventType
+
+    run = instance.get_run_by_id(run_id)
+    instance.report_dagster_event(DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name=run.job_name),
+                                  run_id=run_id)
+
+
+def _ranks(tick):
+    return {e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value,
+                                   e.metadata["sensor/priority_rank"].value)
+            for e in tick.asset_events if "sensor/priority_rank" in e.metadata}
+
+
+def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_later_ticks(make_lake, capfd):
+    """Cap 2 (shipped dagster.yaml), no runs queued ahead: 4 degraded tables, 2 launched, by benefit."""
+    settings, ref, _ = _lake(make_lake, files=40, automation={"queued_runs_ahead": 0})
+    cat = open_catalog(settings, ref.catalog)
+    refs = {"t": ref}
+    for name, files in (("mid", 32), ("old", 26), ("small", 22)):
+        table = cat.create_table(("ns", name), SCHEMA)
+        for i in range(files):
+            table.append(_batch(i, 2))
+        refs[name] = TableRef(ref.catalog, ("ns",), name)
+    defs = build_definitions(settings)
+    with _queued_instance() as instance:
+        assert run_model.run_cap(instance) == 2
+        first = _tick(defs, settings, instance)
+        # One partition and one manifest per commit: compaction and manifest rewrite save 2 x (files - 1)
+        # file opens per scan.
+        requested = [(r.tags[TABLE_TAG], r.tags["dagster/priority"], r.tags[RANK_TAG])
+                     for r in first.run_requests]
+        assert requested == [(str(refs["t"]), "78", "1/4"), (str(refs["mid"]), "62", "2/4")]
+        assert _ranks(first) == {"t": ("launched", 1), "mid": ("launched", 2),
+                                 "old": ("queued_by_priority", 3), "small": ("queued_by_priority", 4)}
+        log = next(line for line in capfd.readouterr().err.splitlines() if "launch order by benefit" in line)
+        assert "cap 2 runs + 0 queued ahead, 0 maintenance run(s) in flight: 2 free" in log
+        assert log.index("1. " + str(refs["t"])) < log.index("2. " + str(refs["mid"])) < log.index(
+            "3. " + str(refs["old"])) < log.index("4. " + str(refs["small"]))
+        log_ = AuditLog.from_settings(settings)
+        audit = {n: [r for r in log_.records(table=str(ref_)) if r.kind == "decision"]
+                 for n, ref_ in refs.items()}
+        assert [r.decision for r in audit["t"]] == ["launched"] and audit["t"][0].reason.startswith(
+            "priority 1 of 4: 78 file opens saved per scan")
+        assert [r.decision for r in audit["small"]] == ["deferred"]
+        assert audit["small"][0].reason.startswith("priority 4 of 4: 42 file opens saved per scan") and (
+            "the free run slots went to higher-ranked tables" in audit["small"][0].reason)
+        # The daemon submits the two requested runs; both are queued or running.
+        runs = [_queue(instance, defs, refs[n], dict(r.tags))
+                for n, r in zip(("t", "mid"), first.run_requests, strict=True)]
+
+        # A new table as beneficial as `old` appears (its name sorts first): the older finding ranks first.
+        table = cat.create_table(("ns", "aaa"), SCHEMA)
+        for i in range(26):
+            table.append(_batch(i, 2))
+        refs["aaa"] = TableRef(ref.catalog, ("ns",), "aaa")
+        defs = build_definitions(settings)
+        full = _tick(defs, settings, instance, first.cursor)
+        assert full.run_requests == []  # no free slot while the cap's 2 runs are in flight
+        assert _ranks(full) == {"old": ("queued_by_priority", 1), "aaa": ("queued_by_priority", 2),
+                                "small": ("queued_by_priority", 3)}
+        recorded = [r for r in AuditLog.from_settings(settings).records(table=str(refs["small"]))
+                    if r.kind == "decision"]
+        assert len(recorded) == 1  # one audit record per change of decision, not per tick
+
+        for run in runs:
+            _finish(instance, run.run_id)
+        freed = _tick(defs, settings, instance, full.cursor)
+        assert [r.tags[TABLE_TAG] for r in freed.run_requests] == [str(refs["old"]), str(refs["aaa"])]
+        assert _ranks(freed) == {"old": ("launched", 1), "aaa": ("launched", 2),
+                                 "small": ("queued_by_priority", 3)}
+
+
+def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
+    settings, refs = _lake_of(make_lake, ["u", "v", "w", "x"])
+    defs = build_definitions(settings)
+    with _queued_instance() as instance:
+        assert run_model.free_slots(instance, run_model.pools_by_key(refs.values()))[0] == 4
+        tick = _tick(defs, settings, instance)
+        assert len(tick.run_requests) == 4
+        assert sorted(o for o in _outcomes(tick).values()) == ["launched"] * 4 + ["queued_by_priority"]
+    direct = {"run_coordinator": {"module": "dagster._core.run_coordinator",
+                                  "class": "DefaultRunCoordinator"}}
+    with instance_for_test(overrides=direct) as unqueued:  # no run queue, no cap: every table gets its run
+        assert run_model.run_cap(unqueued) is None
+        assert len(_tick(defs, settings, unqueued).run_requests) == 5

@@ -202,6 +202,11 @@ class AuditLog:
             self.catalog.create_namespace(namespace)
         except NamespaceAlreadyExistsError:
             pass  # another process created it first
+        except Exception:
+            # pyiceberg's SQL catalog checks, then inserts: a process creating it at the same moment
+            # surfaces as the database's unique-constraint error. Fine if the namespace is there now.
+            if not self.catalog.namespace_exists(namespace):
+                raise
         try:
             return self.catalog.create_table(
                 self.identifier, schema=AUDIT_SCHEMA, partition_spec=AUDIT_SPEC, properties=AUDIT_PROPERTIES

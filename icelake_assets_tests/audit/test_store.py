@@ -284,3 +284,18 @@ def test_audit_settings(tmp_path, make_lake):
         parse_settings({**base, "audit": {"table": "taxi.audit"}}, "f.yaml", tmp_path)
     with pytest.raises(SettingsError, match="audit.tabel: unknown key"):
         parse_settings({**base, "audit": {"tabel": "icelake.x"}}, "f.yaml", tmp_path)
+
+
+def test_a_namespace_another_process_creates_at_the_same_moment_is_not_an_error(lake, monkeypatch):
+    """pyiceberg's SQL catalog checks, then inserts: the loser of that race gets the database's
+    unique-constraint error, not NamespaceAlreadyExistsError (seen in the two-process test)."""
+    settings, log = lake
+    real = log.catalog.create_namespace
+
+    def racing(namespace, properties=None):
+        real(namespace)  # the other process wins ...
+        raise RuntimeError("UNIQUE constraint failed: iceberg_namespace_properties.namespace")  # ... we lose
+
+    monkeypatch.setattr(log.catalog, "create_namespace", racing)
+    log.append(_records(_catalog_name(settings), 2))
+    assert len(log.records()) == 2

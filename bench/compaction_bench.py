@@ -33,20 +33,37 @@ from icelake_assets.settings import load_settings
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--days", type=int, default=40)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="loop_bench_"))
     (root / "lake" / "warehouse").mkdir(parents=True)
     config = root / "icelake.yaml"
-    config.write_text(yaml.safe_dump({
-        "catalogs": {"bench": {"type": "sql", "uri": f"sqlite:///{root}/lake/catalog.db",
-                               "warehouse": f"{root}/lake/warehouse"}},
-        "thresholds": {"mode": "enforce", "guards": {"quiet_period_minutes": 0},
-                       "small_files": {"max_files_per_partition": 20, "partial_progress_min_groups": 10,
-                                       "partial_progress_max_commits": 10}}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "catalogs": {
+                    "bench": {
+                        "type": "sql",
+                        "uri": f"sqlite:///{root}/lake/catalog.db",
+                        "warehouse": f"{root}/lake/warehouse",
+                    }
+                },
+                "thresholds": {
+                    "mode": "enforce",
+                    "guards": {"quiet_period_minutes": 0},
+                    "small_files": {
+                        "max_files_per_partition": 20,
+                        "partial_progress_min_groups": 10,
+                        "partial_progress_max_commits": 10,
+                    },
+                },
+            }
+        )
+    )
     settings = load_settings(config)
     ref = TableRef("bench", ("ns",), "many")
     cat = open_catalog(settings, "bench", create=True)
@@ -64,19 +81,26 @@ def main() -> None:
     table.refresh()
     after = compute_table_stats(table, settings.thresholds)
     md = next(e for r in results for e in r.get_asset_materialization_events()).materialization.metadata
-    rows = [("data files", before.data_files, after.data_files),
-            ("snapshots", before.snapshots, after.snapshots),
-            ("manifests", before.manifests, after.manifests)]
+    rows = [
+        ("data files", before.data_files, after.data_files),
+        ("snapshots", before.snapshots, after.snapshots),
+        ("manifests", before.manifests, after.manifests),
+    ]
     print(f"| {args.files} files, {args.days} days | before | after |\n|---|---|---|")
     for name, b, a in rows:
         print(f"| {name} | {b} | {a} |")
     print(f"| write (s) | {written:.1f} | |\n| maintenance run (s) | | {run_s:.1f} |")
-    print(f"| run snapshots added (bound) | | {md['run/snapshots_added'].value} "
-          f"({md['run/max_snapshots_added'].value}) |")
+    print(
+        f"| run snapshots added (bound) | | {md['run/snapshots_added'].value} "
+        f"({md['run/max_snapshots_added'].value}) |"
+    )
     print(f"| rewrite_manifests | | {md['rewrite_manifests/reason'].value} |")
     print(f"| outcome | | {md['effect/outcome'].value} |")
-    ok = (after.data_files == args.days and md["rewrite_manifests/acted"].value
-          and md["effect/outcome"].value == "effective")
+    ok = (
+        after.data_files == args.days
+        and md["rewrite_manifests/acted"].value
+        and md["effect/outcome"].value == "effective"
+    )
     sys.exit(0 if ok else 1)
 
 

@@ -48,15 +48,36 @@ from icelake_assets.settings import Settings
 CATALOG = "bench"
 PARTITIONS = 30
 COMMITS = 20
-_CLONED = ("content", "file_format", "partition", "record_count", "file_size_in_bytes", "column_sizes",
-           "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds", "split_offsets",
-           "sort_order_id", "equality_ids", "key_metadata")
+_CLONED = (
+    "content",
+    "file_format",
+    "partition",
+    "record_count",
+    "file_size_in_bytes",
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+    "split_offsets",
+    "sort_order_id",
+    "equality_ids",
+    "key_metadata",
+)
 
 
 def bench_settings(root: Path) -> Settings:
     (root / "warehouse").mkdir(parents=True, exist_ok=True)
-    return Settings(catalogs={CATALOG: {"type": "sql", "uri": f"sqlite:///{root / 'catalog.db'}",
-                                        "warehouse": (root / "warehouse").as_uri()}})
+    return Settings(
+        catalogs={
+            CATALOG: {
+                "type": "sql",
+                "uri": f"sqlite:///{root / 'catalog.db'}",
+                "warehouse": (root / "warehouse").as_uri(),
+            }
+        }
+    )
 
 
 def _templates(table: Table, partitions: int) -> list[tuple[Path, DataFile]]:
@@ -95,7 +116,10 @@ def build_table(settings: Settings, files: int, rebuild: bool) -> TableRef:
     cat = open_catalog(settings, CATALOG, create=True)
     cat.create_namespace_if_not_exists("bench")
     if cat.table_exists(ref.identifier):
-        if not rebuild and compute_table_stats(cat.load_table(ref.identifier), settings.thresholds).data_files == files:
+        if (
+            not rebuild
+            and compute_table_stats(cat.load_table(ref.identifier), settings.thresholds).data_files == files
+        ):
             return ref
         location = cat.load_table(ref.identifier).metadata.location
         cat.drop_table(ref.identifier)
@@ -105,7 +129,9 @@ def build_table(settings: Settings, files: int, rebuild: bool) -> TableRef:
     started = time.perf_counter()
     for c in range(COMMITS):
         append_files(table, templates, files // COMMITS, f"c{c:03d}")
-    print(f"built {ref}: {files} files, {COMMITS} commits in {time.perf_counter() - started:.1f}s", flush=True)
+    print(
+        f"built {ref}: {files} files, {COMMITS} commits in {time.perf_counter() - started:.1f}s", flush=True
+    )
     return ref
 
 
@@ -128,13 +154,18 @@ def measure_incremental(settings: Settings, ref: TableRef, repeat: int) -> dict[
     cache = ManifestCache()
     before = compute_table_stats(table, policy, cache).data_files
     r["no_commit_s"], health = timed(
-        lambda: evaluate(compute_table_stats(load_table(cat, ref), policy, cache), policy), repeat)
+        lambda: evaluate(compute_table_stats(load_table(cat, ref), policy, cache), policy), repeat
+    )
     assert health.stats.manifests_read == 0
-    r["no_commit_stats_only_s"], _ = timed(lambda: evaluate(compute_table_stats(table, policy, cache), policy), repeat)
+    r["no_commit_stats_only_s"], _ = timed(
+        lambda: evaluate(compute_table_stats(table, policy, cache), policy), repeat
+    )
 
     # One new commit (a micro-batch: one small file per partition), evaluated once: it is new only once.
-    templates = [(p, parquet_file_to_data_file(table.io, table.metadata, str(p)))
-                 for p in sorted((local_path(table.metadata.location) / "data" / "templates").glob("*.parquet"))]
+    templates = [
+        (p, parquet_file_to_data_file(table.io, table.metadata, str(p)))
+        for p in sorted((local_path(table.metadata.location) / "data" / "templates").glob("*.parquet"))
+    ]
     append_files(table, templates, PARTITIONS, f"new-{uuid.uuid4().hex[:6]}")
     started = time.perf_counter()
     after = evaluate(compute_table_stats(load_table(cat, ref), policy, cache), policy)
@@ -171,13 +202,18 @@ def measure_cold(settings: Settings, ref: TableRef, repeat: int, spark) -> dict[
     r["pyiceberg_inspect_files_s"], files = timed(lambda: table.inspect.files(), repeat)
     assert files.num_rows == r["files"]
     r["pyiceberg_fetch_manifest_entry_s"], _ = timed(
-        lambda: sum(len(m.fetch_manifest_entry(table.io)) for m in table.current_snapshot().manifests(table.io)),
-        repeat)
+        lambda: sum(
+            len(m.fetch_manifest_entry(table.io)) for m in table.current_snapshot().manifests(table.io)
+        ),
+        repeat,
+    )
     if spark is not None:
         from icelake_assets.maintenance.procedures import table_identifier
 
-        query = (f"SELECT partition, count(*), sum(file_size_in_bytes) FROM {table_identifier(ref)}.files "
-                 "GROUP BY partition")
+        query = (
+            f"SELECT partition, count(*), sum(file_size_in_bytes) FROM {table_identifier(ref)}.files "
+            "GROUP BY partition"
+        )
         spark.sql(query).collect()  # warm: JIT, catalog cache
         r["spark_files_group_by_s"], rows = timed(lambda: spark.sql(query).collect(), repeat)
         assert len(rows) == PARTITIONS and sum(row[1] for row in rows) == r["files"]
@@ -207,9 +243,12 @@ def reader_ablation(settings: Settings, ref: TableRef, repeat: int) -> list[tupl
                 self.decoder = new_decoder(f.read())
             self.header = self._read_header()
             self.schema = self.header.get_schema()
-            self.reader = visit_with_partner(self.schema, self.read_schema,
-                                             self.resolver(self.read_types, self.read_enums),
-                                             m._ProjectingAccessor())
+            self.reader = visit_with_partner(
+                self.schema,
+                self.read_schema,
+                self.resolver(self.read_types, self.read_enums),
+                m._ProjectingAccessor(),
+            )
             return self
 
     class MapsRead(Projected):
@@ -243,7 +282,10 @@ def reader_ablation(settings: Settings, ref: TableRef, repeat: int) -> list[tupl
         return min(times)
 
     return [
-        ("pyiceberg `fetch_manifest_entry`", best(lambda: [x.fetch_manifest_entry(table.io) for x in current])),
+        (
+            "pyiceberg `fetch_manifest_entry`",
+            best(lambda: [x.fetch_manifest_entry(table.io) for x in current]),
+        ),
         ("projected read schema (content, partition, records, size)", best(lambda: iterate(Projected))),
         ("+ skipped maps read through the Cython int-map path", best(lambda: iterate(MapsRead))),
         ("+ one decoder for all blocks of a file, reader not shared", best(lambda: ours(shared=False))),
@@ -274,19 +316,30 @@ def markdown(results: list[dict[str, float | int]]) -> str:
         if all(key in r for r in results):
             lines.append(f"| {label} | " + " | ".join(ms(r[key]) for r in results) + " |")
     ratios = [
-        ("cold health / Spark GROUP BY (goal ≤ 1.0)", lambda r: r["cold_health_s"] / r["spark_files_group_by_s"]),
-        ("inspect.files / cold health (goal ≥ 5)", lambda r: r["pyiceberg_inspect_files_s"] / r["cold_health_s"]),
+        (
+            "cold health / Spark GROUP BY (goal ≤ 1.0)",
+            lambda r: r["cold_health_s"] / r["spark_files_group_by_s"],
+        ),
+        (
+            "inspect.files / cold health (goal ≥ 5)",
+            lambda r: r["pyiceberg_inspect_files_s"] / r["cold_health_s"],
+        ),
     ]
     for label, fn in ratios:
         if all("spark_files_group_by_s" in r for r in results) or "Spark" not in label:
             lines.append(f"| {label} | " + " | ".join(f"{fn(r):.2f}" for r in results) + " |")
-    lines.append("| manifests read after one new commit | "
-                 + " | ".join(str(r["one_new_commit_manifests_read"]) for r in results) + " |")
+    lines.append(
+        "| manifests read after one new commit | "
+        + " | ".join(str(r["one_new_commit_manifests_read"]) for r in results)
+        + " |"
+    )
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--files", type=int, nargs="+", default=[20_000, 100_000])
     parser.add_argument("--root", type=Path, default=Path("/tmp/icelake-health-bench"))
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
@@ -316,7 +369,9 @@ def main() -> None:
         from icelake_assets.maintenance.spark_session import spark_config
         from icelake_assets.orchestration.resources import IcebergSparkResource
 
-        spark = IcebergSparkResource(spark_config=spark_config(settings, app_name="health_bench")).spark_session
+        spark = IcebergSparkResource(
+            spark_config=spark_config(settings, app_name="health_bench")
+        ).spark_session
         spark.sql("SELECT 1").collect()
     results = []
     for ref, inc in zip(refs, incremental, strict=False):

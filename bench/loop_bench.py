@@ -62,12 +62,21 @@ sys.exit(0 if all(r.success for r in results) else 1)
 
 def write_settings(folder: Path) -> Settings:
     data = yaml.safe_load((ROOT / "icelake.yaml").read_text())
-    data["catalogs"] = {"demo": {"type": "sql", "uri": f"sqlite:///{folder / 'catalog.db'}",
-                                 "warehouse": str(folder / "warehouse")}}
-    data.setdefault("thresholds", {}).update({"guards": {"quiet_period_minutes": 0},
-                                              "sensor": {"interval_seconds": SENSOR_INTERVAL}})
-    data["automation"] = {**data.get("automation", {}), "orphan_scan_hours": 0.001,
-                          "schedules_default_status": "stopped"}
+    data["catalogs"] = {
+        "demo": {
+            "type": "sql",
+            "uri": f"sqlite:///{folder / 'catalog.db'}",
+            "warehouse": str(folder / "warehouse"),
+        }
+    }
+    data.setdefault("thresholds", {}).update(
+        {"guards": {"quiet_period_minutes": 0}, "sensor": {"interval_seconds": SENSOR_INTERVAL}}
+    )
+    data["automation"] = {
+        **data.get("automation", {}),
+        "orphan_scan_hours": 0.001,
+        "schedules_default_status": "stopped",
+    }
     data["metrics"] = {"textfile_dir": str(folder / "metrics")}
     path = folder / "icelake.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -88,8 +97,11 @@ def unhealed(settings: Settings) -> list[str]:
         table = load_table(cat, ref)
         policy = policy_for(settings, table, table.properties)
         stats = compute_table_stats(table, policy)
-        acting = [d.op for d in _decisions(stats, policy, find_orphans(table, policy.orphans.older_than_hours))
-                  if d.act]
+        acting = [
+            d.op
+            for d in _decisions(stats, policy, find_orphans(table, policy.orphans.older_than_hours))
+            if d.act
+        ]
         if acting:
             out.append(f"{ref.name}: {', '.join(acting)}")
     return out
@@ -106,8 +118,13 @@ def fresh_lake(root: Path, name: str, scale: str) -> Settings:
 
 def manual(settings: Settings) -> float:
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", MANUAL, settings.source], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", MANUAL, settings.source],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"manual maintenance failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -117,12 +134,23 @@ def manual(settings: Settings) -> float:
 def sensor(settings: Settings, home: Path, timeout: float) -> dict:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "ICELAKE_CONFIG": settings.source, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "ICELAKE_CONFIG": settings.source,
+        "PYTHONPATH": str(ROOT),
+    }
     daemon_bin = Path(sys.executable).parent / "dagster-daemon"
     log = open(home / "daemon.log", "w")
     started, wall_start = time.perf_counter(), time.time()
-    daemon = subprocess.Popen([str(daemon_bin), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    daemon = subprocess.Popen(
+        [str(daemon_bin), "run", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     healed_at = None
     try:
         os.environ["DAGSTER_HOME"] = str(home)
@@ -146,18 +174,33 @@ def sensor(settings: Settings, home: Path, timeout: float) -> dict:
         raise SystemExit(f"not healed after {timeout:.0f}s: {unhealed(settings)}; see {home / 'daemon.log'}")
     runs = [r.dagster_run for r in records]
     statuses = [r.status for r in runs]
-    timeline = sorted((r.create_timestamp.timestamp() - wall_start, (r.start_time or 0) - wall_start,
-                       (r.end_time or 0) - wall_start, r.dagster_run.tags.get("icelake/table", "?"),
-                       r.dagster_run.tags.get("icelake/priority_rank", "-")) for r in records)
+    timeline = sorted(
+        (
+            r.create_timestamp.timestamp() - wall_start,
+            (r.start_time or 0) - wall_start,
+            (r.end_time or 0) - wall_start,
+            r.dagster_run.tags.get("icelake/table", "?"),
+            r.dagster_run.tags.get("icelake/priority_rank", "-"),
+        )
+        for r in records
+    )
     healed = max(t[2] for t in timeline)  # the last run's end: the lake is healed from then on
     queued = min(t[0] for t in timeline)
-    return {"total": healed, "from_first_launch": healed - queued, "polled": healed_at - started,
-            "runs": len(runs), "failed": sum(s == DagsterRunStatus.FAILURE for s in statuses),
-            "tables": sorted({r.tags.get("icelake/table", "?") for r in runs}), "timeline": timeline}
+    return {
+        "total": healed,
+        "from_first_launch": healed - queued,
+        "polled": healed_at - started,
+        "runs": len(runs),
+        "failed": sum(s == DagsterRunStatus.FAILURE for s in statuses),
+        "tables": sorted({r.tags.get("icelake/table", "?") for r in runs}),
+        "timeline": timeline,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scale", default="test", choices=["test", "demo"])
     parser.add_argument("--timeout", type=float, default=1200.0, help="give up on sensor healing after this")
     args = parser.parse_args()
@@ -176,13 +219,17 @@ def main() -> None:
         for queued_at, started_at, ended_at, table, rank in result["timeline"]:
             print(f"  {queued_at:6.1f} {started_at:6.1f} {ended_at:6.1f}  {table} ({rank})")
     command = " ".join([".venv/bin/python -m bench.loop_bench", *sys.argv[1:]])
-    print(f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
-          f"{os.getloadavg()[0]:.1f} at the end; command: {command}\n")
+    print(
+        f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+        f"{os.getloadavg()[0]:.1f} at the end; command: {command}\n"
+    )
     ratio = result["total"] / manual_s
     print("| measurement | seconds | runs |\n|---|---:|---:|")
     print(f"| one manual maintenance of every table (one process, one JVM) | {manual_s:.1f} | 1 process |")
-    print(f"| sensor-driven healing, from the daemon's start | {result['total']:.1f} | {result['runs']} "
-          f"({result['failed']} failed) |")
+    print(
+        f"| sensor-driven healing, from the daemon's start | {result['total']:.1f} | {result['runs']} "
+        f"({result['failed']} failed) |"
+    )
     print(f"| sensor-driven healing, from the first launch | {result['from_first_launch']:.1f} | |")
     print(f"| (the benchmark's 5 s polling saw it healed at) | {result['polled']:.1f} | |")
     print(f"| ratio sensor (from start) / manual (goal ≤ {GOAL_RATIO}) | {ratio:.2f} | |")

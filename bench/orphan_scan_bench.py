@@ -1,5 +1,6 @@
 """Cost of orphan removal's safety rules: listing every known table (cold / warm cache), one orphan
 scan and the post-removal verification. Run: PYTHONPATH=. .venv/bin/python -m bench.orphan_scan_bench"""
+
 import pathlib
 import tempfile
 import time
@@ -34,11 +35,13 @@ for label in ("cold", "warm"):
         _BY_METADATA.clear()
     t0 = time.perf_counter()
     k = known_tables(s, lambda n: cat)
-    print(f"known_tables {label}: {len(k)} tables {time.perf_counter()-t0:.2f}s")
+    print(f"known_tables {label}: {len(k)} tables {time.perf_counter() - t0:.2f}s")
 ref = TableRef(name, ("ns",), "t0")
 t0 = time.perf_counter()
 scan = scan_orphans(t, str(ref), 72, k, default_locations(cat, ref))
-print(f"scan_orphans: {scan.listed_files} files listed, {len(k)} known tables, {time.perf_counter()-t0:.2f}s, refused={scan.refused}")
+print(
+    f"scan_orphans: {scan.listed_files} files listed, {len(k)} known tables, {time.perf_counter() - t0:.2f}s, refused={scan.refused}"
+)
 t0 = time.perf_counter()
 n = verify_referenced_files(t)
-print(f"verify_referenced_files: {n} files {time.perf_counter()-t0:.2f}s")
+print(f"verify_referenced_files: {n} files {time.perf_counter() - t0:.2f}s")

@@ -76,11 +76,14 @@ GOALS = {"cold": 10.0, "unchanged": 2.0}  # issue 4, seconds
 LAKE_VERSION = 1  # bump when the generated layout changes: cached lakes of another version are rebuilt
 RESULTS = Path(__file__).resolve().parent / "results"
 
-SCHEMA = Schema(NestedField(1, "id", LongType(), required=False),
-                NestedField(2, "payload", StringType(), required=False))
-PART_SCHEMA = Schema(NestedField(1, "id", LongType(), required=False),
-                     NestedField(2, "ts", TimestamptzType(), required=False),
-                     NestedField(3, "payload", StringType(), required=False))
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False), NestedField(2, "payload", StringType(), required=False)
+)
+PART_SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "ts", TimestamptzType(), required=False),
+    NestedField(3, "payload", StringType(), required=False),
+)
 PART_SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="ts_day"))
 DAYS = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))
 
@@ -127,7 +130,9 @@ def batch(table: BenchTable, seq: int) -> pa.Table:
 
 
 def _catalog(lake: Path) -> SqlCatalog:
-    return SqlCatalog(CATALOG, uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=(lake / "warehouse").as_uri())
+    return SqlCatalog(
+        CATALOG, uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=(lake / "warehouse").as_uri()
+    )
 
 
 def generate(lake: Path, tables: list[BenchTable]) -> float:
@@ -139,8 +144,11 @@ def generate(lake: Path, tables: list[BenchTable]) -> float:
     for ns in sorted({t.namespace for t in tables}):
         cat.create_namespace(ns)
     for n, t in enumerate(tables, 1):
-        iceberg = (cat.create_table(t.identifier, PART_SCHEMA, partition_spec=PART_SPEC) if t.partitioned
-                   else cat.create_table(t.identifier, SCHEMA))
+        iceberg = (
+            cat.create_table(t.identifier, PART_SCHEMA, partition_spec=PART_SPEC)
+            if t.partitioned
+            else cat.create_table(t.identifier, SCHEMA)
+        )
         for seq in range(DEGRADED_APPENDS if t.degraded else HEALTHY_APPENDS):
             iceberg.append(batch(t, seq))
         if n % 100 == 0:
@@ -178,10 +186,18 @@ def prepare_lake(root: Path, tables: list[BenchTable], rebuild: bool) -> tuple[P
 
 def write_settings(folder: Path, lake: Path) -> Settings:
     data = {
-        "catalogs": {CATALOG: {"type": "sql", "uri": f"sqlite:///{lake / 'catalog.db'}",
-                               "warehouse": (lake / "warehouse").as_uri()}},
-        "thresholds": {"mode": "enforce", "guards": {"quiet_period_minutes": 0},
-                       "small_files": {"max_files_per_partition": MAX_FILES_PER_PARTITION}},
+        "catalogs": {
+            CATALOG: {
+                "type": "sql",
+                "uri": f"sqlite:///{lake / 'catalog.db'}",
+                "warehouse": (lake / "warehouse").as_uri(),
+            }
+        },
+        "thresholds": {
+            "mode": "enforce",
+            "guards": {"quiet_period_minutes": 0},
+            "small_files": {"max_files_per_partition": MAX_FILES_PER_PARTITION},
+        },
         "automation": {"tick_budget_seconds": 55},
         "metrics": {"textfile_dir": str(folder / "metrics")},
     }
@@ -235,8 +251,15 @@ def clear_caches(disk_path: Path, memory: bool = True, disk: bool = True) -> Non
         resources_module._MANIFEST_CACHE = None
 
 
-def tick(label: str, settings: Settings, defs, instance: DagsterInstance, cursor: str | None, caches: str,
-         profiler: cProfile.Profile | None = None) -> Tick:
+def tick(
+    label: str,
+    settings: Settings,
+    defs,
+    instance: DagsterInstance,
+    cursor: str | None,
+    caches: str,
+    profiler: cProfile.Profile | None = None,
+) -> Tick:
     # A cleared cache is created inside the tick, as in a new process (its disk file included).
     cache = resources_module._MANIFEST_CACHE
     before = (cache.reads, cache.list_reads, cache.disk_hits) if cache is not None else (0, 0, 0)
@@ -246,20 +269,33 @@ def tick(label: str, settings: Settings, defs, instance: DagsterInstance, cursor
     if profiler is not None:
         profiler.enable()
     # A new resource per tick, as Dagster builds one per evaluation: settings load and catalog open count.
-    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    context = build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     result = sensor.evaluate_tick(context)
     if profiler is not None:
         profiler.disable()
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     if result.cursor is None:
-        raise RuntimeError(f"{label}: the sensor returned no cursor ({result.skip_message or 'no skip message'})")
+        raise RuntimeError(
+            f"{label}: the sensor returned no cursor ({result.skip_message or 'no skip message'})"
+        )
     cache = resources_module.manifest_cache()
     return Tick(
-        label=label, seconds=seconds, cpu_seconds=cpu, run_requests=len(result.run_requests),
-        observations=len(result.asset_events), cursor=result.cursor, caches=caches,
-        manifests_read=cache.reads - before[0], manifest_lists_read=cache.list_reads - before[1],
-        disk_hits=cache.disk_hits - before[2], gc_seconds=GC_CLOCK.seconds - gc_before,
+        label=label,
+        seconds=seconds,
+        cpu_seconds=cpu,
+        run_requests=len(result.run_requests),
+        observations=len(result.asset_events),
+        cursor=result.cursor,
+        caches=caches,
+        manifests_read=cache.reads - before[0],
+        manifest_lists_read=cache.list_reads - before[1],
+        disk_hits=cache.disk_hits - before[2],
+        gc_seconds=GC_CLOCK.seconds - gc_before,
         launched_tables={r.tags[TABLE_TAG] for r in result.run_requests},
         observed_tables={".".join(e.asset_key.path) for e in result.asset_events},
     )
@@ -287,8 +323,9 @@ def check(label: str, got: object, expected: object, problems: list[str]) -> Non
         problems.append(f"{label}: got {got}, expected {expected}")
 
 
-def markdown(discovery_s: float, repository_s: float, tables: int, ticks: list[Tick], colds: list[Tick],
-             changed: int) -> str:
+def markdown(
+    discovery_s: float, repository_s: float, tables: int, ticks: list[Tick], colds: list[Tick], changed: int
+) -> str:
     goals = {"cold tick": GOALS["cold"], "unchanged tick": GOALS["unchanged"]}
     lines = [
         "| measurement | seconds | goal | time / goal | CPU s | GC s | run requests | observations | "
@@ -301,14 +338,17 @@ def markdown(discovery_s: float, repository_s: float, tables: int, ticks: list[T
     ]
     for t in ticks:
         goal = goals.get(t.label)
-        label = {"after commits": f"tick after 1 new commit to {changed} tables",
-                 "cold tick": "**cold tick** (first of the process)",
-                 "unchanged tick": "**unchanged tick**"}.get(t.label, t.label)
+        label = {
+            "after commits": f"tick after 1 new commit to {changed} tables",
+            "cold tick": "**cold tick** (first of the process)",
+            "unchanged tick": "**unchanged tick**",
+        }.get(t.label, t.label)
         lines.append(
             f"| {label} | {t.seconds:.2f} | {f'≤ {goal:g}' if goal else '–'} | "
             f"{f'{t.seconds / goal:.2f}' if goal else '–'} | {t.cpu_seconds:.2f} | {t.gc_seconds:.2f} | "
             f"{t.run_requests} | {t.observations} | {t.manifests_read} ({t.manifest_lists_read}) | {t.disk_hits} | "
-            f"{t.caches} |")
+            f"{t.caches} |"
+        )
         if t.label == "cold tick" and len(colds) > 1:
             times = sorted(c.seconds for c in colds)
             median = statistics.median(times)
@@ -317,7 +357,8 @@ def markdown(discovery_s: float, repository_s: float, tables: int, ticks: list[T
                 f"| ≤ {GOALS['cold']:g} | {median / GOALS['cold']:.2f} | "
                 f"{statistics.median(c.cpu_seconds for c in colds):.2f} | "
                 f"{statistics.median(c.gc_seconds for c in colds):.2f} | {t.run_requests} | {t.observations} | "
-                f"{t.manifests_read} ({t.manifest_lists_read}) | 0 | {t.caches} |")
+                f"{t.manifests_read} ({t.manifest_lists_read}) | 0 | {t.caches} |"
+            )
     return "\n".join(lines)
 
 
@@ -329,15 +370,21 @@ def print_profile(profiler: cProfile.Profile, out: Path, top: int) -> None:
         stats.print_stats(top)
         text = buf.getvalue()
         print(f"\n--- cold tick profile, top {top} by {order} ---")
-        print(text[text.find("   ncalls"):].rstrip())
+        print(text[text.find("   ncalls") :].rstrip())
     print(f"\nprofile saved: {out} (python -m pstats {out})")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tables", type=int, default=1000, help="number of tables (default 1000)")
-    parser.add_argument("--root", type=Path, default=None,
-                        help="cache folder of the generated lake (default bench/results/sensor_lake_<N>)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="cache folder of the generated lake (default bench/results/sensor_lake_<N>)",
+    )
     parser.add_argument("--rebuild", action="store_true", help="generate the lake again even if cached")
     parser.add_argument("--repeat", type=int, default=3, help="cold ticks to run (each with cleared caches)")
     parser.add_argument("--profile", action="store_true", help="also profile a cold tick with cProfile")
@@ -356,7 +403,10 @@ def main() -> None:
     # The copy (or generation) leaves thousands of dirty inodes: written back now, they would land
     # in the first fsync a tick makes (the health disk cache commits) and be timed as sensor cost.
     os.sync()
-    print(f"load average before measuring: {os.getloadavg()[0]:.1f} (other processes share the cores)", flush=True)
+    print(
+        f"load average before measuring: {os.getloadavg()[0]:.1f} (other processes share the cores)",
+        flush=True,
+    )
     prepare_s = time.perf_counter() - prepared
 
     with tempfile.TemporaryDirectory(prefix="sensor-bench-") as tmp:
@@ -384,14 +434,20 @@ def main() -> None:
             colds = []
             for i in range(args.repeat):
                 clear_caches(disk_cache)
-                colds.append(tick("cold tick", settings, defs, instance, None, "none (memory and disk cleared)"))
+                colds.append(
+                    tick("cold tick", settings, defs, instance, None, "none (memory and disk cleared)")
+                )
                 print(f"cold tick {i + 1}/{args.repeat}: {colds[-1].seconds:.2f}s", flush=True)
             cold = colds[0]
             for c in colds:
                 check("cold tick observations", c.observed_tables, every, problems)
                 check("cold tick launched tables", c.launched_tables, degraded, problems)
-                check("cold tick run requests", c.run_requests,
-                      sum(t.runs_when_launched() for t in tables if t.degraded), problems)
+                check(
+                    "cold tick run requests",
+                    c.run_requests,
+                    sum(t.runs_when_launched() for t in tables if t.degraded),
+                    problems,
+                )
                 if len(TickCursor.loads(c.cursor).seen) != len(tables):
                     problems.append("cold tick: the budget stopped it before every table was evaluated")
 
@@ -405,12 +461,22 @@ def main() -> None:
             after = tick("after commits", settings, defs, instance, unchanged.cursor, "memory + disk")
             print(f"tick after {len(changed)} commits: {after.seconds:.2f}s", flush=True)
             check("after-commit observations", after.observed_tables, {t.key for t in changed}, problems)
-            check("after-commit run requests", after.run_requests,
-                  sum(t.runs_when_launched() for t in changed if t.degraded), problems)
+            check(
+                "after-commit run requests",
+                after.run_requests,
+                sum(t.runs_when_launched() for t in changed if t.degraded),
+                problems,
+            )
 
             clear_caches(disk_cache, memory=True, disk=False)
-            restart = tick("restart tick (empty cursor, new process: memory cache empty)", settings, defs, instance,
-                           None, "disk only")
+            restart = tick(
+                "restart tick (empty cursor, new process: memory cache empty)",
+                settings,
+                defs,
+                instance,
+                None,
+                "disk only",
+            )
             print(f"restart tick: {restart.seconds:.2f}s", flush=True)
             check("restart tick manifests read", restart.manifests_read, 0, problems)
 
@@ -418,8 +484,14 @@ def main() -> None:
             # what the disk level costs a tick.
             clear_caches(disk_cache)
             os.environ["ICELAKE_HEALTH_CACHE"] = "off"
-            memory_only = tick("cold tick, disk cache off (ICELAKE_HEALTH_CACHE=off)", settings, defs, instance,
-                               None, "none (memory cleared, no disk level)")
+            memory_only = tick(
+                "cold tick, disk cache off (ICELAKE_HEALTH_CACHE=off)",
+                settings,
+                defs,
+                instance,
+                None,
+                "none (memory cleared, no disk level)",
+            )
             os.environ["ICELAKE_HEALTH_CACHE"] = str(disk_cache)
             resources_module._MANIFEST_CACHE = None
             print(f"cold tick without the disk cache: {memory_only.seconds:.2f}s", flush=True)
@@ -435,11 +507,17 @@ def main() -> None:
 
     print()
     command = " ".join([".venv/bin/python -m bench.sensor_bench", *sys.argv[1:]])
-    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
-          f"{platform.machine()}, load average {os.getloadavg()[0]:.1f} at the end; command: {command}")
-    parts = [f"lake: {len(tables)} tables ({sum(t.degraded for t in tables)} degraded, "
-             f"{sum(t.partitioned for t in tables)} partitioned by day) under {root}"]
-    parts.append(f"generated in {generated:.1f}s" if generated is not None else f"cached, copied in {prepare_s:.1f}s")
+    print(
+        f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+        f"{platform.machine()}, load average {os.getloadavg()[0]:.1f} at the end; command: {command}"
+    )
+    parts = [
+        f"lake: {len(tables)} tables ({sum(t.degraded for t in tables)} degraded, "
+        f"{sum(t.partitioned for t in tables)} partitioned by day) under {root}"
+    ]
+    parts.append(
+        f"generated in {generated:.1f}s" if generated is not None else f"cached, copied in {prepare_s:.1f}s"
+    )
     print("; ".join(parts))
     print()
     print(markdown(discovery_s, repository_s, len(tables), ticks, colds, len(changed)))

@@ -49,32 +49,96 @@ def cmd_health(args: argparse.Namespace) -> int:
             from icelake_assets.catalog.known_tables import default_locations, known_tables
 
             known = known_tables(settings) if known is None else known
-            scan = scan_orphans(table, str(ref), policy.orphans.older_than_hours, known,
-                                default_locations(open_catalog(settings, ref.catalog), ref))
-            extra.append(orphan_finding(len(scan.orphans), sum(o.size for o in scan.orphans), policy,
-                                        [o.path for o in scan.orphans], scan.hidden_files, scan.skipped,
-                                        scan.refused))
+            scan = scan_orphans(
+                table,
+                str(ref),
+                policy.orphans.older_than_hours,
+                known,
+                default_locations(open_catalog(settings, ref.catalog), ref),
+            )
+            extra.append(
+                orphan_finding(
+                    len(scan.orphans),
+                    sum(o.size for o in scan.orphans),
+                    policy,
+                    [o.path for o in scan.orphans],
+                    scan.hidden_files,
+                    scan.skipped,
+                    scan.refused,
+                )
+            )
         health = evaluate(compute_table_stats(table, policy, cache), policy, extra, name=str(ref))
         healths.append(health)
         for f in health.findings:
             rows.append((str(ref), f.check, f.severity.value, f.summary, f.recommendation))
-    print(format_table(("table", "status", "score", "data files", "small", "delete files", "snapshots", "manifests"),
-                       [(h.table, h.status.value, h.score.score, h.stats.data_files, h.stats.small_files,
-                         h.stats.delete_files, h.stats.snapshots, h.stats.manifests) for h in healths]))
+    print(
+        format_table(
+            ("table", "status", "score", "data files", "small", "delete files", "snapshots", "manifests"),
+            [
+                (
+                    h.table,
+                    h.status.value,
+                    h.score.score,
+                    h.stats.data_files,
+                    h.stats.small_files,
+                    h.stats.delete_files,
+                    h.stats.snapshots,
+                    h.stats.manifests,
+                )
+                for h in healths
+            ],
+        )
+    )
     print()
     print(format_table(("table", "check", "severity", "finding", "recommendation"), rows))
     if args.overview:
         overview = lake_overview(healths)
         print("\nwhat to fix first (by file opens saved per full scan):")
-        print(format_table(("#", "table", "status", "files saved", "manifests saved", "snapshots to expire",
-                            "first action"),
-                           [(i, t.table, t.status.value, t.files_saved, t.manifests_saved, t.expirable_snapshots,
-                             t.actions[0] if t.actions else "-") for i, t in enumerate(overview.tables, 1)]))
+        print(
+            format_table(
+                (
+                    "#",
+                    "table",
+                    "status",
+                    "files saved",
+                    "manifests saved",
+                    "snapshots to expire",
+                    "first action",
+                ),
+                [
+                    (
+                        i,
+                        t.table,
+                        t.status.value,
+                        t.files_saved,
+                        t.manifests_saved,
+                        t.expirable_snapshots,
+                        t.actions[0] if t.actions else "-",
+                    )
+                    for i, t in enumerate(overview.tables, 1)
+                ],
+            )
+        )
         if overview.partitions:
             print("\npartitions with the largest benefit:")
-            print(format_table(("#", "table", "partition", "files", "expected", "delete files", "files saved", "why"),
-                               [(i, p.table, p.partition, p.data_files, p.expected_files, p.delete_files, p.files_saved,
-                                 p.why) for i, p in enumerate(overview.partitions[:args.top], 1)]))
+            print(
+                format_table(
+                    ("#", "table", "partition", "files", "expected", "delete files", "files saved", "why"),
+                    [
+                        (
+                            i,
+                            p.table,
+                            p.partition,
+                            p.data_files,
+                            p.expected_files,
+                            p.delete_files,
+                            p.files_saved,
+                            p.why,
+                        )
+                        for i, p in enumerate(overview.partitions[: args.top], 1)
+                    ],
+                )
+            )
     if args.fail_on:
         level = {"warn": 1, "error": 2}[args.fail_on]
         if any(f.severity.rank >= level for h in healths for f in h.findings):
@@ -93,8 +157,12 @@ def cmd_policy(args: argparse.Namespace) -> int:
         print(f"note: {ref} does not exist yet: the policy below ignores table properties", file=sys.stderr)
     effective = resolve_policy(settings, ref, properties)
     values = effective.overridden() if args.changed else effective.values
-    print(f"policy of {ref}: mode {effective.mode} ({effective.source_of('mode')}); settings: {settings.source}")
-    print(format_table(("key", "value", "source"), [(v.key, format_value(v.value), v.source) for v in values]))
+    print(
+        f"policy of {ref}: mode {effective.mode} ({effective.source_of('mode')}); settings: {settings.source}"
+    )
+    print(
+        format_table(("key", "value", "source"), [(v.key, format_value(v.value), v.source) for v in values])
+    )
     for problem in effective.problems:
         print(f"problem: {problem}")
     return 0
@@ -121,7 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("health", help="print the health findings of one table or all")
     p.add_argument("table", nargs="?", help="catalog.namespace.table (or namespace.table)")
     p.add_argument("--orphans", action="store_true", help="also list storage for orphan files (slower)")
-    p.add_argument("--overview", action="store_true", help="rank tables and partitions by the benefit of maintenance")
+    p.add_argument(
+        "--overview", action="store_true", help="rank tables and partitions by the benefit of maintenance"
+    )
     p.add_argument("--top", type=int, default=20, help="partitions shown by --overview (default 20)")
     p.add_argument("--fail-on", choices=["warn", "error"], help="exit 1 when a finding reaches this severity")
     p.set_defaults(func=cmd_health)

@@ -219,7 +219,7 @@ def _unflatten(leaves: Mapping[LeafPath, Any]) -> dict[str, Any]:
 
 def _property_leaf(name: str) -> tuple[LeafPath, Any] | None:
     """The policy path (and its annotation) an ``icelake.<key>`` property names, else None."""
-    parts = name[len(PROPERTY_PREFIX):].split(".")
+    parts = name[len(PROPERTY_PREFIX) :].split(".")
     model: type[BaseModel] = Policy
     path: list[str] = []
     for i, part in enumerate(parts):
@@ -231,7 +231,7 @@ def _property_leaf(name: str) -> tuple[LeafPath, Any] | None:
             model, path = ann, [*path, part]
             continue
         if get_origin(ann) is dict:
-            rest = ".".join(parts[i + 1:])
+            rest = ".".join(parts[i + 1 :])
             return ((*path, part, rest), str) if rest else None
         return ((*path, part), ann) if i == len(parts) - 1 else None
     return None
@@ -261,8 +261,9 @@ def table_property_leaves(properties: Mapping[str, str]) -> tuple[list[PropertyL
     for name, (path, conv) in ICEBERG_PROPERTIES.items():
         if name in properties:
             try:
-                leaves.append(PropertyLeaf(path, conv(properties[name]), f"table property {name}",
-                                           properties[name]))
+                leaves.append(
+                    PropertyLeaf(path, conv(properties[name]), f"table property {name}", properties[name])
+                )
             except ValueError:
                 problems.append(f"table property {name}={properties[name]!r} ignored: not a number")
     for name in sorted(properties):
@@ -270,12 +271,15 @@ def table_property_leaves(properties: Mapping[str, str]) -> tuple[list[PropertyL
             continue
         found = _property_leaf(name)
         if found is None:
-            problems.append(f"table property {name} ignored: unknown policy key (a table property may set "
-                            f"{allowed_property_keys()})")
+            problems.append(
+                f"table property {name} ignored: unknown policy key (a table property may set "
+                f"{allowed_property_keys()})"
+            )
             continue
         path, ann = found
-        leaves.append(PropertyLeaf(path, _convert(properties[name], ann), f"table property {name}",
-                                   properties[name]))
+        leaves.append(
+            PropertyLeaf(path, _convert(properties[name], ann), f"table property {name}", properties[name])
+        )
     return leaves, problems
 
 
@@ -295,7 +299,9 @@ def _as_ref(settings: Settings, table: Any) -> TableRef | None:
         return TableRef.parse(table, default_catalog=next(iter(settings.catalogs)))
     if hasattr(table, "catalog") and hasattr(table, "name") and callable(table.name):
         return ref_of_table(table)
-    raise TypeError(f"a table is a TableRef, 'catalog.namespace.table' or a pyiceberg Table, not {type(table).__name__}")
+    raise TypeError(
+        f"a table is a TableRef, 'catalog.namespace.table' or a pyiceberg Table, not {type(table).__name__}"
+    )
 
 
 def _specificity(pattern: str) -> int:
@@ -315,15 +321,22 @@ def _file_label(settings: Settings) -> str:
 
 def settings_layers(settings: Settings, ref: TableRef | None) -> list[tuple[str, Policy]]:
     """The file's layers that apply to ``ref``, lowest precedence first, each with its key prefix."""
-    layers: list[tuple[str, Policy]] = [("thresholds", settings.thresholds), ("policies.defaults", settings.policies.defaults)]
+    layers: list[tuple[str, Policy]] = [
+        ("thresholds", settings.thresholds),
+        ("policies.defaults", settings.policies.defaults),
+    ]
     if ref is None:
         return layers
     ns = ref.namespace_name
     p = settings.policies
     layers += [(f"policies.catalogs[{k!r}]", v) for k, v in _matching(p.catalogs, (ref.catalog,))]
-    layers += [(f"policies.namespaces[{k!r}]", v) for k, v in _matching(p.namespaces, (ns, f"{ref.catalog}.{ns}"))]
-    layers += [(f"policies.tables[{k!r}]", v)
-               for k, v in _matching(p.tables, (f"{ns}.{ref.name}", f"{ref.catalog}.{ns}.{ref.name}"))]
+    layers += [
+        (f"policies.namespaces[{k!r}]", v) for k, v in _matching(p.namespaces, (ns, f"{ref.catalog}.{ns}"))
+    ]
+    layers += [
+        (f"policies.tables[{k!r}]", v)
+        for k, v in _matching(p.tables, (f"{ns}.{ref.name}", f"{ref.catalog}.{ns}.{ref.name}"))
+    ]
     return layers
 
 
@@ -333,8 +346,10 @@ def _catalog_rules(settings: Settings, ref: TableRef | None, policy: Policy) -> 
         return
     uri = settings.catalogs[ref.catalog].get("uri", "")
     if uri.startswith("sqlite:") and policy.small_files.max_concurrent_file_group_rewrites > 1:
-        raise ValueError("small_files.max_concurrent_file_group_rewrites: must be 1 on a SQLite catalog "
-                         "(one writer: concurrent group commits fail and partial progress drops them)")
+        raise ValueError(
+            "small_files.max_concurrent_file_group_rewrites: must be 1 on a SQLite catalog "
+            "(one writer: concurrent group commits fail and partial progress drops them)"
+        )
 
 
 def _build(settings: Settings, ref: TableRef | None, values: Mapping[LeafPath, tuple[Any, str]]) -> Policy:
@@ -350,9 +365,13 @@ def _explain(err: Exception, values: Mapping[LeafPath, tuple[Any, str]]) -> str:
     lines = []
     for e in err.errors():
         loc = tuple(str(x) for x in e["loc"])
-        sources = sorted({src for p, (_, src) in values.items() if p[: len(loc)] == loc and src != DEFAULT_SOURCE})
-        lines.append(f"{dotted(loc) or '<policy>'}: {e['msg'].removeprefix('Value error, ')}"
-                     + (f" (from {'; '.join(sources)})" if sources else ""))
+        sources = sorted(
+            {src for p, (_, src) in values.items() if p[: len(loc)] == loc and src != DEFAULT_SOURCE}
+        )
+        lines.append(
+            f"{dotted(loc) or '<policy>'}: {e['msg'].removeprefix('Value error, ')}"
+            + (f" (from {'; '.join(sources)})" if sources else "")
+        )
     return "; ".join(lines)
 
 
@@ -363,8 +382,9 @@ def _source_words(source: str) -> str:
 Values = dict[LeafPath, tuple[Any, str]]  # policy path → (value, source)
 
 
-def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: Values,
-             leaf: PropertyLeaf) -> tuple[Policy, Values, str | None]:
+def _tighten(
+    settings: Settings, ref: TableRef | None, policy: Policy, values: Values, leaf: PropertyLeaf
+) -> tuple[Policy, Values, str | None]:
     """Apply one table property if its key is allowlisted and it moves the value toward safety;
     else keep the policy and say why."""
     rule = property_rule(leaf.path)
@@ -372,13 +392,18 @@ def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: V
         return policy, values, rule
     value, source = leaf.value, leaf.source
     current, current_source = values.get(leaf.path, (None, DEFAULT_SOURCE))
-    if rule == "add" and isinstance(current, tuple):  # owners, lineage: added to the file's, never replace them
+    if rule == "add" and isinstance(
+        current, tuple
+    ):  # owners, lineage: added to the file's, never replace them
         value = tuple(dict.fromkeys((*current, *value)))
         source = f"{current_source} + {source}" if current else source
     elif leaf.path[0] == "tags" and current is not None and current_source != DEFAULT_SOURCE:
         if str(current) != str(value):
-            return policy, values, (f"tags.{leaf.path[1]} is set by {current_source} ({current!r}): "
-                                    "tags are only added")
+            return (
+                policy,
+                values,
+                (f"tags.{leaf.path[1]} is set by {current_source} ({current!r}): tags are only added"),
+            )
     candidate = {**values, leaf.path: (value, source)}
     try:
         built = _build(settings, ref, candidate)
@@ -386,12 +411,20 @@ def _tighten(settings: Settings, ref: TableRef | None, policy: Policy, values: V
         return policy, values, _explain(err, {})
     new, old = policy_leaves(built)[leaf.path], policy_leaves(policy).get(leaf.path)
     if (rule == "up" and new < old) or (rule == "down" and new > old):
-        return policy, values, (f"a table property may only {_DIRECTION_WORDS[rule]} {dotted(leaf.path)} "
-                                f"(it keeps {format_value(old)} from {_source_words(current_source)})")
+        return (
+            policy,
+            values,
+            (
+                f"a table property may only {_DIRECTION_WORDS[rule]} {dotted(leaf.path)} "
+                f"(it keeps {format_value(old)} from {_source_words(current_source)})"
+            ),
+        )
     return built, candidate, None
 
 
-def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[str, str] | None = None) -> EffectivePolicy:
+def resolve_policy(
+    settings: Settings, table: Any = None, properties: Mapping[str, str] | None = None
+) -> EffectivePolicy:
     """The effective policy of ``table`` (TableRef, name or pyiceberg Table) given its properties.
 
     Without a table only the defaults and the properties apply (``resolve_policy(settings, properties)``
@@ -400,7 +433,12 @@ def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[st
     if table is not None and isinstance(table, Mapping):
         table, properties = None, table
     ref = _as_ref(settings, table)
-    if properties is None and table is not None and hasattr(table, "properties") and not isinstance(table, (str, TableRef)):
+    if (
+        properties is None
+        and table is not None
+        and hasattr(table, "properties")
+        and not isinstance(table, (str, TableRef))
+    ):
         properties = table.properties
     label = _file_label(settings)
     values: dict[LeafPath, tuple[Any, str]] = dict(_default_values())
@@ -411,7 +449,9 @@ def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[st
     try:
         policy = _build(settings, ref, values)
     except (ValidationError, ValueError) as err:
-        raise PolicyError(f"invalid policy for {name} in {settings.source}: {_explain(err, values)}") from None
+        raise PolicyError(
+            f"invalid policy for {name} in {settings.source}: {_explain(err, values)}"
+        ) from None
 
     leaves, problems = table_property_leaves(properties or {})
     for leaf in leaves:  # one by one: each is checked against what the layers below it set
@@ -420,7 +460,9 @@ def resolve_policy(settings: Settings, table: Any = None, properties: Mapping[st
             problems.append(f"{leaf.source}={leaf.raw!r} ignored: {problem}")
 
     final = policy_leaves(policy)
-    rows = tuple(PolicyValue(dotted(p), v, values.get(p, (None, DEFAULT_SOURCE))[1]) for p, v in final.items())
+    rows = tuple(
+        PolicyValue(dotted(p), v, values.get(p, (None, DEFAULT_SOURCE))[1]) for p, v in final.items()
+    )
     return EffectivePolicy(name, policy, rows, tuple(problems))
 
 
@@ -458,8 +500,9 @@ class Violation:
         return f"{self.setting} is {self.actual}, required {self.required}"
 
 
-def configuration_violations(format_version: int, properties: Mapping[str, str],
-                             required: ConfigurationPolicy) -> list[Violation]:
+def configuration_violations(
+    format_version: int, properties: Mapping[str, str], required: ConfigurationPolicy
+) -> list[Violation]:
     """Where a table's metadata misses the settings the policy requires."""
     out: list[Violation] = []
     if required.min_format_version is not None and format_version < required.min_format_version:
@@ -471,7 +514,9 @@ def configuration_violations(format_version: int, properties: Mapping[str, str],
     if required.write_distribution_mode is not None:
         mode = properties.get("write.distribution-mode")
         if mode is None or mode.lower() != required.write_distribution_mode:
-            out.append(Violation("write.distribution-mode", required.write_distribution_mode, mode or "unset"))
+            out.append(
+                Violation("write.distribution-mode", required.write_distribution_mode, mode or "unset")
+            )
     for key, value in sorted(required.required_properties.items()):
         current = properties.get(key)
         if current != value:
@@ -489,7 +534,11 @@ class ConfigurationReport:
         return not self.violations and not self.problems
 
 
-def configuration_report(format_version: int, properties: Mapping[str, str], effective: EffectivePolicy) -> ConfigurationReport:
+def configuration_report(
+    format_version: int, properties: Mapping[str, str], effective: EffectivePolicy
+) -> ConfigurationReport:
     """Violations of the required settings plus the table's ignored policy properties."""
-    return ConfigurationReport(configuration_violations(format_version, properties, effective.policy.configuration),
-                               list(effective.problems))
+    return ConfigurationReport(
+        configuration_violations(format_version, properties, effective.policy.configuration),
+        list(effective.problems),
+    )

@@ -61,30 +61,96 @@ DEFAULT_MODE: Mode = "propose"
 # Printing and Dagster resource config go by what is known to be safe: a property's value is shown only
 # when its key is listed here (URI values then lose their password and query values); any other value
 # is a secret (***). pyiceberg / Iceberg / Spark keys that configure but never authenticate.
-_SAFE_KEYS = frozenset(k.lower() for k in (
-    "type", "uri", "warehouse", "py-io-impl", "io-impl", "catalog-impl", "init-catalog-tables", "echo",
-    "pool_pre_ping", "prefix", "scope", "audience", "resource", "oauth2-server-uri", "cache-enabled",
-    "clients",
-    "jdbc.busy_timeout", "jdbc.init-catalog-tables", "downcast-ns-timestamp-to-us-on-write",
-    "legacy-current-snapshot-id", "header.X-Iceberg-Access-Delegation", "rest.sigv4-enabled",
-    "rest.signing-region", "rest.signing-name", "s3.path-style-access", "s3.force-virtual-addressing",
-    "s3.role-arn", "s3.role-session-name", "s3.signer", "s3.signer.uri", "s3.proxy-uri", "s3.anonymous",
-    "s3.sse.type", "s3.acl", "adls.account-name", "adls.account-host", "gcs.project-id", "gcs.access",
-    "gcs.default-bucket-location", "gcs.requester-pays", "gcs.version-aware", "gcs.consistency",
-    "hdfs.host", "hdfs.port", "hdfs.user", "hive.hive2-compatible", "hive.kerberos-authentication",
-    "glue.id", "glue.skip-archive", "glue.profile-name",
-    "spark.master", "spark.app.name", "spark.sql.extensions", "spark.sql.shuffle.partitions",
-    "spark.driver.memory", "spark.driver.cores", "spark.executor.memory", "spark.executor.cores",
-    "spark.executor.instances", "spark.default.parallelism", "spark.jars", "spark.jars.packages",
-    "spark.sql.session.timeZone",
-))
+_SAFE_KEYS = frozenset(
+    k.lower()
+    for k in (
+        "type",
+        "uri",
+        "warehouse",
+        "py-io-impl",
+        "io-impl",
+        "catalog-impl",
+        "init-catalog-tables",
+        "echo",
+        "pool_pre_ping",
+        "prefix",
+        "scope",
+        "audience",
+        "resource",
+        "oauth2-server-uri",
+        "cache-enabled",
+        "clients",
+        "jdbc.busy_timeout",
+        "jdbc.init-catalog-tables",
+        "downcast-ns-timestamp-to-us-on-write",
+        "legacy-current-snapshot-id",
+        "header.X-Iceberg-Access-Delegation",
+        "rest.sigv4-enabled",
+        "rest.signing-region",
+        "rest.signing-name",
+        "s3.path-style-access",
+        "s3.force-virtual-addressing",
+        "s3.role-arn",
+        "s3.role-session-name",
+        "s3.signer",
+        "s3.signer.uri",
+        "s3.proxy-uri",
+        "s3.anonymous",
+        "s3.sse.type",
+        "s3.acl",
+        "adls.account-name",
+        "adls.account-host",
+        "gcs.project-id",
+        "gcs.access",
+        "gcs.default-bucket-location",
+        "gcs.requester-pays",
+        "gcs.version-aware",
+        "gcs.consistency",
+        "hdfs.host",
+        "hdfs.port",
+        "hdfs.user",
+        "hive.hive2-compatible",
+        "hive.kerberos-authentication",
+        "glue.id",
+        "glue.skip-archive",
+        "glue.profile-name",
+        "spark.master",
+        "spark.app.name",
+        "spark.sql.extensions",
+        "spark.sql.shuffle.partitions",
+        "spark.driver.memory",
+        "spark.driver.cores",
+        "spark.executor.memory",
+        "spark.executor.cores",
+        "spark.executor.instances",
+        "spark.default.parallelism",
+        "spark.jars",
+        "spark.jars.packages",
+        "spark.sql.session.timeZone",
+    )
+)
 _SAFE_SUFFIXES = (".region", ".endpoint", "-timeout", ".impl", "-impl", "-enabled", ".enabled")
 _SAFE_PREFIXES = ("spark.ui.", "spark.sql.adaptive.", "spark.dynamicallocation.")
 _SPARK_CATALOG_KEY = re.compile(r"spark\.sql\.catalog\.[A-Za-z0-9_\-]+(?:\.(.+))?", re.IGNORECASE)
 # What a secret's key looks like: a literal value under such a key is refused in the settings file.
-_SECRET_MARKERS = ("secret", "password", "passwd", "token", "credential", "key-id", "account-key",
-                   "private-key", "access-key", "api-key", "apikey", "connection-string", "connectionstring",
-                   "signature", "authorization", "cookie")
+_SECRET_MARKERS = (
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    "key-id",
+    "account-key",
+    "private-key",
+    "access-key",
+    "api-key",
+    "apikey",
+    "connection-string",
+    "connectionstring",
+    "signature",
+    "authorization",
+    "cookie",
+)
 _SECRET_WORDS = frozenset({"key", "sas", "sig", "pwd", "auth"})  # whole words of a key: fs.s3a.secret.key
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 REDACTED = "***"
@@ -274,8 +340,9 @@ class LineagePolicy(_Strict):
     def _keys(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for key in v:
             if not all(re.fullmatch(r"[A-Za-z0-9_\-]+", part) for part in key.split("/")):
-                raise ValueError(f"asset key {key!r} must be '/'-separated parts of letters, digits, "
-                                 "'_' or '-'")
+                raise ValueError(
+                    f"asset key {key!r} must be '/'-separated parts of letters, digits, '_' or '-'"
+                )
         return v
 
 
@@ -314,10 +381,14 @@ class Policy(_Strict):
     def _tags(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             if not is_valid_tag_key(key) or key.startswith("dagster/"):
-                raise ValueError(f"tag key {key!r}: letters, digits, '_', '-', '.', one optional 'prefix/', "
-                                 "at most 63 characters per part, not under 'dagster/'")
+                raise ValueError(
+                    f"tag key {key!r}: letters, digits, '_', '-', '.', one optional 'prefix/', "
+                    "at most 63 characters per part, not under 'dagster/'"
+                )
             if not is_valid_strict_tag_value(str(value)):
-                raise ValueError(f"tag {key!r} value {value!r}: letters, digits, '_', '-', '.', at most 63 characters")
+                raise ValueError(
+                    f"tag {key!r} value {value!r}: letters, digits, '_', '-', '.', at most 63 characters"
+                )
         return v
 
 
@@ -339,7 +410,9 @@ class PolicyLayers(_Strict):
             if not pattern.strip():
                 raise ValueError("an empty pattern matches nothing")
             if info.field_name == "tables" and "." not in pattern:
-                raise ValueError(f"table pattern {pattern!r} must be namespace.table or catalog.namespace.table")
+                raise ValueError(
+                    f"table pattern {pattern!r} must be namespace.table or catalog.namespace.table"
+                )
         return v
 
 
@@ -372,8 +445,10 @@ class AuditSettings(_Strict):
         if len(parts) < 2 or not all(re.fullmatch(r"[A-Za-z0-9_\-]+", p) for p in parts):
             raise ValueError("must be namespace.table of letters, digits, '_' or '-'")
         if parts[0] != INTERNAL_NAMESPACE:
-            raise ValueError(f"must be in the {INTERNAL_NAMESPACE!r} namespace, which discovery skips "
-                             "(a maintained audit table would audit its own maintenance)")
+            raise ValueError(
+                f"must be in the {INTERNAL_NAMESPACE!r} namespace, which discovery skips "
+                "(a maintained audit table would audit its own maintenance)"
+            )
         return v
 
 
@@ -433,22 +508,28 @@ class Settings(_Strict):
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise ValueError(f"catalog name {name!r} must be letters, digits, '_' and '-'")
             if "type" not in props and "uri" not in props:
-                raise ValueError(f"catalog {name!r} needs a 'type' (sql, rest, glue, hive) or a 'uri' "
-                                 "(in this file, .pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__TYPE)")
+                raise ValueError(
+                    f"catalog {name!r} needs a 'type' (sql, rest, glue, hive) or a 'uri' "
+                    "(in this file, .pyiceberg.yaml or PYICEBERG_CATALOG__<NAME>__TYPE)"
+                )
         return v
 
     @model_validator(mode="after")
     def _policy_catalogs_exist(self) -> Settings:
         for key in self.policies.catalogs:
             if not any(c in key for c in "*?[") and key not in self.catalogs:
-                raise ValueError(f"policies.catalogs.{key}: unknown catalog (configured: {', '.join(sorted(self.catalogs))})")
+                raise ValueError(
+                    f"policies.catalogs.{key}: unknown catalog (configured: {', '.join(sorted(self.catalogs))})"
+                )
         return self
 
     @model_validator(mode="after")
     def _audit_catalog_exists(self) -> Settings:
         if self.audit.catalog is not None and self.audit.catalog not in self.catalogs:
-            raise ValueError(f"audit.catalog: unknown catalog {self.audit.catalog!r} "
-                             f"(configured: {', '.join(sorted(self.catalogs))})")
+            raise ValueError(
+                f"audit.catalog: unknown catalog {self.audit.catalog!r} "
+                f"(configured: {', '.join(sorted(self.catalogs))})"
+            )
         return self
 
     def __repr_args__(self):  # printing settings never shows a secret
@@ -485,7 +566,7 @@ def _resolve_paths(props: dict[str, Any], base: Path) -> dict[str, str]:
     out = {k: str(v) for k, v in props.items()}
     uri = out.get("uri", "")
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        out["uri"] = "sqlite:///" + str((base / uri[len("sqlite:///"):]).resolve())
+        out["uri"] = "sqlite:///" + str((base / uri[len("sqlite:///") :]).resolve())
     wh = out.get("warehouse")
     if wh and "://" not in wh and not wh.startswith("file:"):
         out["warehouse"] = (base / wh).resolve().as_uri()
@@ -553,8 +634,11 @@ def _uri_parts(value: str) -> tuple[str, Any] | None:
 
 
 def _query_items(query: str) -> list[tuple[str, str | None]]:
-    return [(item.partition("=")[0], item.partition("=")[2] if "=" in item else None)
-            for item in query.split("&") if item]
+    return [
+        (item.partition("=")[0], item.partition("=")[2] if "=" in item else None)
+        for item in query.split("&")
+        if item
+    ]
 
 
 def redact_uri(value: str) -> str:
@@ -624,18 +708,26 @@ def _refuse_literal_secrets(data: Mapping[str, Any], source: str) -> None:
     if isinstance(catalogs, Mapping):
         for name, props in catalogs.items():
             if isinstance(props, Mapping):
-                found += [(dotted(("catalogs", name, k)), pyiceberg_env_var(str(name), str(k))) for k, v in props.items()
-                          if _is_literal_secret(str(k), v, unknown_is_secret=True)]
+                found += [
+                    (dotted(("catalogs", name, k)), pyiceberg_env_var(str(name), str(k)))
+                    for k, v in props.items()
+                    if _is_literal_secret(str(k), v, unknown_is_secret=True)
+                ]
     spark = data.get("spark")
     if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
-        found += [(dotted(("spark", "config", k)), "") for k, v in spark["config"].items()
-                  if _is_literal_secret(str(k), v, unknown_is_secret=False)]
+        found += [
+            (dotted(("spark", "config", k)), "")
+            for k, v in spark["config"].items()
+            if _is_literal_secret(str(k), v, unknown_is_secret=False)
+        ]
     if found:
         lines = [f"invalid settings in {source}:"]
         for key, env in found:
             alt = f" (or set {env}, as pyiceberg reads it)" if env else ""
-            lines.append(f"  {key}: a literal secret is refused (a key not known to be safe, or a URI "
-                         f"password or query value): write ${{ENV_VAR}} and export the variable{alt}")
+            lines.append(
+                f"  {key}: a literal secret is refused (a key not known to be safe, or a URI "
+                f"password or query value): write ${{ENV_VAR}} and export the variable{alt}"
+            )
         raise SettingsError("\n".join(lines))
 
 
@@ -676,8 +768,10 @@ def _interpolate(value: Any, path: tuple[Any, ...], source: str) -> Any:
             return os.environ[name]
         if default is not None:
             return default
-        raise SettingsError(f"invalid settings in {source}:\n  {dotted(path)}: environment variable {name} is not set "
-                            f"(referenced as ${{{name}}})")
+        raise SettingsError(
+            f"invalid settings in {source}:\n  {dotted(path)}: environment variable {name} is not set "
+            f"(referenced as ${{{name}}})"
+        )
 
     return _ENV_REF.sub(sub, value)
 
@@ -692,18 +786,24 @@ def pyiceberg_catalogs() -> dict[str, dict[str, str]]:
     try:
         config = Config().config
     except ValueError as err:  # its message may end with a value: keep only the cause
-        raise SettingsError(f"pyiceberg configuration ({where}) is invalid: {str(err).split(', value:')[0]}") from None
+        raise SettingsError(
+            f"pyiceberg configuration ({where}) is invalid: {str(err).split(', value:')[0]}"
+        ) from None
     catalogs = config.get("catalog") or {}
     if not isinstance(catalogs, Mapping):
         raise SettingsError(f"pyiceberg configuration ({where}): 'catalog' must be a mapping of catalogs")
     out: dict[str, dict[str, str]] = {}
     for name, props in catalogs.items():
         if not isinstance(props, Mapping):
-            raise SettingsError(f"pyiceberg configuration ({where}): catalog.{name} must be a mapping of properties")
+            raise SettingsError(
+                f"pyiceberg configuration ({where}): catalog.{name} must be a mapping of properties"
+            )
         for key, value in props.items():
             if isinstance(value, Mapping):
-                raise SettingsError(f"pyiceberg configuration ({where}): catalog.{name}.{key} must be a value, "
-                                    "not a mapping (write dotted keys such as s3.endpoint)")
+                raise SettingsError(
+                    f"pyiceberg configuration ({where}): catalog.{name}.{key} must be a value, "
+                    "not a mapping (write dotted keys such as s3.endpoint)"
+                )
         out[str(name)] = {str(k): str(v) for k, v in props.items()}
     return out
 
@@ -732,7 +832,9 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SettingsError(f"invalid settings in {source}: the top level must be a mapping, got {type(data).__name__}")
+        raise SettingsError(
+            f"invalid settings in {source}: the top level must be a mapping, got {type(data).__name__}"
+        )
     data = dict(data)
     _refuse_literal_secrets(data, source)
     data = _interpolate(data, (), source)
@@ -749,10 +851,14 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
             if props is None:
                 props = {}  # `name:` alone takes the catalog from pyiceberg's configuration
             if not isinstance(props, dict):
-                raise SettingsError(f"invalid settings in {source}:\n  catalogs.{name}: must be a mapping of properties")
+                raise SettingsError(
+                    f"invalid settings in {source}:\n  catalogs.{name}: must be a mapping of properties"
+                )
             # The file wins over pyiceberg's configuration, as properties passed to load_catalog do.
-            catalogs[name] = merge_config(cast(RecursiveDict, pyiceberg.get(str(name).lower(), {})),
-                                           cast(RecursiveDict, _resolve_paths(props, base)))
+            catalogs[name] = merge_config(
+                cast(RecursiveDict, pyiceberg.get(str(name).lower(), {})),
+                cast(RecursiveDict, _resolve_paths(props, base)),
+            )
         data["catalogs"] = catalogs
     metrics = data.get("metrics", {})
     if isinstance(metrics, dict):  # anything else: the model reports it
@@ -772,7 +878,9 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     candidate = Path(explicit) if explicit else Path.cwd() / DEFAULT_CONFIG_FILE
     if not candidate.exists():
         if explicit:
-            raise SettingsError(f"settings file {candidate} does not exist (from {'argument' if path else CONFIG_ENV_VAR})")
+            raise SettingsError(
+                f"settings file {candidate} does not exist (from {'argument' if path else CONFIG_ENV_VAR})"
+            )
         if pyiceberg_catalogs():
             return parse_settings({}, "<pyiceberg configuration>", Path.cwd())
         return default_settings()

@@ -73,8 +73,12 @@ class TableRef:
 
 
 # Table properties that send a table's files outside its location (orphan removal must spare them).
-WRITE_PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
-                         "write.folder-storage.path")
+WRITE_PATH_PROPERTIES = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,13 @@ TEST_THRESHOLDS: dict[str, Any] = {
 }
 
 
-def write_settings(folder: Path, catalog: str, thresholds: dict[str, Any] | None = None,
-                   extra: dict[str, Any] | None = None) -> Path:
+def write_settings(
+    folder: Path, catalog: str, thresholds: dict[str, Any] | None = None, extra: dict[str, Any] | None = None
+) -> Path:
     data: dict[str, Any] = {
-        "catalogs": {catalog: {"type": "sql", "uri": "sqlite:///lake/catalog.db", "warehouse": "lake/warehouse"}},
+        "catalogs": {
+            catalog: {"type": "sql", "uri": "sqlite:///lake/catalog.db", "warehouse": "lake/warehouse"}
+        },
         "thresholds": thresholds if thresholds is not None else TEST_THRESHOLDS,
         **(extra or {}),
     }
@@ -42,8 +45,9 @@ def write_settings(folder: Path, catalog: str, thresholds: dict[str, Any] | None
     return path
 
 
-def new_lake(tmp_path_factory, thresholds: dict[str, Any] | None = None,
-             extra: dict[str, Any] | None = None) -> Settings:
+def new_lake(
+    tmp_path_factory, thresholds: dict[str, Any] | None = None, extra: dict[str, Any] | None = None
+) -> Settings:
     """A new lake folder with its own catalog name; returns its Settings (source = the YAML file)."""
     folder = tmp_path_factory.mktemp("lake")
     name = f"lake{next(_LAKES)}_{os.getpid()}"

@@ -60,8 +60,9 @@ def _wait(what: str, ready, timeout: float, procs: list[subprocess.Popen], logs:
         if dead:
             break
         time.sleep(0.3)
-    tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:]
-                      for log in logs if log.exists())
+    tails = "\n".join(
+        f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in logs if log.exists()
+    )
     raise RuntimeError(f"{what} did not become ready within {timeout:.0f} s\n{tails}")
 
 
@@ -89,8 +90,9 @@ def _alive_workers(web_url: str) -> int:
 
 
 @contextmanager
-def spark_standalone_cluster(cores: int = 1, memory: str = "1g",
-                             timeout: float = 60) -> Iterator[SparkCluster]:
+def spark_standalone_cluster(
+    cores: int = 1, memory: str = "1g", timeout: float = 60
+) -> Iterator[SparkCluster]:
     """A master and one worker started with the wheel's bin/spark-class; yields once the worker
     registered with the master."""
     spark_home = Path(pyspark.__file__).parent
@@ -98,16 +100,38 @@ def spark_standalone_cluster(cores: int = 1, memory: str = "1g",
     if not spark_class.exists() or shutil.which("java") is None:
         raise ServerUnavailable(f"no Spark standalone launcher here ({spark_class}, java on PATH)")
     folder = Path(tempfile.mkdtemp(prefix="icelake-spark-"))
-    env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_NO_DAEMONIZE": "1"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_NO_DAEMONIZE": "1",
+    }
     port, web, worker_web = free_port(), free_port(), free_port()
     master_url, web_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}"
     commands = {
-        "master": ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                   "--webui-port", str(web)],
-        "worker": ["org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
-                   "--cores", str(cores), "--memory", memory, "--webui-port", str(worker_web),
-                   "--work-dir", str(folder / "work")],
+        "master": [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(web),
+        ],
+        "worker": [
+            "org.apache.spark.deploy.worker.Worker",
+            master_url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--webui-port",
+            str(worker_web),
+            "--work-dir",
+            str(folder / "work"),
+        ],
     }
     procs: list[subprocess.Popen] = []
     logs = [folder / f"{name}.log" for name in commands]
@@ -115,8 +139,15 @@ def spark_standalone_cluster(cores: int = 1, memory: str = "1g",
         for (_name, args), log in zip(commands.items(), logs, strict=False):
             with open(log, "wb") as out:
                 # A process group of its own: teardown kills the JVM that spark-class execs, by PID.
-                procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=out,
-                                              stderr=subprocess.STDOUT, start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [str(spark_class), *args],
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
         _wait("the Spark worker's registration", lambda: _alive_workers(web_url) >= 1, timeout, procs, logs)
         yield SparkCluster(master_url, web_url, folder / "work")
     finally:
@@ -194,21 +225,57 @@ def postgres_server(timeout: float = 60) -> Iterator[PostgresServer]:
     as_user = _run_as(os_user)
     try:
         try:
-            subprocess.run([str(bin_dir / "initdb"), "-D", str(data), "-U", "icelake", "-A", "trust",
-                            "-E", "UTF8", "--no-sync"], check=True, capture_output=True, cwd=folder,
-                           **as_user)
+            subprocess.run(
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "icelake",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ],
+                check=True,
+                capture_output=True,
+                cwd=folder,
+                **as_user,
+            )
             # Unix socket in the temp dir (not /var/run/postgresql); fsync off: a throwaway server.
-            options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off "
-                       "-c max_connections=200")
-            subprocess.run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w",
-                            "-t", str(int(timeout)), "start"], check=True, capture_output=True, cwd=folder,
-                           **as_user)
+            options = (
+                f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c max_connections=200"
+            )
+            subprocess.run(
+                [
+                    str(bin_dir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-l",
+                    str(log),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    str(int(timeout)),
+                    "start",
+                ],
+                check=True,
+                capture_output=True,
+                cwd=folder,
+                **as_user,
+            )
         except subprocess.CalledProcessError as err:
             tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
             raise RuntimeError(f"{err.cmd[0]} failed: {err.stderr.decode(errors='replace')}{tail}") from err
         yield PostgresServer("127.0.0.1", port, "icelake", "postgres")
     finally:
         if (data / "postmaster.pid").exists():
-            subprocess.run([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
-                           capture_output=True, cwd=folder, **as_user)
+            subprocess.run(
+                [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                capture_output=True,
+                cwd=folder,
+                **as_user,
+            )
         shutil.rmtree(folder, ignore_errors=True)

@@ -13,8 +13,20 @@ from icelake_assets.dagster_rules import (
 )
 
 OWNERS = ["a@b.co", "team:data", "team:", "team", "x@y", "first.last+x@sub.example.org", "", " a@b.co"]
-KEYS = ["k", "a/b", "a/b/c", "dagster/kind/iceberg", "dagster/kind/x/y", "x" * 63, "x" * 64, "", "a b",
-        "p" * 63 + "/v", "/v", "café"]
+KEYS = [
+    "k",
+    "a/b",
+    "a/b/c",
+    "dagster/kind/iceberg",
+    "dagster/kind/x/y",
+    "x" * 63,
+    "x" * 64,
+    "",
+    "a b",
+    "p" * 63 + "/v",
+    "/v",
+    "café",
+]
 VALUES = ["", "v", "v-1.2_3", "x" * 63, "x" * 64, "a b", "a/b", "é"]
 CRONS = ["0 3 * * *", "*/5 * * * *", "0 0 30 2 *", "0 0 * * * *", "@daily", "nonsense", "0 3 * * MON-FRI"]
 

@@ -19,8 +19,14 @@ def test_dagster_definitions_validate_passes(make_lake):
     build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
     env = {**os.environ, "ICELAKE_CONFIG": settings.source}
     dagster = Path(sys.executable).parent / "dagster"
-    proc = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Validation successful" in proc.stdout + proc.stderr
 
@@ -38,7 +44,11 @@ def test_tables_become_assets_with_keys_groups_kinds_and_metadata(make_lake):
     assert spec.metadata["format_version"].value == 2
     assert "location" in spec.metadata and "current_snapshot_id" in spec.metadata
     keys = {s.key for s in defs.resolve_all_asset_specs()}
-    assert keys == {AssetKey([name, "taxi", "trips"]), AssetKey([name, "events", "clicks"]),
-                    AssetKey([name, "sales", "orders"]), AssetKey(["icelake", "health_overview"])}
+    assert keys == {
+        AssetKey([name, "taxi", "trips"]),
+        AssetKey([name, "events", "clicks"]),
+        AssetKey([name, "sales", "orders"]),
+        AssetKey(["icelake", "health_overview"]),
+    }
     checks = {(k.asset_key.path[-1], k.name) for k in defs.resolve_asset_graph().asset_check_keys}
     assert ("trips", "small_files") in checks and ("orders", "orphan_files") in checks

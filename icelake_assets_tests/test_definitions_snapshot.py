@@ -47,14 +47,30 @@ def describe(defs: Definitions) -> dict[str, Any]:
         }
     checks = sorted(f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys)
     jobs = sorted(j.name for j in defs.jobs or ())
-    schedules = {s.name: {"cron": s.cron_schedule, "job": s.job_name, "timezone": s.execution_timezone,
-                          "default_status": s.default_status.value}
-                 for s in sorted(defs.schedules or (), key=lambda s: s.name)}
-    sensors = {s.name: {"jobs": sorted(j.name for j in s.jobs) if s.has_jobs else [],
-                        "minimum_interval_seconds": s.minimum_interval_seconds,
-                        "default_status": s.default_status.value}
-               for s in sorted(defs.sensors or (), key=lambda s: s.name)}
-    return {"assets": assets, "asset_checks": checks, "jobs": jobs, "schedules": schedules, "sensors": sensors}
+    schedules = {
+        s.name: {
+            "cron": s.cron_schedule,
+            "job": s.job_name,
+            "timezone": s.execution_timezone,
+            "default_status": s.default_status.value,
+        }
+        for s in sorted(defs.schedules or (), key=lambda s: s.name)
+    }
+    sensors = {
+        s.name: {
+            "jobs": sorted(j.name for j in s.jobs) if s.has_jobs else [],
+            "minimum_interval_seconds": s.minimum_interval_seconds,
+            "default_status": s.default_status.value,
+        }
+        for s in sorted(defs.sensors or (), key=lambda s: s.name)
+    }
+    return {
+        "assets": assets,
+        "asset_checks": checks,
+        "jobs": jobs,
+        "schedules": schedules,
+        "sensors": sensors,
+    }
 
 
 def demo_definitions(tmp_path: Path) -> Definitions:
@@ -76,4 +92,5 @@ def test_demo_definitions_match_the_snapshot(tmp_path):
     assert SNAPSHOT.exists(), f"no snapshot yet: run with ICELAKE_UPDATE_SNAPSHOTS=1 to write {SNAPSHOT}"
     assert json.loads(SNAPSHOT.read_text()) == seen, (
         f"the definitions users see changed: review, then regenerate {SNAPSHOT.name} "
-        "(ICELAKE_UPDATE_SNAPSHOTS=1, see this module's docstring)")
+        "(ICELAKE_UPDATE_SNAPSHOTS=1, see this module's docstring)"
+    )

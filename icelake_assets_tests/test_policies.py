@@ -27,7 +27,10 @@ TRIPS = "c1.taxi.trips"
 
 
 def settings(extra: dict[str, Any] | None = None, uri: str = "sqlite:///c.db") -> Settings:
-    data = {"catalogs": {"c1": {"type": "sql", "uri": uri}, "c2": {"type": "sql", "uri": uri}}, **(extra or {})}
+    data = {
+        "catalogs": {"c1": {"type": "sql", "uri": uri}, "c2": {"type": "sql", "uri": uri}},
+        **(extra or {}),
+    }
     return parse_settings(data, "/etc/lake/icelake.yaml", Path("/tmp"))
 
 
@@ -35,14 +38,31 @@ def settings(extra: dict[str, Any] | None = None, uri: str = "sqlite:///c.db") -
 LAYERS: list[tuple[dict[str, Any], dict[str, str], str]] = [
     ({}, {}, "default"),
     ({"thresholds": {"snapshots": {"min_keep": 6}}}, {}, "icelake.yaml thresholds.snapshots.min_keep"),
-    ({"policies": {"defaults": {"snapshots": {"min_keep": 7}}}}, {}, "icelake.yaml policies.defaults.snapshots.min_keep"),
-    ({"policies": {"catalogs": {"c1": {"snapshots": {"min_keep": 8}}}}}, {},
-     "icelake.yaml policies.catalogs['c1'].snapshots.min_keep"),
-    ({"policies": {"namespaces": {"taxi": {"snapshots": {"min_keep": 9}}}}}, {},
-     "icelake.yaml policies.namespaces['taxi'].snapshots.min_keep"),
-    ({"policies": {"tables": {"taxi.trips": {"snapshots": {"min_keep": 10}}}}}, {},
-     "icelake.yaml policies.tables['taxi.trips'].snapshots.min_keep"),
-    ({}, {"history.expire.min-snapshots-to-keep": "11"}, "table property history.expire.min-snapshots-to-keep"),
+    (
+        {"policies": {"defaults": {"snapshots": {"min_keep": 7}}}},
+        {},
+        "icelake.yaml policies.defaults.snapshots.min_keep",
+    ),
+    (
+        {"policies": {"catalogs": {"c1": {"snapshots": {"min_keep": 8}}}}},
+        {},
+        "icelake.yaml policies.catalogs['c1'].snapshots.min_keep",
+    ),
+    (
+        {"policies": {"namespaces": {"taxi": {"snapshots": {"min_keep": 9}}}}},
+        {},
+        "icelake.yaml policies.namespaces['taxi'].snapshots.min_keep",
+    ),
+    (
+        {"policies": {"tables": {"taxi.trips": {"snapshots": {"min_keep": 10}}}}},
+        {},
+        "icelake.yaml policies.tables['taxi.trips'].snapshots.min_keep",
+    ),
+    (
+        {},
+        {"history.expire.min-snapshots-to-keep": "11"},
+        "table property history.expire.min-snapshots-to-keep",
+    ),
     ({}, {"icelake.snapshots.min_keep": "12"}, "table property icelake.snapshots.min_keep"),
 ]
 
@@ -67,14 +87,26 @@ def test_precedence_the_most_specific_layer_wins(top):
 
 
 def test_layers_only_override_the_keys_they_set():
-    s = settings({"thresholds": {"snapshots": {"max_count": 40}},
-                  "policies": {"catalogs": {"c1": {"mode": "enforce"}},
-                               "namespaces": {"taxi": {"snapshots": {"min_keep": 9}, "tags": {"tier": "gold"},
-                                                       "owners": ["team:taxi"]}},
-                               "tables": {"taxi.trips": {"tags": {"pii": "no"}, "owners": ["ana@example.com"]}}}})
+    s = settings(
+        {
+            "thresholds": {"snapshots": {"max_count": 40}},
+            "policies": {
+                "catalogs": {"c1": {"mode": "enforce"}},
+                "namespaces": {
+                    "taxi": {"snapshots": {"min_keep": 9}, "tags": {"tier": "gold"}, "owners": ["team:taxi"]}
+                },
+                "tables": {"taxi.trips": {"tags": {"pii": "no"}, "owners": ["ana@example.com"]}},
+            },
+        }
+    )
     eff = resolve_policy(s, TRIPS)
     p = eff.policy
-    assert (p.mode, p.snapshots.max_count, p.snapshots.min_keep, p.snapshots.max_age_hours) == ("enforce", 40, 9, 120)
+    assert (p.mode, p.snapshots.max_count, p.snapshots.min_keep, p.snapshots.max_age_hours) == (
+        "enforce",
+        40,
+        9,
+        120,
+    )
     assert p.tags == {"tier": "gold", "pii": "no"}  # mappings merge key by key
     assert p.owners == ("ana@example.com",)  # lists are replaced whole
     assert eff.source_of("tags.tier") == "icelake.yaml policies.namespaces['taxi'].tags.tier"
@@ -86,19 +118,41 @@ def test_layers_only_override_the_keys_they_set():
 
 
 def test_more_literal_patterns_win_and_ties_go_to_the_later_entry():
-    s = settings({"policies": {"namespaces": {"c1.taxi": {"snapshots": {"min_keep": 3}},  # most literal characters
-                                              "taxi": {"snapshots": {"min_keep": 2}, "manifests": {"max_count": 7}},
-                                              "t*": {"snapshots": {"min_keep": 1}, "manifests": {"max_count": 8},
-                                                     "mode": "observe"}},
-                               "tables": {"*.trips": {"manifests": {"max_count": 11}},
-                                          "taxi.t*": {"manifests": {"max_count": 12}}}}})
+    s = settings(
+        {
+            "policies": {
+                "namespaces": {
+                    "c1.taxi": {"snapshots": {"min_keep": 3}},  # most literal characters
+                    "taxi": {"snapshots": {"min_keep": 2}, "manifests": {"max_count": 7}},
+                    "t*": {"snapshots": {"min_keep": 1}, "manifests": {"max_count": 8}, "mode": "observe"},
+                },
+                "tables": {
+                    "*.trips": {"manifests": {"max_count": 11}},
+                    "taxi.t*": {"manifests": {"max_count": 12}},
+                },
+            }
+        }
+    )
     eff = resolve_policy(s, TRIPS)
     assert eff.policy.snapshots.min_keep == 3
-    assert eff.source_of("snapshots.min_keep") == "icelake.yaml policies.namespaces['c1.taxi'].snapshots.min_keep"
+    assert (
+        eff.source_of("snapshots.min_keep")
+        == "icelake.yaml policies.namespaces['c1.taxi'].snapshots.min_keep"
+    )
     assert eff.policy.mode == "observe"  # only the wildcard entry sets it: inherited as is
-    assert eff.policy.manifests.max_count == 12  # '*.trips' and 'taxi.t*' tie (6 literal characters): the later wins
-    swapped = settings({"policies": {"tables": {"taxi.t*": {"manifests": {"max_count": 12}},
-                                                "*.trips": {"manifests": {"max_count": 11}}}}})
+    assert (
+        eff.policy.manifests.max_count == 12
+    )  # '*.trips' and 'taxi.t*' tie (6 literal characters): the later wins
+    swapped = settings(
+        {
+            "policies": {
+                "tables": {
+                    "taxi.t*": {"manifests": {"max_count": 12}},
+                    "*.trips": {"manifests": {"max_count": 11}},
+                }
+            }
+        }
+    )
     assert resolve_policy(swapped, TRIPS).policy.manifests.max_count == 11
     assert resolve_policy(s, "c1.tolls.daily").policy.snapshots.min_keep == 1  # only 't*' matches
     assert resolve_policy(s, "c2.taxi.trips").policy.snapshots.min_keep == 2  # 'c1.taxi' is for c1 only
@@ -106,20 +160,29 @@ def test_more_literal_patterns_win_and_ties_go_to_the_later_entry():
 
 def test_allowlisted_table_properties_tighten_the_policy():
     s = settings({"thresholds": {"owners": ["team:ops"], "tags": {"tier": "gold"}}})
-    props = {"icelake.owners": "team:data, ana@example.com", "icelake.tags.pii": "no",
-             "icelake.snapshots.min_keep": "8", "icelake.snapshots.max_count": "300",
-             "icelake.orphans.older_than_hours": "200", "icelake.guards.max_rewrite_bytes": str(1024 ** 3),
-             "icelake.guards.quiet_period_minutes": "60", "icelake.manifests.max_count": "80",
-             "write.target-file-size-bytes": str(64 * 1024 * 1024),
-             "history.expire.max-snapshot-age-ms": str(240 * 3_600_000)}
+    props = {
+        "icelake.owners": "team:data, ana@example.com",
+        "icelake.tags.pii": "no",
+        "icelake.snapshots.min_keep": "8",
+        "icelake.snapshots.max_count": "300",
+        "icelake.orphans.older_than_hours": "200",
+        "icelake.guards.max_rewrite_bytes": str(1024**3),
+        "icelake.guards.quiet_period_minutes": "60",
+        "icelake.manifests.max_count": "80",
+        "write.target-file-size-bytes": str(64 * 1024 * 1024),
+        "history.expire.max-snapshot-age-ms": str(240 * 3_600_000),
+    }
     eff = resolve_policy(s, TRIPS, props)
     p = eff.policy
     assert eff.problems == ()
     assert p.owners == ("team:ops", "team:data", "ana@example.com")  # added to the operator's owners
-    assert p.tags == {"tier": "gold", "pii": "no"} and eff.asset_tags() == {**p.tags, "icelake/mode": "propose"}
+    assert p.tags == {"tier": "gold", "pii": "no"} and eff.asset_tags() == {
+        **p.tags,
+        "icelake/mode": "propose",
+    }
     assert (p.snapshots.min_keep, p.snapshots.max_count, p.snapshots.max_age_hours) == (8, 300, 240)
     assert (p.orphans.older_than_hours, p.manifests.max_count) == (200, 80)
-    assert (p.guards.max_rewrite_bytes, p.guards.quiet_period_minutes) == (1024 ** 3, 60)
+    assert (p.guards.max_rewrite_bytes, p.guards.quiet_period_minutes) == (1024**3, 60)
     assert p.small_files.target_file_size_bytes == 64 * 1024 * 1024  # bounded, either way
     assert eff.source_of("owners") == "icelake.yaml thresholds.owners + table property icelake.owners"
     assert eff.source_of("snapshots.max_age_hours") == "table property history.expire.max-snapshot-age-ms"
@@ -128,42 +191,91 @@ def test_allowlisted_table_properties_tighten_the_policy():
 # The exploits of issue 10 item 2: anyone who can set a table property overruled the operator.
 EXPLOITS = [
     ({"icelake.mode": "enforce"}, "mode", "propose", "only the settings file sets the mode"),
-    ({"icelake.operations.enabled": ",".join(OPERATIONS)}, "operations.enabled", ("expire_snapshots",),
-     "only the settings file enables operations"),
-    ({"icelake.guards.quiet_period_minutes": "0"}, "guards.quiet_period_minutes", 30.0,
-     "a table property may only raise guards.quiet_period_minutes (it keeps 30.0 from icelake.yaml "
-     "policies.catalogs['c1'].guards.quiet_period_minutes)"),
-    ({"icelake.guards.max_rewrite_bytes": str(10 ** 18)}, "guards.max_rewrite_bytes", 100 * 1024 ** 3,
-     "guards.max_rewrite_bytes: Input should be less than or equal to 1125899906842624"),
-    ({"icelake.partitions.max_retries": "1000000"}, "partitions.max_retries", 2,
-     "only the settings file sets partitioned runs and their retries"),
-    ({"icelake.sensor.interval_seconds": "30"}, "sensor.interval_seconds", 300,
-     "only the settings file sets the sensor interval"),
+    (
+        {"icelake.operations.enabled": ",".join(OPERATIONS)},
+        "operations.enabled",
+        ("expire_snapshots",),
+        "only the settings file enables operations",
+    ),
+    (
+        {"icelake.guards.quiet_period_minutes": "0"},
+        "guards.quiet_period_minutes",
+        30.0,
+        "a table property may only raise guards.quiet_period_minutes (it keeps 30.0 from icelake.yaml "
+        "policies.catalogs['c1'].guards.quiet_period_minutes)",
+    ),
+    (
+        {"icelake.guards.max_rewrite_bytes": str(10**18)},
+        "guards.max_rewrite_bytes",
+        100 * 1024**3,
+        "guards.max_rewrite_bytes: Input should be less than or equal to 1125899906842624",
+    ),
+    (
+        {"icelake.partitions.max_retries": "1000000"},
+        "partitions.max_retries",
+        2,
+        "only the settings file sets partitioned runs and their retries",
+    ),
+    (
+        {"icelake.sensor.interval_seconds": "30"},
+        "sensor.interval_seconds",
+        300,
+        "only the settings file sets the sensor interval",
+    ),
 ]
 
 
 @pytest.mark.parametrize("props, key, kept, reason", EXPLOITS, ids=[e[1] for e in EXPLOITS])
 def test_a_table_property_cannot_loosen_the_operators_policy(props, key, kept, reason):
-    s = settings({"policies": {"catalogs": {"c1": {"mode": "propose", "guards": {"quiet_period_minutes": 30},
-                                                   "operations": {"enabled": ["expire_snapshots"]}}}}})
+    s = settings(
+        {
+            "policies": {
+                "catalogs": {
+                    "c1": {
+                        "mode": "propose",
+                        "guards": {"quiet_period_minutes": 30},
+                        "operations": {"enabled": ["expire_snapshots"]},
+                    }
+                }
+            }
+        }
+    )
     eff = resolve_policy(s, TRIPS, props)
     assert eff.value_of(key) == kept and eff.source_of(key) != f"table property {next(iter(props))}"
-    assert eff.problems == (f"table property {next(iter(props))}={next(iter(props.values()))!r} ignored: {reason}"
-                            + ("" if key != "sensor.interval_seconds" else " (one interval for the whole lake)"),)
+    assert eff.problems == (
+        f"table property {next(iter(props))}={next(iter(props.values()))!r} ignored: {reason}"
+        + ("" if key != "sensor.interval_seconds" else " (one interval for the whole lake)"),
+    )
 
 
 def test_table_properties_move_only_toward_safety():
-    s = settings({"thresholds": {"snapshots": {"min_keep": 6}, "orphans": {"older_than_hours": 96},
-                                 "tags": {"tier": "gold"}}})
-    props = {"history.expire.min-snapshots-to-keep": "10", "icelake.snapshots.min_keep": "7",  # under 10
-             "history.expire.max-snapshot-age-ms": "3600000", "icelake.orphans.older_than_hours": "48",
-             "icelake.snapshots.max_count": "3", "icelake.manifests.max_count": str(10 ** 9),  # over the bound
-             "icelake.small_files.strategy": "sort", "icelake.configuration.min_format_version": "1",
-             "icelake.tags.tier": "bronze", "write.target-file-size-bytes": str(10 ** 12),
-             "icelake.guards.max_rewrite_bytes": str(1024 ** 4)}
+    s = settings(
+        {
+            "thresholds": {
+                "snapshots": {"min_keep": 6},
+                "orphans": {"older_than_hours": 96},
+                "tags": {"tier": "gold"},
+            }
+        }
+    )
+    props = {
+        "history.expire.min-snapshots-to-keep": "10",
+        "icelake.snapshots.min_keep": "7",  # under 10
+        "history.expire.max-snapshot-age-ms": "3600000",
+        "icelake.orphans.older_than_hours": "48",
+        "icelake.snapshots.max_count": "3",
+        "icelake.manifests.max_count": str(10**9),  # over the bound
+        "icelake.small_files.strategy": "sort",
+        "icelake.configuration.min_format_version": "1",
+        "icelake.tags.tier": "bronze",
+        "write.target-file-size-bytes": str(10**12),
+        "icelake.guards.max_rewrite_bytes": str(1024**4),
+    }
     eff = resolve_policy(s, TRIPS, props)
     p = eff.policy
-    assert p.snapshots.min_keep == 10 and eff.source_of("snapshots.min_keep").endswith("min-snapshots-to-keep")
+    assert p.snapshots.min_keep == 10 and eff.source_of("snapshots.min_keep").endswith(
+        "min-snapshots-to-keep"
+    )
     assert (p.snapshots.max_age_hours, p.orphans.older_than_hours, p.snapshots.max_count) == (120, 96, 100)
     assert (p.manifests.max_count, p.small_files.strategy, p.tags) == (50, "binpack", {"tier": "gold"})
     assert p.small_files.target_file_size_bytes == 128 * 1024 * 1024
@@ -185,43 +297,71 @@ def test_table_properties_move_only_toward_safety():
         "guards.max_rewrite_bytes (it keeps 107374182400 from the built-in default)",
     ]:
         assert expected in problems
-    assert len(eff.problems) == 10 and p.guards.max_rewrite_bytes == 100 * 1024 ** 3
+    assert len(eff.problems) == 10 and p.guards.max_rewrite_bytes == 100 * 1024**3
 
 
 def test_unsafe_or_invalid_table_properties_are_ignored_and_reported():
-    props = {"icelake.orphans.older_than_hours": "2", "icelake.mode": "yolo", "icelake.snapshot.max_count": "3",
-             "history.expire.min-snapshots-to-keep": "many", "icelake.snapshots.max_count": "300"}
+    props = {
+        "icelake.orphans.older_than_hours": "2",
+        "icelake.mode": "yolo",
+        "icelake.snapshot.max_count": "3",
+        "history.expire.min-snapshots-to-keep": "many",
+        "icelake.snapshots.max_count": "300",
+    }
     eff = resolve_policy(settings({"thresholds": {"orphans": {"older_than_hours": 96}}}), TRIPS, props)
     assert eff.policy.orphans.older_than_hours == 96  # the unsafe 2 h is refused, the file's value stays
     assert eff.source_of("orphans.older_than_hours") == "icelake.yaml thresholds.orphans.older_than_hours"
     assert (eff.policy.mode, eff.policy.snapshots.min_keep) == ("propose", 5)
     assert eff.policy.snapshots.max_count == 300  # valid properties still apply
     problems = "\n".join(eff.problems)
-    assert "icelake.orphans.older_than_hours='2' ignored: orphans.older_than_hours: must be at least 24 hours" in problems
+    assert (
+        "icelake.orphans.older_than_hours='2' ignored: orphans.older_than_hours: must be at least 24 hours"
+        in problems
+    )
     assert "icelake.mode='yolo' ignored: only the settings file sets the mode" in problems
-    assert "icelake.snapshot.max_count ignored: unknown policy key (a table property may set icelake.snapshots." \
-           in problems
+    assert (
+        "icelake.snapshot.max_count ignored: unknown policy key (a table property may set icelake.snapshots."
+        in problems
+    )
     assert "history.expire.min-snapshots-to-keep='many' ignored: not a number" in problems
     assert len(eff.problems) == 4
 
 
 def test_unsafe_values_in_the_file_are_refused_with_their_source():
-    with pytest.raises(SettingsError, match=r"policies\.namespaces\.taxi\.orphans\.older_than_hours: .*24 hours"):
+    with pytest.raises(
+        SettingsError, match=r"policies\.namespaces\.taxi\.orphans\.older_than_hours: .*24 hours"
+    ):
         settings({"policies": {"namespaces": {"taxi": {"orphans": {"older_than_hours": 1}}}}})
     # Concurrent group rewrites race on a one-writer SQLite catalog: refused, naming where it was set.
-    s = settings({"policies": {"tables": {"taxi.trips": {"small_files": {"max_concurrent_file_group_rewrites": 4}}}}})
-    with pytest.raises(PolicyError, match=r"invalid policy for c1\.taxi\.trips in /etc/lake/icelake\.yaml: "
-                                          r"small_files\.max_concurrent_file_group_rewrites: must be 1 on a SQLite"):
+    s = settings(
+        {"policies": {"tables": {"taxi.trips": {"small_files": {"max_concurrent_file_group_rewrites": 4}}}}}
+    )
+    with pytest.raises(
+        PolicyError,
+        match=r"invalid policy for c1\.taxi\.trips in /etc/lake/icelake\.yaml: "
+        r"small_files\.max_concurrent_file_group_rewrites: must be 1 on a SQLite",
+    ):
         resolve_policy(s, TRIPS)
     assert resolve_policy(s, "c1.events.clicks").policy.small_files.max_concurrent_file_group_rewrites == 1
-    pg = settings({"policies": {"tables": {"taxi.trips": {"small_files": {"max_concurrent_file_group_rewrites": 4}}}}},
-                  uri="postgresql://u@db/lake")
+    pg = settings(
+        {"policies": {"tables": {"taxi.trips": {"small_files": {"max_concurrent_file_group_rewrites": 4}}}}},
+        uri="postgresql://u@db/lake",
+    )
     assert resolve_policy(pg, TRIPS).policy.small_files.max_concurrent_file_group_rewrites == 4
     # Layers that combine into something invalid name every source involved.
-    bad = settings({"policies": {"namespaces": {"taxi": {"small_files": {"strategy": "zorder", "zorder_columns": ["a"]}}},
-                                 "tables": {"taxi.trips": {"small_files": {"zorder_columns": []}}}}})
-    with pytest.raises(PolicyError, match=r"small_files: strategy 'zorder' needs zorder_columns .*\(from .*"
-                                          r"policies\.namespaces\['taxi'\]\.small_files\.strategy"):
+    bad = settings(
+        {
+            "policies": {
+                "namespaces": {"taxi": {"small_files": {"strategy": "zorder", "zorder_columns": ["a"]}}},
+                "tables": {"taxi.trips": {"small_files": {"zorder_columns": []}}},
+            }
+        }
+    )
+    with pytest.raises(
+        PolicyError,
+        match=r"small_files: strategy 'zorder' needs zorder_columns .*\(from .*"
+        r"policies\.namespaces\['taxi'\]\.small_files\.strategy",
+    ):
         resolve_policy(bad, TRIPS)
 
 
@@ -229,8 +369,15 @@ def test_policy_for_accepts_names_refs_and_the_old_properties_form():
     s = settings({"policies": {"namespaces": {"taxi": {"manifests": {"max_count": 9}}}}})
     assert policy_for(s, TRIPS).manifests.max_count == 9
     assert policy_for(s, "taxi.trips").manifests.max_count == 9  # the first catalog by default
-    assert policy_for(s, TableRef("c1", ("taxi",), "trips"), {"icelake.manifests.max_count": "14"}).manifests.max_count == 14
-    assert policy_for(s, {"icelake.manifests.max_count": "60"}).manifests.max_count == 60  # no table: no layers
+    assert (
+        policy_for(
+            s, TableRef("c1", ("taxi",), "trips"), {"icelake.manifests.max_count": "14"}
+        ).manifests.max_count
+        == 14
+    )
+    assert (
+        policy_for(s, {"icelake.manifests.max_count": "60"}).manifests.max_count == 60
+    )  # no table: no layers
     assert policy_for(s).manifests.max_count == 50
     with pytest.raises(KeyError, match="not a policy key"):
         resolve_policy(s, TRIPS).source_of("snapshots.min_kept")
@@ -238,9 +385,14 @@ def test_policy_for_accepts_names_refs_and_the_old_properties_form():
 
 @pytest.mark.parametrize(
     "mode, wants, action",
-    [("observe", True, "nothing"), ("observe", False, "nothing"),
-     ("propose", True, "record"), ("propose", False, "nothing"),
-     ("enforce", True, "launch"), ("enforce", False, "nothing")],
+    [
+        ("observe", True, "nothing"),
+        ("observe", False, "nothing"),
+        ("propose", True, "record"),
+        ("propose", False, "nothing"),
+        ("enforce", True, "launch"),
+        ("enforce", False, "nothing"),
+    ],
 )
 def test_each_mode_decides_what_a_sensor_tick_does(mode, wants, action):
     assert decide_action(mode, wants) == action
@@ -252,7 +404,9 @@ def test_decide_action_refuses_an_unknown_mode():
 
 
 def test_modes_per_scope_drive_decide_action():
-    s = settings({"policies": {"catalogs": {"c1": {"mode": "observe"}}, "namespaces": {"taxi": {"mode": "enforce"}}}})
+    s = settings(
+        {"policies": {"catalogs": {"c1": {"mode": "observe"}}, "namespaces": {"taxi": {"mode": "enforce"}}}}
+    )
     assert decide_action(policy_for(s, "c1.events.clicks").mode, True) == "nothing"
     assert decide_action(policy_for(s, TRIPS).mode, True) == "launch"
     assert decide_action(policy_for(s, "c2.events.clicks").mode, True) == "record"  # unconfigured: propose
@@ -261,33 +415,54 @@ def test_modes_per_scope_drive_decide_action():
 def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
     from icelake_assets.health.stats import TableStats
 
-    s = settings({"thresholds": {"manifests": {"max_count": 1}, "operations": {"enabled": ["expire_snapshots"]},
-                                 "small_files": {"partial_progress_enabled": False, "partial_progress_max_commits": 3}}})
+    s = settings(
+        {
+            "thresholds": {
+                "manifests": {"max_count": 1},
+                "operations": {"enabled": ["expire_snapshots"]},
+                "small_files": {"partial_progress_enabled": False, "partial_progress_max_commits": 3},
+            }
+        }
+    )
     policy = policy_for(s, TRIPS)
-    stats = TableStats(table=TRIPS, metadata_location="", current_snapshot_id=None, target_file_size_bytes=1024,
-                       manifests=5)
+    stats = TableStats(
+        table=TRIPS, metadata_location="", current_snapshot_id=None, target_file_size_bytes=1024, manifests=5
+    )
     # operations.enabled names exactly the ops plan decides on, in run order.
-    ops = [decide_expire(stats, policy).op, decide_orphans(0, 0, policy).op, decide_rewrite(stats, policy).op,
-           decide_manifests(stats, policy).op]
+    ops = [
+        decide_expire(stats, policy).op,
+        decide_orphans(0, 0, policy).op,
+        decide_rewrite(stats, policy).op,
+        decide_manifests(stats, policy).op,
+    ]
     assert tuple(ops) == OPERATIONS
     decision = decide_manifests(stats, policy)
     assert not decision.act and "disabled by policy (operations.enabled: expire_snapshots)" in decision.reason
-    assert decide_manifests(stats, policy_for(settings({"thresholds": {"manifests": {"max_count": 1}}}), TRIPS)).act
+    assert decide_manifests(
+        stats, policy_for(settings({"thresholds": {"manifests": {"max_count": 1}}}), TRIPS)
+    ).act
     opts = rewrite_options(stats, policy)
     assert opts["partial-progress.enabled"] == "false" and opts["partial-progress.max-commits"] == "3"
     assert opts["max-concurrent-file-group-rewrites"] == "1"
 
 
 def test_configuration_violations():
-    required = ConfigurationPolicy(min_format_version=2, file_format="parquet", write_distribution_mode="hash",
-                                   required_properties={"write.metadata.delete-after-commit.enabled": "true"})
+    required = ConfigurationPolicy(
+        min_format_version=2,
+        file_format="parquet",
+        write_distribution_mode="hash",
+        required_properties={"write.metadata.delete-after-commit.enabled": "true"},
+    )
     good = {"write.distribution-mode": "hash", "write.metadata.delete-after-commit.enabled": "true"}
     assert configuration_violations(2, good, required) == []
     assert configuration_violations(3, {**good, "write.format.default": "PARQUET"}, required) == []
     bad = configuration_violations(1, {"write.format.default": "orc"}, required)
     assert [(v.setting, v.required, v.actual) for v in bad] == [
-        ("format-version", ">= 2", "1"), ("write.format.default", "parquet", "orc"),
-        ("write.distribution-mode", "hash", "unset"), ("write.metadata.delete-after-commit.enabled", "true", "unset")]
+        ("format-version", ">= 2", "1"),
+        ("write.format.default", "parquet", "orc"),
+        ("write.distribution-mode", "hash", "unset"),
+        ("write.metadata.delete-after-commit.enabled", "true", "unset"),
+    ]
     assert bad[0].message == "format-version is 1, required >= 2"
     assert configuration_violations(1, {}, ConfigurationPolicy()) == []  # nothing required by default
 
@@ -299,16 +474,25 @@ def test_icelake_policy_prints_each_value_with_its_source(make_lake, capsys):
     from icelake_assets.cli import main
     from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name
 
-    lake = make_lake(extra={"policies": {"namespaces": {"taxi": {"mode": "enforce", "snapshots": {"min_keep": 7}}}}})
+    lake = make_lake(
+        extra={"policies": {"namespaces": {"taxi": {"mode": "enforce", "snapshots": {"min_keep": 7}}}}}
+    )
     catalog = open_catalog(lake, catalog_name(lake), create=True)
     catalog.create_namespace("taxi")
-    catalog.create_table("taxi.trips", schema=pa.schema([pa.field("id", pa.int64())]),
-                         properties={"icelake.manifests.max_count": "12", "icelake.orphans.older_than_hours": "3"})
+    catalog.create_table(
+        "taxi.trips",
+        schema=pa.schema([pa.field("id", pa.int64())]),
+        properties={"icelake.manifests.max_count": "12", "icelake.orphans.older_than_hours": "3"},
+    )
     assert main(["--config", lake.source, "policy", "taxi.trips"]) == 0
     out = capsys.readouterr().out
-    lines = {line.split()[0]: line.split(None, 2)[1:] for line in out.splitlines()[3:] if line and " " in line}
-    assert out.startswith(f"policy of {catalog_name(lake)}.taxi.trips: mode enforce "
-                          "(icelake.yaml policies.namespaces['taxi'].mode)")
+    lines = {
+        line.split()[0]: line.split(None, 2)[1:] for line in out.splitlines()[3:] if line and " " in line
+    }
+    assert out.startswith(
+        f"policy of {catalog_name(lake)}.taxi.trips: mode enforce "
+        "(icelake.yaml policies.namespaces['taxi'].mode)"
+    )
     assert lines["snapshots.min_keep"] == ["7", "icelake.yaml policies.namespaces['taxi'].snapshots.min_keep"]
     assert lines["snapshots.max_count"] == ["20", "icelake.yaml thresholds.snapshots.max_count"]
     assert lines["manifests.max_count"] == ["12", "table property icelake.manifests.max_count"]
@@ -318,12 +502,16 @@ def test_icelake_policy_prints_each_value_with_its_source(make_lake, capsys):
     changed = capsys.readouterr().out
     keys = {line.split()[0] for line in changed.splitlines()[3:] if not line.startswith("problem:")}
     assert keys == {"mode", "snapshots.min_keep", "snapshots.max_count", "manifests.max_count"} | {
-        f"{section}.{k}" for section, values in TEST_THRESHOLDS.items() for k in values}
+        f"{section}.{k}" for section, values in TEST_THRESHOLDS.items() for k in values
+    }
 
 
 def test_a_table_property_may_only_raise_the_minimum_snapshot_age():
     s = settings({"thresholds": {"snapshots": {"min_age_hours": 24}}})
-    assert resolve_policy(s, TRIPS, {"icelake.snapshots.min_age_hours": "48"}).policy.snapshots.min_age_hours == 48
+    assert (
+        resolve_policy(s, TRIPS, {"icelake.snapshots.min_age_hours": "48"}).policy.snapshots.min_age_hours
+        == 48
+    )
     lowered = resolve_policy(s, TRIPS, {"icelake.snapshots.min_age_hours": "0"})
     assert lowered.policy.snapshots.min_age_hours == 24
     assert "a table property may only raise snapshots.min_age_hours" in "\n".join(lowered.problems)

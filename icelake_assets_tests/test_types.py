@@ -17,8 +17,11 @@ def _package_errors() -> list[type[BaseException]]:
         if info.name.endswith(("__main__", ".definitions")):  # definitions loads the demo lake
             continue
         module = importlib.import_module(info.name)
-        found += [c for _, c in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(c, BaseException) and c.__module__ == info.name]
+        found += [
+            c
+            for _, c in inspect.getmembers(module, inspect.isclass)
+            if issubclass(c, BaseException) and c.__module__ == info.name
+        ]
     return found
 
 

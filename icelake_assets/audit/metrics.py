@@ -10,8 +10,8 @@ same text over HTTP for a direct scrape.
 
 Typical use, from an op or a sensor::
 
-    with MetricsWriter.from_settings(settings) as metrics:   # flushes once on exit
-        metrics.record(audit_record)                         # any AuditRecord: decision, op, ...
+    with MetricsWriter.from_settings(settings) as metrics:  # flushes once on exit
+        metrics.record(audit_record)  # any AuditRecord: decision, op, ...
         metrics.run_finished("demo.taxi.trips", "succeeded", 12.5)
 """
 
@@ -59,41 +59,110 @@ class Family:
     buckets: tuple[float, ...] = ()
 
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("icelake_decisions_total", "counter",
-           "Sensor decisions per table: launched, deferred (writers active), held (cost over the cap, awaiting "
-           "approval), skipped.", (*_TABLE, "outcome")),
-    Family("icelake_ops_total", "counter", "Maintenance ops by outcome: acted, skipped, failed.",
-           (*_TABLE, "op", "outcome")),
-    Family("icelake_files_compacted_total", "counter",
-           "Data or delete files rewritten by compaction (the small input files).", (*_TABLE, "op")),
-    Family("icelake_files_added_total", "counter", "Files written by compaction (the compacted output files).",
-           (*_TABLE, "op")),
-    Family("icelake_bytes_rewritten_total", "counter", "Bytes of the files rewritten by compaction.",
-           (*_TABLE, "op")),
-    Family("icelake_snapshots_expired_total", "counter", "Snapshots removed by expire_snapshots.", _TABLE),
-    Family("icelake_expired_files_deleted_total", "counter",
-           "Data, delete and manifest files deleted because only expired snapshots referenced them.", _TABLE),
-    Family("icelake_orphan_files_removed_total", "counter", "Orphan files deleted by remove_orphan_files.", _TABLE),
-    Family("icelake_manifests_rewritten_total", "counter", "Manifests rewritten by rewrite_manifests.", _TABLE),
-    Family("icelake_partitions_total", "counter",
-           "Partitions an op or validation worked on, by outcome: succeeded, failed.", (*_TABLE, "op", "outcome")),
-    Family("icelake_validations_total", "counter", "Validations after a rewrite: passed, partial, failed.",
-           (*_TABLE, "outcome")),
-    Family("icelake_rollbacks_total", "counter",
-           "Rollbacks after a failed validation: rolled_back, refused (a later commit exists), failed.",
-           (*_TABLE, "outcome")),
-    Family("icelake_op_duration_seconds", "histogram", "Duration of maintenance ops.", (*_TABLE, "op", "outcome"),
-           DURATION_BUCKETS),
-    Family("icelake_run_duration_seconds", "histogram",
-           "Duration of maintenance runs: succeeded, partial, failed, rolled_back.", (*_TABLE, "outcome"),
-           DURATION_BUCKETS),
-    Family("icelake_awaiting_approval", "gauge",
-           "1 while the table's last decision is held (cost over the cap, awaiting an operator's approval).", _TABLE),
-    Family("icelake_last_run_timestamp_seconds", "gauge", "Unix time the table's last maintenance run ended.",
-           (*_TABLE, "outcome")),
-    Family("icelake_metrics_updated_timestamp_seconds", "gauge", "Unix time this file was last written.", ()),
-)}
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "icelake_decisions_total",
+            "counter",
+            "Sensor decisions per table: launched, deferred (writers active), held (cost over the cap, awaiting "
+            "approval), skipped.",
+            (*_TABLE, "outcome"),
+        ),
+        Family(
+            "icelake_ops_total",
+            "counter",
+            "Maintenance ops by outcome: acted, skipped, failed.",
+            (*_TABLE, "op", "outcome"),
+        ),
+        Family(
+            "icelake_files_compacted_total",
+            "counter",
+            "Data or delete files rewritten by compaction (the small input files).",
+            (*_TABLE, "op"),
+        ),
+        Family(
+            "icelake_files_added_total",
+            "counter",
+            "Files written by compaction (the compacted output files).",
+            (*_TABLE, "op"),
+        ),
+        Family(
+            "icelake_bytes_rewritten_total",
+            "counter",
+            "Bytes of the files rewritten by compaction.",
+            (*_TABLE, "op"),
+        ),
+        Family(
+            "icelake_snapshots_expired_total", "counter", "Snapshots removed by expire_snapshots.", _TABLE
+        ),
+        Family(
+            "icelake_expired_files_deleted_total",
+            "counter",
+            "Data, delete and manifest files deleted because only expired snapshots referenced them.",
+            _TABLE,
+        ),
+        Family(
+            "icelake_orphan_files_removed_total",
+            "counter",
+            "Orphan files deleted by remove_orphan_files.",
+            _TABLE,
+        ),
+        Family(
+            "icelake_manifests_rewritten_total",
+            "counter",
+            "Manifests rewritten by rewrite_manifests.",
+            _TABLE,
+        ),
+        Family(
+            "icelake_partitions_total",
+            "counter",
+            "Partitions an op or validation worked on, by outcome: succeeded, failed.",
+            (*_TABLE, "op", "outcome"),
+        ),
+        Family(
+            "icelake_validations_total",
+            "counter",
+            "Validations after a rewrite: passed, partial, failed.",
+            (*_TABLE, "outcome"),
+        ),
+        Family(
+            "icelake_rollbacks_total",
+            "counter",
+            "Rollbacks after a failed validation: rolled_back, refused (a later commit exists), failed.",
+            (*_TABLE, "outcome"),
+        ),
+        Family(
+            "icelake_op_duration_seconds",
+            "histogram",
+            "Duration of maintenance ops.",
+            (*_TABLE, "op", "outcome"),
+            DURATION_BUCKETS,
+        ),
+        Family(
+            "icelake_run_duration_seconds",
+            "histogram",
+            "Duration of maintenance runs: succeeded, partial, failed, rolled_back.",
+            (*_TABLE, "outcome"),
+            DURATION_BUCKETS,
+        ),
+        Family(
+            "icelake_awaiting_approval",
+            "gauge",
+            "1 while the table's last decision is held (cost over the cap, awaiting an operator's approval).",
+            _TABLE,
+        ),
+        Family(
+            "icelake_last_run_timestamp_seconds",
+            "gauge",
+            "Unix time the table's last maintenance run ended.",
+            (*_TABLE, "outcome"),
+        ),
+        Family(
+            "icelake_metrics_updated_timestamp_seconds", "gauge", "Unix time this file was last written.", ()
+        ),
+    )
+}
 
 # Iceberg procedure result columns (Spark 3.5, Iceberg 1.10) and the runner's own keys → counters.
 _RESULT_COUNTERS: dict[str, str] = {
@@ -168,7 +237,9 @@ def render(state: Mapping[str, Any]) -> str:
             cumulative = 0
             for bound, count in zip(fam.buckets, value["buckets"], strict=False):
                 cumulative += count
-                lines.append(f"{fam.name}_bucket{_labels_text([*pairs, ('le', _format_value(bound))])} {cumulative}")
+                lines.append(
+                    f"{fam.name}_bucket{_labels_text([*pairs, ('le', _format_value(bound))])} {cumulative}"
+                )
             lines.append(f"{fam.name}_bucket{_labels_text([*pairs, ('le', '+Inf')])} {value['count']}")
             lines.append(f"{fam.name}_sum{_labels_text(pairs)} {_format_value(value['sum'])}")
             lines.append(f"{fam.name}_count{_labels_text(pairs)} {value['count']}")
@@ -199,8 +270,10 @@ class MetricsWriter:
 
     def __init__(self, textfile_dir: str | os.PathLike[str], file_name: str = DEFAULT_FILE) -> None:
         if not file_name.endswith(".prom") or "/" in file_name or file_name.startswith("."):
-            raise MetricsError(f"metrics file name {file_name!r} must be a plain name ending in .prom "
-                               "(the textfile collector reads only *.prom)")
+            raise MetricsError(
+                f"metrics file name {file_name!r} must be a plain name ending in .prom "
+                "(the textfile collector reads only *.prom)"
+            )
         self.folder = Path(textfile_dir).expanduser().resolve()
         self.path = self.folder / file_name
         self.state_path = self.folder / f".{file_name}.state.json"
@@ -230,7 +303,9 @@ class MetricsWriter:
         if action not in allowed:
             raise MetricsError(f"metric {name} is a {fam.type}: use {allowed[0]}(), not {action}()")
         if action in ("inc", "observe") and v < 0:
-            raise MetricsError(f"metric {name}: {action} needs a value >= 0 (counters never go down), got {value!r}")
+            raise MetricsError(
+                f"metric {name}: {action} needs a value >= 0 (counters never go down), got {value!r}"
+            )
         with self._mutex:
             self._pending.append((action, name, tuple(labels[k] for k in fam.labels), v))
 
@@ -262,12 +337,16 @@ class MetricsWriter:
         if record.kind == "op":
             self.inc("icelake_ops_total", op=op, outcome=record.decision, **t)
             if record.duration_s is not None:
-                self.observe("icelake_op_duration_seconds", record.duration_s, op=op, outcome=record.decision, **t)
+                self.observe(
+                    "icelake_op_duration_seconds", record.duration_s, op=op, outcome=record.decision, **t
+                )
             self._count_results(record, op, t)
         failed = set(record.failed_partitions)
         if record.decision == "failed" and not failed:
             failed = set(record.partitions)  # a failed op with no detail failed everywhere it worked
-        succeeded = set(record.partitions) - failed if record.decision in ("acted", "passed", "partial") else set()
+        succeeded = (
+            set(record.partitions) - failed if record.decision in ("acted", "passed", "partial") else set()
+        )
         if succeeded:
             self.inc("icelake_partitions_total", len(succeeded), op=op, outcome="succeeded", **t)
         if failed:
@@ -283,21 +362,27 @@ class MetricsWriter:
         if "snapshots_expired" not in res:
             before, after = _number(res.get("snapshots_before")), _number(res.get("snapshots_after"))
             if before is not None and after is not None and before > after:
-                totals["icelake_snapshots_expired_total"] = totals.get("icelake_snapshots_expired_total", 0.0) \
-                    + before - after
+                totals["icelake_snapshots_expired_total"] = (
+                    totals.get("icelake_snapshots_expired_total", 0.0) + before - after
+                )
         for family, v in totals.items():
             extra = {"op": op} if "op" in FAMILIES[family].labels else {}
             self.inc(family, v, **extra, **t)
 
-    def run_finished(self, table: str | TableRef, outcome: str, duration_s: float,
-                     finished_at: float | None = None) -> None:
+    def run_finished(
+        self, table: str | TableRef, outcome: str, duration_s: float, finished_at: float | None = None
+    ) -> None:
         """One maintenance run of ``table`` ended: succeeded, partial, failed or rolled_back."""
         if outcome not in RUN_OUTCOMES:
             raise MetricsError(f"run outcome must be one of {sorted(RUN_OUTCOMES)}, got {outcome!r}")
         t = table_labels(table)
         self.observe("icelake_run_duration_seconds", duration_s, outcome=outcome, **t)
-        self.set("icelake_last_run_timestamp_seconds", time.time() if finished_at is None else finished_at,
-                 outcome=outcome, **t)
+        self.set(
+            "icelake_last_run_timestamp_seconds",
+            time.time() if finished_at is None else finished_at,
+            outcome=outcome,
+            **t,
+        )
 
     # -- state and output ------------------------------------------------------------------------
 
@@ -315,7 +400,9 @@ class MetricsWriter:
         try:
             state = json.loads(self.state_path.read_text())
             if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-                raise ValueError(f"unknown state version {state.get('version') if isinstance(state, dict) else state!r}")
+                raise ValueError(
+                    f"unknown state version {state.get('version') if isinstance(state, dict) else state!r}"
+                )
             return state
         except FileNotFoundError:
             return {"version": STATE_VERSION, "families": {}}
@@ -324,8 +411,12 @@ class MetricsWriter:
             # (Prometheus' rate() treats the drop as a counter reset).
             aside = self.state_path.with_name(f"{self.state_path.name}.corrupt-{int(time.time())}")
             os.replace(self.state_path, aside)
-            log.warning("metrics state %s is unreadable (%s): moved to %s, counters restart at 0",
-                        self.state_path, err, aside)
+            log.warning(
+                "metrics state %s is unreadable (%s): moved to %s, counters restart at 0",
+                self.state_path,
+                err,
+                aside,
+            )
             return {"version": STATE_VERSION, "families": {}}
 
     def _apply(self, state: dict[str, Any], updates: list[tuple[str, str, tuple[str, ...], float]]) -> None:
@@ -379,7 +470,9 @@ class MetricsWriter:
         self.flush()
 
 
-def serve_metrics(prom_file: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 9464) -> ThreadingHTTPServer:
+def serve_metrics(
+    prom_file: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 9464
+) -> ThreadingHTTPServer:
     """Serve ``prom_file`` at ``http://host:port/metrics`` from a daemon thread (port 0: any free port).
 
     For a direct Prometheus scrape when no node exporter runs. Stop it with ``server.shutdown()``."""

@@ -130,7 +130,9 @@ class AuditRecord:
         if isinstance(self.table_name, TableRef):
             set_("table_name", str(self.table_name))
         if not isinstance(self.table_name, str):
-            raise ValueError(f"audit record table_name must be 'catalog.namespace.table', got {self.table_name!r}")
+            raise ValueError(
+                f"audit record table_name must be 'catalog.namespace.table', got {self.table_name!r}"
+            )
         TableRef.parse(self.table_name)  # raises a ValueError naming the bad identifier
         if self.kind not in DECISIONS:
             raise ValueError(f"audit record kind must be one of {sorted(DECISIONS)}, got {self.kind!r}")
@@ -148,7 +150,9 @@ class AuditRecord:
         if not isinstance(self.reason, str):
             raise ValueError(f"audit record reason must be text, got {type(self.reason).__name__}")
         if not isinstance(self.recorded_at, datetime) or self.recorded_at.tzinfo is None:
-            raise ValueError(f"audit record recorded_at must be a timezone-aware datetime, got {self.recorded_at!r}")
+            raise ValueError(
+                f"audit record recorded_at must be a timezone-aware datetime, got {self.recorded_at!r}"
+            )
         set_("recorded_at", self.recorded_at.astimezone(UTC))
         if not isinstance(self.record_id, str) or not self.record_id:
             raise ValueError(f"audit record record_id must be a non-empty string, got {self.record_id!r}")
@@ -164,9 +168,15 @@ class AuditRecord:
         if self.cost_estimate_bytes is not None and self.cost_estimate_bytes < 0:
             raise ValueError(f"audit record cost_estimate_bytes must be >= 0, got {self.cost_estimate_bytes}")
         if self.duration_s is not None:
-            if isinstance(self.duration_s, bool) or not isinstance(self.duration_s, (int, float)) \
-                    or not math.isfinite(self.duration_s) or self.duration_s < 0:
-                raise ValueError(f"audit record duration_s must be a finite number >= 0, got {self.duration_s!r}")
+            if (
+                isinstance(self.duration_s, bool)
+                or not isinstance(self.duration_s, (int, float))
+                or not math.isfinite(self.duration_s)
+                or self.duration_s < 0
+            ):
+                raise ValueError(
+                    f"audit record duration_s must be a finite number >= 0, got {self.duration_s!r}"
+                )
             set_("duration_s", float(self.duration_s))
         for name in ("signals", "policy", "results", "writer_check"):
             value = getattr(self, name)

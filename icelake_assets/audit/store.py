@@ -79,7 +79,9 @@ AUDIT_SCHEMA = Schema(
     NestedField(21, "duration_s", DoubleType(), required=False),
 )
 # Daily partitions: `since` queries prune by day, and old days can be compacted or dropped as a unit.
-AUDIT_SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="recorded_day"))
+AUDIT_SPEC = PartitionSpec(
+    PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="recorded_day")
+)
 AUDIT_PROPERTIES = {
     "comment": "icelake_assets audit trail: one row per maintenance decision and per op",
     "format-version": "2",
@@ -221,7 +223,9 @@ class AuditLog:
         existing = table.schema()
         missing = [f for f in AUDIT_SCHEMA.fields if f.name not in existing.column_names]
         for f in AUDIT_SCHEMA.fields:
-            if f.name in existing.column_names and str(existing.find_field(f.name).field_type) != str(f.field_type):
+            if f.name in existing.column_names and str(existing.find_field(f.name).field_type) != str(
+                f.field_type
+            ):
                 raise AuditLogError(
                     f"audit table {self.name}: column {f.name!r} is {existing.find_field(f.name).field_type}, "
                     f"expected {f.field_type}; point settings audit.table to a new table"
@@ -229,7 +233,9 @@ class AuditLog:
         if missing:
             with table.update_schema() as update:
                 update.union_by_name(AUDIT_SCHEMA)
-        props = {k: v for k, v in AUDIT_PROPERTIES.items() if k != "format-version" and k not in table.properties}
+        props = {
+            k: v for k, v in AUDIT_PROPERTIES.items() if k != "format-version" and k not in table.properties
+        }
         if props:
             with table.transaction() as tx:
                 tx.set_properties(props)
@@ -250,8 +256,10 @@ class AuditLog:
         table.refresh()  # a stale table would lose its first commit attempt for nothing
         arrow = pa.Table.from_pylist([_to_row(r) for r in items], schema=table.schema().as_arrow())
         data_files = self._write_files(table, arrow)
-        props = {"icelake.audit.records": str(len(items)),
-                 "icelake.audit.writer": f"{socket.gethostname()}:{os.getpid()}"}
+        props = {
+            "icelake.audit.records": str(len(items)),
+            "icelake.audit.writer": f"{socket.gethostname()}:{os.getpid()}",
+        }
         for attempt in range(1, self.max_attempts + 1):
             try:
                 with table.transaction() as tx:
@@ -278,8 +286,12 @@ class AuditLog:
         from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
 
         md = table.metadata
-        _check_pyarrow_schema_compatible(md.schema(), provided_schema=arrow.schema, format_version=md.format_version)
-        return list(_dataframe_to_data_files(table_metadata=md, df=arrow, io=table.io, write_uuid=uuid.uuid4()))
+        _check_pyarrow_schema_compatible(
+            md.schema(), provided_schema=arrow.schema, format_version=md.format_version
+        )
+        return list(
+            _dataframe_to_data_files(table_metadata=md, df=arrow, io=table.io, write_uuid=uuid.uuid4())
+        )
 
     def _trim_history(self, table: Table) -> None:
         snapshots = table.metadata.snapshots

@@ -24,7 +24,7 @@ def _check_reachable(name: str, props: dict[str, str]) -> None:
     uri = props.get("uri", "")
     if props.get("type", "sql") == "sql" and uri.startswith("sqlite:///"):
         # The query is not the path (and may hold a secret).
-        path = Path(uri[len("sqlite:///"):].split("?")[0])
+        path = Path(uri[len("sqlite:///") :].split("?")[0])
         if not path.exists():
             raise CatalogUnavailableError(
                 f"catalog {name!r}: SQLite database {path} does not exist "
@@ -41,7 +41,9 @@ def open_catalog(settings: Settings, name: str, create: bool = False) -> Catalog
         return load_catalog(name, **props)
     except Exception as err:  # pyiceberg raises driver-specific errors: name the catalog and the cause
         safe = redact_properties(props)
-        raise CatalogUnavailableError(f"catalog {name!r} cannot be opened ({safe}): {redact_text(str(err), props)}") from err
+        raise CatalogUnavailableError(
+            f"catalog {name!r} cannot be opened ({safe}): {redact_text(str(err), props)}"
+        ) from err
 
 
 def redact_text(text: str, props: dict[str, str]) -> str:

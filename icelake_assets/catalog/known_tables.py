@@ -27,8 +27,10 @@ _MAX_CACHED = 100_000
 def _sql_rows(catalog: SqlCatalog) -> list[tuple[tuple[str, ...], str | None]]:
     with Session(catalog.engine) as session:
         rows = session.execute(
-            select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
-            .where(IcebergTables.catalog_name == catalog.name))
+            select(
+                IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location
+            ).where(IcebergTables.catalog_name == catalog.name)
+        )
         return [((*ns.split("."), name), location) for ns, name, location in rows]
 
 
@@ -37,8 +39,11 @@ def _catalog_tables(name: str, catalog: Catalog) -> list[KnownTable]:
     if isinstance(catalog, SqlCatalog):
         rows = _sql_rows(catalog)
     else:
-        rows = [(tuple(ident), None) for ns in dict.fromkeys(_namespaces(catalog))
-                for ident in catalog.list_tables(ns)]
+        rows = [
+            (tuple(ident), None)
+            for ns in dict.fromkeys(_namespaces(catalog))
+            for ident in catalog.list_tables(ns)
+        ]
     out = []
     for ident, metadata_location in rows:
         with _LOCK:
@@ -63,10 +68,13 @@ def known_tables(settings: Settings, catalog_fn: Callable[[str], Catalog] | None
             found.extend(_catalog_tables(name, open_fn(name)))
         except CatalogUnavailableError as err:
             raise CatalogUnavailableError(
-                f"cannot list every known table, so no orphan may be removed: {err}") from err
+                f"cannot list every known table, so no orphan may be removed: {err}"
+            ) from err
         except Exception as err:
-            raise CatalogUnavailableError(f"catalog {name!r}: cannot list its tables, so no orphan may be "
-                                          f"removed: {type(err).__name__}: {err}") from err
+            raise CatalogUnavailableError(
+                f"catalog {name!r}: cannot list its tables, so no orphan may be "
+                f"removed: {type(err).__name__}: {err}"
+            ) from err
     return found
 
 
@@ -86,6 +94,9 @@ def default_locations(catalog: Catalog, ref: TableRef) -> list[str]:
     warehouse = (catalog.properties.get("warehouse") or "").rstrip("/")
     if warehouse:
         dotted = ".".join(ref.namespace)
-        out += [f"{warehouse}/{dotted}/{ref.name}", f"{warehouse}/{dotted}.db/{ref.name}",
-                f"{warehouse}/{'/'.join(ref.namespace)}/{ref.name}"]
+        out += [
+            f"{warehouse}/{dotted}/{ref.name}",
+            f"{warehouse}/{dotted}.db/{ref.name}",
+            f"{warehouse}/{'/'.join(ref.namespace)}/{ref.name}",
+        ]
     return list(dict.fromkeys(out))

@@ -21,15 +21,20 @@ def metadata_locations(catalog: Catalog, refs: list[TableRef]) -> dict[TableRef,
         try:
             with Session(catalog.engine) as session:
                 rows = session.execute(
-                    select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location)
-                    .where(IcebergTables.catalog_name == catalog.name)
+                    select(
+                        IcebergTables.table_namespace,
+                        IcebergTables.table_name,
+                        IcebergTables.metadata_location,
+                    ).where(IcebergTables.catalog_name == catalog.name)
                 )
                 for namespace, name, location in rows:
                     ref = wanted.get((namespace, name))
                     if ref is not None:
                         found[ref] = location
         except Exception as err:
-            raise CatalogUnavailableError(f"catalog {catalog.name!r}: cannot list metadata locations: {err}") from err
+            raise CatalogUnavailableError(
+                f"catalog {catalog.name!r}: cannot list metadata locations: {err}"
+            ) from err
         return found
     out: dict[TableRef, str | None] = {}
     for ref in refs:

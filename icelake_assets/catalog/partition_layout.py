@@ -42,7 +42,13 @@ class LayoutField:
     def kind(self) -> str:
         """time, identity, bucket, truncate, void or unknown."""
         t = self.transform.split("[")[0]
-        return "time" if t in TIME_FORMATS else t if t in ("identity", "bucket", "truncate", "void") else "unknown"
+        return (
+            "time"
+            if t in TIME_FORMATS
+            else t
+            if t in ("identity", "bucket", "truncate", "void")
+            else "unknown"
+        )
 
     @property
     def width(self) -> int:
@@ -100,7 +106,10 @@ def dimension_fields(layout: PartitionLayout) -> tuple[LayoutField, ...]:
 
 # -- layout from pyiceberg metadata ------------------------------------------------------------------
 
-def _column_path(struct: StructType | Schema, field_id: int, prefix: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+
+def _column_path(
+    struct: StructType | Schema, field_id: int, prefix: tuple[str, ...] = ()
+) -> tuple[str, ...] | None:
     for f in struct.fields:
         if f.field_id == field_id:
             return (*prefix, f.name)
@@ -119,7 +128,9 @@ def _spec_fields(table: Table, spec_id: int) -> tuple[LayoutField, ...]:
         if path is None:  # the source column was dropped: this field can no longer be filtered
             out.append(LayoutField(f.name, f.source_id, (), "dropped", "unknown"))
             continue
-        out.append(LayoutField(f.name, f.source_id, path, str(schema.find_type(f.source_id)), str(f.transform)))
+        out.append(
+            LayoutField(f.name, f.source_id, path, str(schema.find_type(f.source_id)), str(f.transform))
+        )
     return tuple(out)
 
 
@@ -142,20 +153,41 @@ def partition_layout(table: Table, with_earliest: bool = True) -> PartitionLayou
     current = specs[md.default_spec_id]
     snap = table.current_snapshot()
     manifests = snap.manifests(table.io) if snap is not None else []
-    live = tuple(sorted({m.partition_spec_id for m in manifests if m.content == ManifestContent.DATA
-                         and ((m.added_files_count or 0) + (m.existing_files_count or 0)) > 0}))
+    live = tuple(
+        sorted(
+            {
+                m.partition_spec_id
+                for m in manifests
+                if m.content == ManifestContent.DATA
+                and ((m.added_files_count or 0) + (m.existing_files_count or 0)) > 0
+            }
+        )
+    )
     if with_earliest:
         current = tuple(
-            LayoutField(f.name, f.source_id, f.source, f.source_type, f.transform,
-                        _bound(table, f, manifests, specs), _bound(table, f, manifests, specs, latest=True))
-            if f.kind == "time" else f
+            LayoutField(
+                f.name,
+                f.source_id,
+                f.source,
+                f.source_type,
+                f.transform,
+                _bound(table, f, manifests, specs),
+                _bound(table, f, manifests, specs, latest=True),
+            )
+            if f.kind == "time"
+            else f
             for f in current
         )
     return PartitionLayout(".".join(table.name()), md.default_spec_id, current, specs, live)
 
 
-def _bound(table: Table, dim: LayoutField, manifests: Sequence[Any],
-           specs: Mapping[int, tuple[LayoutField, ...]], latest: bool = False) -> str | None:
+def _bound(
+    table: Table,
+    dim: LayoutField,
+    manifests: Sequence[Any],
+    specs: Mapping[int, tuple[LayoutField, ...]],
+    latest: bool = False,
+) -> str | None:
     """The earliest (``latest``: the latest) partition of time field ``dim``: min lower (max upper)
     bound in the manifests' partition summaries, over every spec with that column at the same or a
     finer grain."""
@@ -177,6 +209,7 @@ def _bound(table: Table, dim: LayoutField, manifests: Sequence[Any],
 
 
 # -- time values ---------------------------------------------------------------------------------
+
 
 def format_time(transform: str, moment: datetime) -> str:
     """The human string of the hour/day/month/year holding ``moment`` (UTC)."""

@@ -15,11 +15,14 @@ def _jdbc_from_sqlalchemy(uri: str) -> tuple[str, dict[str, str]]:
     """Map a SQLAlchemy URL (pyiceberg's SQL catalog) to a JDBC URL plus user/password properties."""
     if uri.startswith("sqlite:///"):
         # SQLite allows one writer: one pooled connection per JVM, and wait for a lock rather than fail.
-        path = uri[len("sqlite:///"):].split("?")[0]
+        path = uri[len("sqlite:///") :].split("?")[0]
         # pyiceberg creates the catalog tables; Iceberg's own check for them leaves a read open on
         # SQLite (a SHARED lock held for the JVM's life) that blocks every writer outside the JVM.
-        return "jdbc:sqlite:" + path, {"clients": "1", "jdbc.busy_timeout": "60000",
-                                        "jdbc.init-catalog-tables": "false"}
+        return "jdbc:sqlite:" + path, {
+            "clients": "1",
+            "jdbc.busy_timeout": "60000",
+            "jdbc.init-catalog-tables": "false",
+        }
     parts = urlsplit(uri)
     dialect = parts.scheme.split("+")[0]
     if dialect in ("postgresql", "postgres"):
@@ -32,23 +35,40 @@ def _jdbc_from_sqlalchemy(uri: str) -> tuple[str, dict[str, str]]:
             extra["jdbc.password"] = unquote(parts.password)
         query = f"?{parts.query}" if parts.query else ""
         return f"jdbc:postgresql://{host}{port}{parts.path}{query}", extra
-    raise SettingsError(f"SQL catalog uri {uri.split('@')[-1]!r}: only sqlite and postgresql are mapped "
-                        "to JDBC")
+    raise SettingsError(
+        f"SQL catalog uri {uri.split('@')[-1]!r}: only sqlite and postgresql are mapped to JDBC"
+    )
 
 
 # pyiceberg infers the type from the uri when `type` is absent (pyiceberg.catalog.infer_catalog_type).
 _TYPE_BY_SCHEME = {"http": "rest", "https": "rest", "thrift": "hive"}
 # REST: pyiceberg names that Iceberg's RESTCatalog / OAuth2 / SigV4 read under the same name.
-_REST_KEYS = ("credential", "token", "oauth2-server-uri", "scope", "audience", "resource",
-              "snapshot-loading-mode", "rest-page-size")
+_REST_KEYS = (
+    "credential",
+    "token",
+    "oauth2-server-uri",
+    "scope",
+    "audience",
+    "resource",
+    "snapshot-loading-mode",
+    "rest-page-size",
+)
 # Glue: names Iceberg's GlueCatalog reads under the same name (pyiceberg's glue.* credentials,
 # profile and retry settings have no Java counterpart: Spark uses the AWS default credential chain).
-_GLUE_KEYS = ("glue.id", "glue.endpoint", "glue.skip-archive", "glue.account-id", "glue.skip-name-validation",
-              "glue.lakeformation-enabled")
+_GLUE_KEYS = (
+    "glue.id",
+    "glue.endpoint",
+    "glue.skip-archive",
+    "glue.account-id",
+    "glue.skip-name-validation",
+    "glue.lakeformation-enabled",
+)
 # pyiceberg's client.* AWS credentials are a fallback for s3.*; Iceberg's S3FileIO reads only s3.*.
-_CLIENT_FALLBACKS = {"client.access-key-id": "s3.access-key-id",
-                     "client.secret-access-key": "s3.secret-access-key",
-                     "client.session-token": "s3.session-token"}
+_CLIENT_FALLBACKS = {
+    "client.access-key-id": "s3.access-key-id",
+    "client.secret-access-key": "s3.secret-access-key",
+    "client.session-token": "s3.session-token",
+}
 
 
 def catalog_type(name: str, props: dict[str, str]) -> str:
@@ -56,14 +76,18 @@ def catalog_type(name: str, props: dict[str, str]) -> str:
     if "type" in props:
         return props["type"]
     if not props.get("uri"):
-        raise SettingsError(f"catalog {name!r}: set `type` (sql, rest, hive, glue) or a `uri` to infer it from")
+        raise SettingsError(
+            f"catalog {name!r}: set `type` (sql, rest, hive, glue) or a `uri` to infer it from"
+        )
     scheme = urlsplit(props.get("uri", "")).scheme.split("+")[0]
     if scheme in _TYPE_BY_SCHEME:
         return _TYPE_BY_SCHEME[scheme]
     if scheme in ("sqlite", "postgresql", "postgres"):
         return "sql"
-    raise SettingsError(f"catalog {name!r}: set `type` (sql, rest, hive, glue): it cannot be inferred from "
-                        f"uri scheme {scheme!r}")
+    raise SettingsError(
+        f"catalog {name!r}: set `type` (sql, rest, hive, glue): it cannot be inferred from "
+        f"uri scheme {scheme!r}"
+    )
 
 
 def _require_uri(name: str, kind: str, props: dict[str, str]) -> str:
@@ -100,8 +124,13 @@ def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
             # Iceberg 1.10 deprecates rest.sigv4-enabled for rest.auth.type=sigv4.
             out["rest.auth.type"] = "sigv4"
             out.update(_aws_region(props, "rest.signing-region"))
-        out.update({k: v for k, v in props.items()
-                    if k.startswith(("header.", "rest.")) and k != "rest.sigv4-enabled"})
+        out.update(
+            {
+                k: v
+                for k, v in props.items()
+                if k.startswith(("header.", "rest.")) and k != "rest.sigv4-enabled"
+            }
+        )
     elif kind == "hive":
         out.update({"type": "hive", "uri": _require_uri(name, kind, props)})
         if props.get("hive.kerberos-authentication", "").lower() == "true":

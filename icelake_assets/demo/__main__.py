@@ -15,7 +15,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m icelake_assets.demo", description=__doc__)
     parser.add_argument("--scale", choices=sorted(SCALES), default="demo", help="table sizes (default: demo)")
     parser.add_argument("--reset", action="store_true", help="drop the demo tables and their files first")
-    parser.add_argument("--catalog", default="demo", help="catalog from the settings to build in (default: demo)")
+    parser.add_argument(
+        "--catalog", default="demo", help="catalog from the settings to build in (default: demo)"
+    )
     args = parser.parse_args(argv)
 
     settings = load_settings()
@@ -24,7 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     catalog = open_catalog(settings, args.catalog)
-    print(f"demo lake ({args.scale}) in catalog {args.catalog!r} from {settings.source}, ready in {elapsed:.1f}s")
+    print(
+        f"demo lake ({args.scale}) in catalog {args.catalog!r} from {settings.source}, ready in {elapsed:.1f}s"
+    )
     print(f"{'table':<24} {'data files':>10} {'snapshots':>10} {'orphans':>8}")
     for ref in refs:
         table = catalog.load_table(ref.identifier)

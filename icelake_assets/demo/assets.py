@@ -35,16 +35,23 @@ class WriterConfig(Config):
 
 
 def build_demo_writer(ref: TableRef, key: AssetKey = WRITER_KEY) -> AssetsDefinition:
-    @asset(key=key, group_name=GROUP, kinds={"iceberg", "python"},
-           description=f"Demo writer: appends micro-batches of taxi trips to `{ref}` with pyiceberg, one "
-                       "commit per batch. Each commit writes one tiny file per day it touches, which is how "
-                       "streaming writers degrade a table.")
-    def trips_writer(context: AssetExecutionContext, config: WriterConfig,
-                     icelake: IcelakeResource) -> MaterializeResult:
+    @asset(
+        key=key,
+        group_name=GROUP,
+        kinds={"iceberg", "python"},
+        description=f"Demo writer: appends micro-batches of taxi trips to `{ref}` with pyiceberg, one "
+        "commit per batch. Each commit writes one tiny file per day it touches, which is how "
+        "streaming writers degrade a table.",
+    )
+    def trips_writer(
+        context: AssetExecutionContext, config: WriterConfig, icelake: IcelakeResource
+    ) -> MaterializeResult:
         table = icelake.load_table(ref)
         if [f.name for f in table.schema().fields] != [f.name for f in TRIPS_SCHEMA.fields]:
-            raise Failure(description=f"{ref} does not have the demo's taxi trips schema: the demo writer "
-                                      f"only writes to a table created by `icelake demo-lake`")
+            raise Failure(
+                description=f"{ref} does not have the demo's taxi trips schema: the demo writer "
+                f"only writes to a table created by `icelake demo-lake`"
+            )
         started = time.perf_counter()
         # A fresh seed per run: new trips, new files (ids continue from the table's record count).
         seed = time.time_ns() % 2**32
@@ -53,37 +60,50 @@ def build_demo_writer(ref: TableRef, key: AssetKey = WRITER_KEY) -> AssetsDefini
         summary = snapshot.summary if snapshot is not None else None
         assert summary is not None, "an append always leaves a snapshot with a summary"
         context.log.info(f"{ref}: appended {rows} rows in {config.batches} commits")
-        return MaterializeResult(metadata={
-            "rows_appended": MetadataValue.int(rows),
-            "commits": MetadataValue.int(config.batches),
-            "table_data_files": MetadataValue.int(int(summary["total-data-files"] or 0)),
-            "duration_s": MetadataValue.float(round(time.perf_counter() - started, 2)),
-        })
+        return MaterializeResult(
+            metadata={
+                "rows_appended": MetadataValue.int(rows),
+                "commits": MetadataValue.int(config.batches),
+                "table_data_files": MetadataValue.int(int(summary["total-data-files"] or 0)),
+                "duration_s": MetadataValue.float(round(time.perf_counter() - started, 2)),
+            }
+        )
 
     return trips_writer
 
 
 def build_demo_consumer(ref: TableRef, key: AssetKey = CONSUMER_KEY) -> AssetsDefinition:
-    @asset(key=key, group_name=GROUP, kinds={"spark"}, deps=[table_asset_key(ref)],
-           description=f"Demo consumer: trips and revenue per day, aggregated with Spark from `{ref}`. "
-                       "It reads one file per small file: its duration drops after compaction.")
+    @asset(
+        key=key,
+        group_name=GROUP,
+        kinds={"spark"},
+        deps=[table_asset_key(ref)],
+        description=f"Demo consumer: trips and revenue per day, aggregated with Spark from `{ref}`. "
+        "It reads one file per small file: its duration drops after compaction.",
+    )
     def daily_revenue(context: AssetExecutionContext, pyspark: IcebergSparkResource) -> MaterializeResult:
         spark = pyspark.spark_session
         started = time.perf_counter()
         rows = spark.sql(
             "SELECT CAST(pickup_at AS DATE) AS day, COUNT(*) AS trips, ROUND(SUM(fare), 2) AS revenue "
-            f"FROM {table_identifier(ref)} GROUP BY 1 ORDER BY 1").collect()
+            f"FROM {table_identifier(ref)} GROUP BY 1 ORDER BY 1"
+        ).collect()
         duration = time.perf_counter() - started
-        lines = ["| day | trips | revenue |", "|---|---:|---:|",
-                 *(f"| {r['day']} | {r['trips']} | {r['revenue']:.2f} |" for r in rows[:31])]
+        lines = [
+            "| day | trips | revenue |",
+            "|---|---:|---:|",
+            *(f"| {r['day']} | {r['trips']} | {r['revenue']:.2f} |" for r in rows[:31]),
+        ]
         context.log.info(f"{ref}: {len(rows)} days aggregated in {duration:.2f}s")
-        return MaterializeResult(metadata={
-            "days": MetadataValue.int(len(rows)),
-            "trips": MetadataValue.int(sum(int(r["trips"]) for r in rows)),
-            "revenue": MetadataValue.float(float(sum(r["revenue"] or 0 for r in rows))),
-            "query_s": MetadataValue.float(round(duration, 2)),
-            "per_day": MetadataValue.md("\n".join(lines)),
-        })
+        return MaterializeResult(
+            metadata={
+                "days": MetadataValue.int(len(rows)),
+                "trips": MetadataValue.int(sum(int(r["trips"]) for r in rows)),
+                "revenue": MetadataValue.float(float(sum(r["revenue"] or 0 for r in rows))),
+                "query_s": MetadataValue.float(round(duration, 2)),
+                "per_day": MetadataValue.md("\n".join(lines)),
+            }
+        )
 
     return daily_revenue
 

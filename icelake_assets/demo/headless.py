@@ -21,7 +21,9 @@ from icelake_assets.policies import policy_for
 from icelake_assets.settings import Settings
 from icelake_assets.text import format_table
 
-AGGREGATE = "SELECT vendor, date(pickup_at) AS day, count(*) AS trips, avg(fare) AS avg_fare FROM {t} GROUP BY 1, 2"
+AGGREGATE = (
+    "SELECT vendor, date(pickup_at) AS day, count(*) AS trips, avg(fare) AS avg_fare FROM {t} GROUP BY 1, 2"
+)
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,12 @@ def run_headless_demo(settings: Settings, scale: str = "demo") -> int:
 
 def _print_checks(results) -> None:
     rows = [
-        (e.asset_key.to_user_string(), e.check_name, "pass" if e.passed else f"FAIL ({e.severity.value})",
-         e.description or "")
+        (
+            e.asset_key.to_user_string(),
+            e.check_name,
+            "pass" if e.passed else f"FAIL ({e.severity.value})",
+            e.description or "",
+        )
         for result in (results if isinstance(results, list) else [results])
         for e in result.get_asset_check_evaluations()
     ]

@@ -39,7 +39,9 @@ DEMO_SEED = 20240101
 # Fixed origin so that partitions (and thus file counts) do not depend on the day the demo is built.
 START = np.datetime64("2024-01-01T00:00:00", "us")
 US_PER_DAY = 86_400 * 1_000_000
-ORDERS_COMMITS = 4  # Healthy appends before the orphans: well under the 100 metadata files Iceberg keeps in its log.
+ORDERS_COMMITS = (
+    4  # Healthy appends before the orphans: well under the 100 metadata files Iceberg keeps in its log.
+)
 ORDERS_ROWS_PER_COMMIT = 250
 
 
@@ -91,7 +93,9 @@ TRIPS_SCHEMA = Schema(
     NestedField(8, "tip", DoubleType()),
     NestedField(9, "payment_type", StringType()),
 )
-TRIPS_SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="pickup_at_day"))
+TRIPS_SPEC = PartitionSpec(
+    PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="pickup_at_day")
+)
 
 CLICKS_SCHEMA = Schema(
     NestedField(1, "click_id", LongType()),
@@ -138,7 +142,9 @@ def _next_id(table: Table) -> int:
 
 
 def _timestamps(rng: np.random.Generator, day_index: np.ndarray) -> np.ndarray:
-    return START + (day_index * US_PER_DAY + rng.integers(0, US_PER_DAY, len(day_index))).astype("timedelta64[us]")
+    return START + (day_index * US_PER_DAY + rng.integers(0, US_PER_DAY, len(day_index))).astype(
+        "timedelta64[us]"
+    )
 
 
 def trips_batch(rng: np.random.Generator, first_id: int, rows: int, days: int) -> pa.Table:
@@ -243,7 +249,11 @@ def plant_orphans(table: Table, count: int, age_days: float = 5.0) -> list[str]:
     data_dir = local_path(table.metadata.location) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     # A copy of committed rows (like a retried write), or no rows in the table's schema when it is empty.
-    rows = table.scan(limit=10).to_arrow() if table.current_snapshot() else table.schema().as_arrow().empty_table()
+    rows = (
+        table.scan(limit=10).to_arrow()
+        if table.current_snapshot()
+        else table.schema().as_arrow().empty_table()
+    )
     planted = []
     for i in range(count):
         path = data_dir / f"00000-{i}-{uuid.uuid4()}.parquet"
@@ -273,7 +283,7 @@ def _prepare_local_storage(settings: Settings, catalog: str) -> None:
     props = settings.catalog_properties(catalog)
     uri = props.get("uri", "")
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     warehouse = props.get("warehouse", "")
     if warehouse and urlparse(warehouse).scheme in ("", "file"):
         local_path(warehouse).mkdir(parents=True, exist_ok=True)

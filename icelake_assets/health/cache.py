@@ -77,8 +77,10 @@ class DiskCache:
         self._estimate: int | None = None  # bytes stored, summed for real only near the bound
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, blob BLOB NOT NULL,"
-                       " bytes INTEGER NOT NULL, used REAL NOT NULL)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, blob BLOB NOT NULL,"
+                " bytes INTEGER NOT NULL, used REAL NOT NULL)"
+            )
             db.execute("CREATE INDEX IF NOT EXISTS entries_used ON entries (used)")
 
     def _connect(self) -> sqlite3.Connection:
@@ -93,9 +95,11 @@ class DiskCache:
         found: dict[str, bytes] = {}
         with self._connect() as db:
             for start in range(0, len(keys), 500):  # SQLite caps the number of bound parameters
-                chunk = list(keys[start:start + 500])
+                chunk = list(keys[start : start + 500])
                 marks = ",".join("?" * len(chunk))
-                found.update(db.execute(f"SELECT key, blob FROM entries WHERE key IN ({marks})", chunk).fetchall())
+                found.update(
+                    db.execute(f"SELECT key, blob FROM entries WHERE key IN ({marks})", chunk).fetchall()
+                )
                 if found:
                     db.execute(f"UPDATE entries SET used = ? WHERE key IN ({marks})", [time.time(), *chunk])
         return found
@@ -106,8 +110,10 @@ class DiskCache:
         now = time.time()
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT OR REPLACE INTO entries (key, blob, bytes, used) VALUES (?, ?, ?, ?)",
-                           [(k, v, len(v), now) for k, v in items.items()])
+            db.executemany(
+                "INSERT OR REPLACE INTO entries (key, blob, bytes, used) VALUES (?, ?, ?, ?)",
+                [(k, v, len(v), now) for k, v in items.items()],
+            )
             added = sum(len(v) for v in items.values())
             if self._estimate is None or self._estimate + added > self.max_bytes:
                 self._estimate = db.execute("SELECT COALESCE(SUM(bytes), 0) FROM entries").fetchone()[0]
@@ -144,7 +150,9 @@ def _list_key(path: str) -> str:
 
 
 def _encode_list(metas: Sequence[ManifestMeta]) -> bytes:
-    return json.dumps([[m.path, m.length, m.spec_id, m.content, m.added_snapshot_id, m.files] for m in metas]).encode()
+    return json.dumps(
+        [[m.path, m.length, m.spec_id, m.content, m.added_snapshot_id, m.files] for m in metas]
+    ).encode()
 
 
 def _decode_list(blob: bytes) -> tuple[ManifestMeta, ...]:
@@ -174,9 +182,14 @@ class ManifestCache:
 
     ``reads`` counts manifests actually read from storage; tests and benchmarks watch it."""
 
-    def __init__(self, max_manifests: int = 100_000, path: str | os.PathLike[str] | None = None,
-                 max_disk_bytes: int = 256 * MiB, max_memory_bytes: int = 512 * MiB,
-                 read_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        max_manifests: int = 100_000,
+        path: str | os.PathLike[str] | None = None,
+        max_disk_bytes: int = 256 * MiB,
+        max_memory_bytes: int = 512 * MiB,
+        read_threads: int | None = None,
+    ) -> None:
         self.max_manifests = max_manifests
         self.max_memory_bytes = max_memory_bytes
         self.read_threads = read_threads
@@ -234,8 +247,9 @@ class ManifestCache:
         return metas
 
     # -- manifest summaries ---------------------------------------------------------------------
-    def summaries(self, table: Table, metas: Sequence[ManifestMeta], bounds_field: int | None = None
-                  ) -> list[ManifestSummary]:
+    def summaries(
+        self, table: Table, metas: Sequence[ManifestMeta], bounds_field: int | None = None
+    ) -> list[ManifestSummary]:
         """The summary of every manifest: memory, then disk, then storage (only what is missing)."""
         keys = [_summary_key(m, bounds_field) for m in metas]
         found: dict[str, ManifestSummary] = {}
@@ -261,7 +275,9 @@ class ManifestCache:
             self._disk_put({k: s.to_bytes() for k, s in new.items()})
         return [found[k] for k in keys]
 
-    def _read(self, table: Table, metas: Sequence[ManifestMeta], bounds_field: int | None) -> list[ManifestSummary]:
+    def _read(
+        self, table: Table, metas: Sequence[ManifestMeta], bounds_field: int | None
+    ) -> list[ManifestSummary]:
         specs, schema = table.specs(), table.schema()
 
         def one(meta: ManifestMeta) -> ManifestSummary:
@@ -272,7 +288,9 @@ class ManifestCache:
             threads = 1 if all(_is_local(m.path) for m in metas) else REMOTE_READ_THREADS
         with _cyclic_gc_paused():
             if threads > 1 and len(metas) > 1:
-                with ThreadPoolExecutor(min(threads, len(metas)), thread_name_prefix="icelake-manifests") as pool:
+                with ThreadPoolExecutor(
+                    min(threads, len(metas)), thread_name_prefix="icelake-manifests"
+                ) as pool:
                     out = list(pool.map(one, metas))
             else:
                 out = [one(m) for m in metas]
@@ -287,8 +305,9 @@ class ManifestCache:
                     continue
                 self._summaries[key] = summary
                 self._memory_bytes += summary.nbytes
-            while self._summaries and (len(self._summaries) > self.max_manifests
-                                       or self._memory_bytes > self.max_memory_bytes):
+            while self._summaries and (
+                len(self._summaries) > self.max_manifests or self._memory_bytes > self.max_memory_bytes
+            ):
                 _, old = self._summaries.popitem(last=False)  # least recently used first
                 self._memory_bytes -= old.nbytes
 
@@ -310,7 +329,9 @@ class ManifestCache:
             self._drop_disk(err)
 
     def _drop_disk(self, err: Exception) -> None:
-        log.warning("health cache %s failed, keeping manifests in memory only: %s", self.disk and self.disk.path, err)
+        log.warning(
+            "health cache %s failed, keeping manifests in memory only: %s", self.disk and self.disk.path, err
+        )
         self.disk = None
 
     def __len__(self) -> int:
@@ -321,6 +342,11 @@ class ManifestCache:
         summary = self.summaries(table, [ManifestMeta.of(manifest)])[0]
         return tuple(
             FileRow(summary.labels[p], int(s), int(r), int(c), summary.spec_id)
-            for p, s, r, c in zip(summary.part.tolist(), summary.size.tolist(), summary.records.tolist(),
-                                  summary.content.tolist(), strict=False)
+            for p, s, r, c in zip(
+                summary.part.tolist(),
+                summary.size.tolist(),
+                summary.records.tolist(),
+                summary.content.tolist(),
+                strict=False,
+            )
         )

@@ -64,7 +64,16 @@ from pyiceberg.types import (
 UNPARTITIONED = "<unpartitioned>"
 
 # Iceberg's manifest entry field ids (spec: "Manifests").
-_STATUS, _DATA_FILE, _CONTENT, _PARTITION, _RECORDS, _SIZE, _LOWER, _UPPER = 0, 2, 134, 102, 103, 104, 125, 128
+_STATUS, _DATA_FILE, _CONTENT, _PARTITION, _RECORDS, _SIZE, _LOWER, _UPPER = (
+    0,
+    2,
+    134,
+    102,
+    103,
+    104,
+    125,
+    128,
+)
 
 
 def _projection(with_bounds: bool) -> Schema:
@@ -77,8 +86,12 @@ def _projection(with_bounds: bool) -> Schema:
     ]
     if with_bounds:
         fields += [
-            NestedField(_LOWER, "lower_bounds", MapType(126, IntegerType(), 127, BinaryType()), required=False),
-            NestedField(_UPPER, "upper_bounds", MapType(129, IntegerType(), 130, BinaryType()), required=False),
+            NestedField(
+                _LOWER, "lower_bounds", MapType(126, IntegerType(), 127, BinaryType()), required=False
+            ),
+            NestedField(
+                _UPPER, "upper_bounds", MapType(129, IntegerType(), 130, BinaryType()), required=False
+            ),
         ]
     return Schema(
         NestedField(_STATUS, "status", IntegerType(), required=True),
@@ -89,15 +102,21 @@ def _projection(with_bounds: bool) -> Schema:
 _PROJECTIONS = {False: _projection(False), True: _projection(True)}
 _PATHS = Schema(
     NestedField(_STATUS, "status", IntegerType(), required=True),
-    NestedField(_DATA_FILE, "data_file", StructType(NestedField(100, "file_path", StringType(), required=True)),
-                required=True),
+    NestedField(
+        _DATA_FILE,
+        "data_file",
+        StructType(NestedField(100, "file_path", StringType(), required=True)),
+        required=True,
+    ),
 )
 
 
 class _ProjectingAccessor(SchemaPartnerAccessor):
     """Lets a read schema leave out structs, maps and lists (the resolver then skips them)."""
 
-    def field_partner(self, partner: IcebergType | None, field_id: int, field_name: str) -> IcebergType | None:
+    def field_partner(
+        self, partner: IcebergType | None, field_id: int, field_name: str
+    ) -> IcebergType | None:
         return None if partner is None else super().field_partner(partner, field_id, field_name)
 
     def map_key_partner(self, partner_map: IcebergType | None) -> IcebergType | None:
@@ -145,8 +164,9 @@ class _ReadToSkip(Reader):
 
 
 class _Resolver(ReadSchemaResolver):
-    def map(self, map_type: MapType, expected_map: IcebergType | None, key_reader: Reader,
-            value_reader: Reader) -> Reader:
+    def map(
+        self, map_type: MapType, expected_map: IcebergType | None, key_reader: Reader, value_reader: Reader
+    ) -> Reader:
         return _ReadToSkip(super().map(map_type, expected_map, key_reader, value_reader))
 
 
@@ -219,8 +239,14 @@ class ManifestMeta:
     def of(cls, m: ManifestFile) -> ManifestMeta:
         content = m.content.value if isinstance(m.content, ManifestContent) else int(m.content or 0)
         files = (m.added_files_count or 0) + (m.existing_files_count or 0)
-        return cls(m.manifest_path, int(m.manifest_length), int(m.partition_spec_id), content,
-                   m.added_snapshot_id, files)
+        return cls(
+            m.manifest_path,
+            int(m.manifest_length),
+            int(m.partition_spec_id),
+            content,
+            m.added_snapshot_id,
+            files,
+        )
 
 
 @dataclass(frozen=True)
@@ -251,18 +277,33 @@ class ManifestSummary:
 
     # A compact, pickle-free encoding for the disk cache: a JSON header, then the raw columns.
     def to_bytes(self) -> bytes:
-        header = json.dumps({
-            "spec_id": self.spec_id, "labels": self.labels, "values": self.values, "n": len(self),
-            "bounds_field": self.bounds_field, "lower": self.lower, "upper": self.upper,
-        }, separators=(",", ":")).encode()
-        return b"".join([struct.pack("<I", len(header)), header, self.part.astype("<i4").tobytes(),
-                         self.content.astype("<i1").tobytes(), self.size.astype("<i8").tobytes(),
-                         self.records.astype("<i8").tobytes()])
+        header = json.dumps(
+            {
+                "spec_id": self.spec_id,
+                "labels": self.labels,
+                "values": self.values,
+                "n": len(self),
+                "bounds_field": self.bounds_field,
+                "lower": self.lower,
+                "upper": self.upper,
+            },
+            separators=(",", ":"),
+        ).encode()
+        return b"".join(
+            [
+                struct.pack("<I", len(header)),
+                header,
+                self.part.astype("<i4").tobytes(),
+                self.content.astype("<i1").tobytes(),
+                self.size.astype("<i8").tobytes(),
+                self.records.astype("<i8").tobytes(),
+            ]
+        )
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> ManifestSummary:
         (hlen,) = struct.unpack_from("<I", blob)
-        h = json.loads(blob[4:4 + hlen])
+        h = json.loads(blob[4 : 4 + hlen])
         n, at = h["n"], 4 + hlen
         part = np.frombuffer(blob, "<i4", n, at)
         at += 4 * n
@@ -271,8 +312,18 @@ class ManifestSummary:
         size = np.frombuffer(blob, "<i8", n, at)
         at += 8 * n
         records = np.frombuffer(blob, "<i8", n, at)
-        return cls(h["spec_id"], tuple(h["labels"]), tuple(tuple(v) for v in h["values"]), part, content, size,
-                   records, h["bounds_field"], tuple(h["lower"]), tuple(h["upper"]))
+        return cls(
+            h["spec_id"],
+            tuple(h["labels"]),
+            tuple(tuple(v) for v in h["values"]),
+            part,
+            content,
+            size,
+            records,
+            h["bounds_field"],
+            tuple(h["lower"]),
+            tuple(h["upper"]),
+        )
 
 
 def json_value(value: Any) -> Any:
@@ -293,8 +344,21 @@ def json_value(value: Any) -> Any:
 
 
 # Types whose Iceberg single-value serialization decodes to something that orders correctly.
-_ORDERED = (IntegerType, LongType, FloatType, DoubleType, DateType, TimeType, TimestampType, TimestamptzType,
-            StringType, DecimalType, UUIDType, FixedType, BinaryType)
+_ORDERED = (
+    IntegerType,
+    LongType,
+    FloatType,
+    DoubleType,
+    DateType,
+    TimeType,
+    TimestampType,
+    TimestamptzType,
+    StringType,
+    DecimalType,
+    UUIDType,
+    FixedType,
+    BinaryType,
+)
 
 
 def bound_decoder(schema: Schema, field_id: int | None):
@@ -314,8 +378,13 @@ def bound_decoder(schema: Schema, field_id: int | None):
     return decode
 
 
-def read_manifest(io: FileIO, meta: ManifestMeta, spec: PartitionSpec | None, schema: Schema,
-                  bounds_field: int | None = None) -> ManifestSummary:
+def read_manifest(
+    io: FileIO,
+    meta: ManifestMeta,
+    spec: PartitionSpec | None,
+    schema: Schema,
+    bounds_field: int | None = None,
+) -> ManifestSummary:
     """Read one manifest's live entries (added and existing; deleted entries are history)."""
     decode = bound_decoder(schema, bounds_field)
     with_bounds = decode is not None

@@ -80,9 +80,12 @@ class OrphanScan:
         return [] if self.refused else self.orphans
 
     def summary(self) -> dict[str, object]:
-        out: dict[str, object] = {"listed_files": self.listed_files, "orphans_found": len(self.orphans),
-                                  "hidden_files": self.hidden_files,
-                                  "skipped_other_tables": sum(self.skipped.values())}
+        out: dict[str, object] = {
+            "listed_files": self.listed_files,
+            "orphans_found": len(self.orphans),
+            "hidden_files": self.hidden_files,
+            "skipped_other_tables": sum(self.skipped.values()),
+        }
         if self.skipped:
             out["skipped_reasons"] = dict(self.skipped)
             out["skipped_sample"] = [f"{p} ({r})" for p, r in self.skipped_sample]
@@ -92,6 +95,7 @@ class OrphanScan:
 
 
 # -- path equivalence -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FileKey:
@@ -104,8 +108,9 @@ class FileKey:
 
     def same_place(self, other: FileKey) -> bool:
         """Scheme and authority agree where both are known (Iceberg compares only non-null parts)."""
-        return ((self.scheme is None or other.scheme is None or self.scheme == other.scheme)
-                and (self.authority is None or other.authority is None or self.authority == other.authority))
+        return (self.scheme is None or other.scheme is None or self.scheme == other.scheme) and (
+            self.authority is None or other.authority is None or self.authority == other.authority
+        )
 
     def under(self, prefix: FileKey) -> bool:
         """This location equals ``prefix`` or lies inside it (whole path components)."""
@@ -141,6 +146,7 @@ def _normalize(path: str) -> str:
 
 # -- what the metadata references -------------------------------------------------------------------
 
+
 def referenced_locations(table: Table) -> set[str]:
     """Every file reachable from the table's metadata, as written there: metadata.json log, manifest
     lists, manifests, data and delete files of every snapshot, statistics files."""
@@ -168,6 +174,7 @@ def referenced_files(table: Table) -> set[str]:
 
 # -- listing with the table's own FileIO ------------------------------------------------------------
 
+
 def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
     """The table's FileIO filesystem (its catalog's ``s3.*``, ``gcs.*``... properties), the root to list
     and the prefix that turns a listed path back into a location (local files keep their bare path)."""
@@ -182,8 +189,10 @@ def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
         except ImportError:  # pragma: no cover - fsspec is optional
             FsspecFileIO = None  # type: ignore[misc,assignment]
         if FsspecFileIO is None or not isinstance(io, FsspecFileIO):
-            raise OrphanScanError(f"cannot list {location} with the table's FileIO {type(io).__name__}: "
-                                  "orphan listing supports pyiceberg's PyArrowFileIO and FsspecFileIO")
+            raise OrphanScanError(
+                f"cannot list {location} with the table's FileIO {type(io).__name__}: "
+                "orphan listing supports pyiceberg's PyArrowFileIO and FsspecFileIO"
+            )
         parts = urlsplit(location)
         scheme, netloc = parts.scheme or "file", parts.netloc
         path = parts.path if scheme == "file" else f"{netloc}{parts.path}"
@@ -216,8 +225,11 @@ def list_files(location: str, io: FileIO | None = None) -> list[pafs.FileInfo]:
 
 def _hidden(relative: str, partition_prefixes: Sequence[str]) -> bool:
     """Iceberg's PartitionAwareHiddenPathFilter over every component below the table location."""
-    return any(part[:1] in ("_", ".") and not part.startswith(tuple(partition_prefixes))
-               for part in relative.split("/") if part)
+    return any(
+        part[:1] in ("_", ".") and not part.startswith(tuple(partition_prefixes))
+        for part in relative.split("/")
+        if part
+    )
 
 
 def _partition_prefixes(table: Table) -> list[str]:
@@ -227,18 +239,25 @@ def _partition_prefixes(table: Table) -> list[str]:
 
 # -- which tables must never be cleaned, which paths belong to others -------------------------------
 
+
 def _gc_disabled(table: Table) -> bool:
     return str(table.properties.get("gc.enabled", "true")).strip().lower() == "false"
 
 
 def _own_prefixes(table: Table) -> list[FileKey]:
     props = table.properties
-    return [file_key(table.metadata.location)] + [file_key(props[k]) for k in WRITE_PATH_PROPERTIES
-                                                  if props.get(k)]
+    return [file_key(table.metadata.location)] + [
+        file_key(props[k]) for k in WRITE_PATH_PROPERTIES if props.get(k)
+    ]
 
 
-def _refusal(table: Table, name: str, others: Sequence[KnownTable], default_locations: Sequence[str],
-             referenced: Iterable[FileKey]) -> str | None:
+def _refusal(
+    table: Table,
+    name: str,
+    others: Sequence[KnownTable],
+    default_locations: Sequence[str],
+    referenced: Iterable[FileKey],
+) -> str | None:
     location = file_key(table.metadata.location)
     if _gc_disabled(table):
         return "gc.enabled=false: its files may be shared with another table (Iceberg's snapshot procedure)"
@@ -252,14 +271,18 @@ def _refusal(table: Table, name: str, others: Sequence[KnownTable], default_loca
             if location.under(file_key(path)):
                 return f"{other.name}'s {prop} {path} contains its location"
     if default_locations and not any(location.under(file_key(d)) for d in default_locations):
-        return (f"its location {table.metadata.location} is not where its catalog puts {name} "
-                f"({', '.join(default_locations)}): registered on files another table may own")
+        return (
+            f"its location {table.metadata.location} is not where its catalog puts {name} "
+            f"({', '.join(default_locations)}): registered on files another table may own"
+        )
     own = _own_prefixes(table)
     outside = [k for k in referenced if not any(k.under(p) for p in own)]
     if outside:
-        return (f"{len(outside)} referenced files lie outside its location and write paths "
-                f"(e.g. {outside[0]}): files shared with another table (Iceberg's snapshot procedure, "
-                "add_files)")
+        return (
+            f"{len(outside)} referenced files lie outside its location and write paths "
+            f"(e.g. {outside[0]}): files shared with another table (Iceberg's snapshot procedure, "
+            "add_files)"
+        )
     return None
 
 
@@ -275,8 +298,14 @@ def _foreign_prefixes(location: FileKey, others: Sequence[KnownTable]) -> list[t
     return out
 
 
-def scan_orphans(table: Table, name: str, older_than_hours: float, others: Sequence[KnownTable] = (),
-                 default_locations: Sequence[str] = (), now: float | None = None) -> OrphanScan:
+def scan_orphans(
+    table: Table,
+    name: str,
+    older_than_hours: float,
+    others: Sequence[KnownTable] = (),
+    default_locations: Sequence[str] = (),
+    now: float | None = None,
+) -> OrphanScan:
     """List the table's location with its own FileIO and decide which files are orphans.
 
     ``others``: every other known table (a table named ``name`` among them is ignored);
@@ -300,14 +329,16 @@ def scan_orphans(table: Table, name: str, older_than_hours: float, others: Seque
         listed = _location(prefix, info.path)
         key = file_key(listed if prefix else "file://" + listed)  # a local file is a file: URI to Iceberg
         if not key.under(location):
-            raise OrphanScanError(f"{name}: listing {table.metadata.location} returned {listed}, which is "
-                                  "not under it: nothing is deleted")
+            raise OrphanScanError(
+                f"{name}: listing {table.metadata.location} returned {listed}, which is "
+                "not under it: nothing is deleted"
+            )
         twins = refs.get(key.path)
         if twins is not None:
             if not any(key.same_place(t) for t in twins):
                 mismatches.append(f"{listed} vs {twins[0]}")
             continue
-        relative = key.path[len(location.path):]
+        relative = key.path[len(location.path) :]
         if _hidden(relative, hidden_prefixes) or info.base_name == "version-hint.text":
             scan.hidden_files += 1
             continue
@@ -324,13 +355,19 @@ def scan_orphans(table: Table, name: str, older_than_hours: float, others: Seque
         raise PathMismatchError(
             f"{name}: {len(mismatches)} listed files match referenced files by path but not by scheme or "
             f"authority (e.g. {mismatches[0]}); nothing is deleted: fix the table's locations or its "
-            "catalog's file IO settings")
+            "catalog's file IO settings"
+        )
     scan.orphans.sort(key=lambda o: o.path)
     return scan
 
 
-def find_orphans(table: Table, older_than_hours: float, now: float | None = None,
-                 others: Sequence[KnownTable] = (), name: str = "") -> list[OrphanFile]:
+def find_orphans(
+    table: Table,
+    older_than_hours: float,
+    now: float | None = None,
+    others: Sequence[KnownTable] = (),
+    name: str = "",
+) -> list[OrphanFile]:
     """Files under the table location referenced by nothing, not hidden, not another table's, and older
     than ``older_than_hours`` (see :func:`scan_orphans`)."""
     return scan_orphans(table, name or ".".join(table.name()), older_than_hours, others, now=now).orphans
@@ -344,14 +381,19 @@ def verify_referenced_files(table: Table) -> int:
     table.refresh()
     referenced = referenced_locations(table)
     _, _, prefix = _filesystem(table.io, table.metadata.location)
-    present = {file_key(_location(prefix, info.path)).path
-               for info in list_files(table.metadata.location, table.io)}
-    missing = sorted(loc for loc in referenced
-                     if file_key(loc).path not in present and not table.io.new_input(loc).exists())
+    present = {
+        file_key(_location(prefix, info.path)).path for info in list_files(table.metadata.location, table.io)
+    }
+    missing = sorted(
+        loc
+        for loc in referenced
+        if file_key(loc).path not in present and not table.io.new_input(loc).exists()
+    )
     if missing:
         raise ReferencedFilesMissingError(
             f"{'.'.join(table.name())}: {len(missing)} files referenced by the table's metadata do not exist "
             f"after orphan removal: {', '.join(missing[:10])}{' …' if len(missing) > 10 else ''}. The table "
             "may be unreadable: restore these files from a backup or roll back to a snapshot that does not "
-            "reference them")
+            "reference them"
+        )
     return len(referenced)

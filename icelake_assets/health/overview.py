@@ -49,13 +49,16 @@ class TableHealth:
         return {**self.score.metrics(), "health_status_level": self.status.rank}
 
 
-def evaluate(stats: TableStats, policy: Policy, extra: Iterable[Finding] = (), name: str | None = None) -> TableHealth:
+def evaluate(
+    stats: TableStats, policy: Policy, extra: Iterable[Finding] = (), name: str | None = None
+) -> TableHealth:
     """Metadata findings (plus ``extra``, e.g. an orphan finding), the score and the status.
 
     ``name``: how to call the table (default: its pyiceberg name, which has no catalog)."""
     findings = (*metadata_findings(stats, policy), *extra)
-    return TableHealth(name or stats.table, stats, findings, health_score(stats, policy), health_status(findings),
-                       policy)
+    return TableHealth(
+        name or stats.table, stats, findings, health_score(stats, policy), health_status(findings), policy
+    )
 
 
 @dataclass(frozen=True)
@@ -107,15 +110,26 @@ def partition_benefits(stats: TableStats, policy: Policy, name: str | None = Non
             continue
         reasons = []
         if compact:
-            reasons.append(f"{p.data_files} files → ~{expected} ({p.small_files} small, "
-                           f"avg {human_bytes(p.avg_file_bytes)})")
+            reasons.append(
+                f"{p.data_files} files → ~{expected} ({p.small_files} small, "
+                f"avg {human_bytes(p.avg_file_bytes)})"
+            )
         if p.delete_files:
             reasons.append(f"{p.delete_files} delete files applied ({p.delete_records} deleted rows)")
         if p.drift_files:
             reasons.append(f"{p.drift_files} files out of layout")
-        out.append(PartitionBenefit(name or stats.table, p.partition, p.data_files,
-                                    expected if compact else p.data_files, p.delete_files, saved,
-                                    p.data_bytes + p.delete_bytes, "; ".join(reasons)))
+        out.append(
+            PartitionBenefit(
+                name or stats.table,
+                p.partition,
+                p.data_files,
+                expected if compact else p.data_files,
+                p.delete_files,
+                saved,
+                p.data_bytes + p.delete_bytes,
+                "; ".join(reasons),
+            )
+        )
     return sorted(out, key=lambda b: (-b.files_saved, b.rewrite_bytes, b.partition))
 
 
@@ -133,9 +147,14 @@ def table_benefit(health: TableHealth) -> TableBenefit:
     failing = [f for f in health.findings if not f.passed]
     failing.sort(key=lambda f: -f.severity.rank)
     return TableBenefit(
-        table=health.table, status=health.status, score=health.score.score,
-        files_saved=sum(p.files_saved for p in parts), manifests_saved=manifests_saved, expirable_snapshots=expirable,
-        rewrite_bytes=sum(p.rewrite_bytes for p in parts), partitions=len(parts),
+        table=health.table,
+        status=health.status,
+        score=health.score.score,
+        files_saved=sum(p.files_saved for p in parts),
+        manifests_saved=manifests_saved,
+        expirable_snapshots=expirable,
+        rewrite_bytes=sum(p.rewrite_bytes for p in parts),
+        partitions=len(parts),
         actions=tuple(f"{f.check}: {f.recommendation}" for f in failing),
         why="; ".join(f"{f.check} {f.severity.value}: {f.summary}" for f in failing) or "healthy",
     )
@@ -151,7 +170,8 @@ class LakeOverview:
 
     def metrics(self) -> dict[str, int | float]:
         return {
-            "tables": len(self.tables), **{f"tables_{k}": v for k, v in self.counts().items()},
+            "tables": len(self.tables),
+            **{f"tables_{k}": v for k, v in self.counts().items()},
             "files_saved": sum(t.files_saved for t in self.tables),
             "manifests_saved": sum(t.manifests_saved for t in self.tables),
             "expirable_snapshots": sum(t.expirable_snapshots for t in self.tables),
@@ -160,26 +180,38 @@ class LakeOverview:
         }
 
     def markdown(self, tables: int = 20, partitions: int = 20) -> str:
-        lines = ["## What to fix first", "",
-                 "Ranked by expected benefit (file opens saved per full scan), then status. "
-                 f"{self.counts()['critical']} critical, {self.counts()['warning']} warning, "
-                 f"{self.counts()['healthy']} healthy.", "",
-                 "| # | table | status | score | files saved | manifests saved | snapshots to expire | "
-                 "rewrite MB | first action | why |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+        lines = [
+            "## What to fix first",
+            "",
+            "Ranked by expected benefit (file opens saved per full scan), then status. "
+            f"{self.counts()['critical']} critical, {self.counts()['warning']} warning, "
+            f"{self.counts()['healthy']} healthy.",
+            "",
+            "| # | table | status | score | files saved | manifests saved | snapshots to expire | "
+            "rewrite MB | first action | why |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for i, t in enumerate(self.tables[:tables], 1):
             first = _cell(t.actions[0] if t.actions else "-")
-            lines.append(f"| {i} | `{t.table}` | {t.status.value} | {t.score} | {t.files_saved} | "
-                         f"{t.manifests_saved} | {t.expirable_snapshots} | {t.rewrite_bytes / MiB:.1f} | {first} | "
-                         f"{_cell(t.why)} |")
+            lines.append(
+                f"| {i} | `{t.table}` | {t.status.value} | {t.score} | {t.files_saved} | "
+                f"{t.manifests_saved} | {t.expirable_snapshots} | {t.rewrite_bytes / MiB:.1f} | {first} | "
+                f"{_cell(t.why)} |"
+            )
         if self.partitions:
-            lines += ["", "## Partitions with the largest benefit", "",
-                      "| # | table | partition | files | expected files | delete files | files saved | "
-                      "rewrite MB | why |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                "",
+                "## Partitions with the largest benefit",
+                "",
+                "| # | table | partition | files | expected files | delete files | files saved | "
+                "rewrite MB | why |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
             for i, p in enumerate(self.partitions[:partitions], 1):
-                lines.append(f"| {i} | `{p.table}` | `{p.partition}` | {p.data_files} | {p.expected_files} | "
-                             f"{p.delete_files} | {p.files_saved} | {p.rewrite_bytes / MiB:.1f} | {_cell(p.why)} |")
+                lines.append(
+                    f"| {i} | `{p.table}` | `{p.partition}` | {p.data_files} | {p.expected_files} | "
+                    f"{p.delete_files} | {p.files_saved} | {p.rewrite_bytes / MiB:.1f} | {_cell(p.why)} |"
+                )
         return "\n".join(lines)
 
 
@@ -190,16 +222,34 @@ def _cell(text: str) -> str:
 def priority_key(t: TableBenefit, found_at: float | None = None) -> tuple[int, float, int, int, int, str]:
     """The one ranking of tables, best first: benefit, then the finding's age (``found_at``, epoch s,
     oldest first; unknown ages tie), then status, snapshots to expire, score and name."""
-    return (-t.benefit, found_at if found_at is not None else 0.0, -t.status.rank, -t.expirable_snapshots,
-            t.score, t.table)
+    return (
+        -t.benefit,
+        found_at if found_at is not None else 0.0,
+        -t.status.rank,
+        -t.expirable_snapshots,
+        t.score,
+        t.table,
+    )
 
 
 def lake_overview(healths: Sequence[TableHealth], top_partitions: int = 50) -> LakeOverview:
     tables = sorted((table_benefit(h) for h in healths), key=priority_key)
-    parts = sorted((p for h in healths for p in partition_benefits(h.stats, h.policy, h.table)),
-                   key=lambda p: (-p.files_saved, p.rewrite_bytes, p.table, p.partition))
+    parts = sorted(
+        (p for h in healths for p in partition_benefits(h.stats, h.policy, h.table)),
+        key=lambda p: (-p.files_saved, p.rewrite_bytes, p.table, p.partition),
+    )
     return LakeOverview(tuple(tables), tuple(parts[:top_partitions]))
 
 
-__all__ = ["TableHealth", "evaluate", "PartitionBenefit", "TableBenefit", "partition_benefits",
-           "table_benefit", "priority_key", "LakeOverview", "lake_overview", "Severity"]
+__all__ = [
+    "TableHealth",
+    "evaluate",
+    "PartitionBenefit",
+    "TableBenefit",
+    "partition_benefits",
+    "table_benefit",
+    "priority_key",
+    "LakeOverview",
+    "lake_overview",
+    "Severity",
+]

@@ -76,8 +76,14 @@ def snapshot_points(table: Table) -> tuple[tuple[SnapshotPoint, ...], tuple[RefP
     md = table.metadata
     snaps = tuple(SnapshotPoint(s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms) for s in md.snapshots)
     refs = tuple(
-        RefPoint(name, str(getattr(r.snapshot_ref_type, "value", r.snapshot_ref_type)) == "branch",
-                 r.snapshot_id, r.max_ref_age_ms, r.max_snapshot_age_ms, r.min_snapshots_to_keep)
+        RefPoint(
+            name,
+            str(getattr(r.snapshot_ref_type, "value", r.snapshot_ref_type)) == "branch",
+            r.snapshot_id,
+            r.max_ref_age_ms,
+            r.max_snapshot_age_ms,
+            r.min_snapshots_to_keep,
+        )
         for name, r in md.refs.items()
     )
     raw = md.properties.get(MAX_REF_AGE_PROPERTY)
@@ -110,12 +116,24 @@ class RetentionFacts(Protocol):
 
 def expiry_forecast(stats: RetentionFacts, policy: Policy) -> ExpiryForecast:
     """What expire_snapshots would remove now under ``policy`` (now = when the stats were taken)."""
-    return forecast(stats.snapshot_points, stats.snapshot_refs, cutoff_age_hours(stats.snapshots, policy),
-                    policy.snapshots.min_keep, stats.evaluated_at * 1000, stats.max_ref_age_ms)
+    return forecast(
+        stats.snapshot_points,
+        stats.snapshot_refs,
+        cutoff_age_hours(stats.snapshots, policy),
+        policy.snapshots.min_keep,
+        stats.evaluated_at * 1000,
+        stats.max_ref_age_ms,
+    )
 
 
-def forecast(snaps: Iterable[SnapshotPoint], refs: Iterable[RefPoint], cutoff_hours: float, min_keep: int,
-             now_ms: float, default_max_ref_age_ms: int | None = None) -> ExpiryForecast:
+def forecast(
+    snaps: Iterable[SnapshotPoint],
+    refs: Iterable[RefPoint],
+    cutoff_hours: float,
+    min_keep: int,
+    now_ms: float,
+    default_max_ref_age_ms: int | None = None,
+) -> ExpiryForecast:
     """Iceberg's expire_snapshots(older_than = now - cutoff_hours, retain_last = min_keep)."""
     by_id = {s.snapshot_id: s for s in snaps}
     older_than = now_ms - cutoff_hours * 3_600_000

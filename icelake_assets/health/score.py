@@ -3,9 +3,11 @@
 **Score** — Apache Amoro's health score (``CommonPartitionEvaluator.getHealthScore``), computed over
 the whole table with this project's policy knobs::
 
-    score = ceil(100 - table_factor * (40 * small_file_penalty
-                                       + 40 * equality_delete_penalty
-                                       + 20 * position_delete_penalty))
+    score = ceil(
+        100
+        - table_factor
+        * (40 * small_file_penalty + 40 * equality_delete_penalty + 20 * position_delete_penalty)
+    )
 
 * ``small_file_penalty = 1 - min(avg_file_size, min_target) / min_target``, with
   ``min_target = small_file_ratio x target file size`` (75 % of the target by default);
@@ -57,8 +59,11 @@ class HealthScore:
     penalties: dict[str, float] = field(default_factory=dict)  # each in [0, 1], before weights
 
     def metrics(self) -> dict[str, float | int]:
-        return {"health_score": self.score, "health_table_factor": round(self.table_factor, 4),
-                **{f"health_penalty_{k}": round(v, 4) for k, v in self.penalties.items()}}
+        return {
+            "health_score": self.score,
+            "health_table_factor": round(self.table_factor, 4),
+            **{f"health_penalty_{k}": round(v, 4) for k, v in self.penalties.items()},
+        }
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -87,4 +92,5 @@ def health_score(stats: TableStats, policy: Policy) -> HealthScore:
 def health_status(findings: Iterable[Finding]) -> HealthStatus:
     worst = max((f.severity.rank for f in findings), default=0)
     return {Severity.OK.rank: HealthStatus.HEALTHY, Severity.WARN.rank: HealthStatus.WARNING}.get(
-        worst, HealthStatus.CRITICAL)
+        worst, HealthStatus.CRITICAL
+    )

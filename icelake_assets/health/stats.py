@@ -25,8 +25,16 @@ from icelake_assets.health.manifests import UNPARTITIONED, ManifestMeta, Manifes
 from icelake_assets.health.retention import RefPoint, SnapshotPoint, snapshot_points
 from icelake_assets.settings import MAX_TARGET_FILE_BYTES, Policy
 
-__all__ = ["UNPARTITIONED", "FileRow", "ManifestCache", "PartitionStats", "TableStats", "compute_table_stats",
-           "target_file_size", "MAINTENANCE_OPERATION"]
+__all__ = [
+    "UNPARTITIONED",
+    "FileRow",
+    "ManifestCache",
+    "PartitionStats",
+    "TableStats",
+    "compute_table_stats",
+    "target_file_size",
+    "MAINTENANCE_OPERATION",
+]
 
 MiB = 1024 * 1024
 # Iceberg's snapshot operation of rewrites (rewrite_data_files, rewrite_manifests, rewrite of
@@ -40,8 +48,14 @@ DEFAULT_MANIFEST_TARGET = 8 * MiB
 SMALL_MANIFEST_RATIO = 0.75
 # File-size distribution buckets (upper bounds), plotted as one metric per bucket.
 SIZE_BUCKETS: tuple[tuple[str, float], ...] = (
-    ("lt_1mb", 1 * MiB), ("1_8mb", 8 * MiB), ("8_32mb", 32 * MiB), ("32_64mb", 64 * MiB),
-    ("64_128mb", 128 * MiB), ("128_256mb", 256 * MiB), ("256_512mb", 512 * MiB), ("ge_512mb", float("inf")),
+    ("lt_1mb", 1 * MiB),
+    ("1_8mb", 8 * MiB),
+    ("8_32mb", 32 * MiB),
+    ("32_64mb", 64 * MiB),
+    ("64_128mb", 128 * MiB),
+    ("128_256mb", 256 * MiB),
+    ("256_512mb", 512 * MiB),
+    ("ge_512mb", float("inf")),
 )
 
 
@@ -172,7 +186,9 @@ class TableStats:
         return (self.data_files + self.delete_files) / self.manifests if self.manifests else 0.0
 
     def worst_partitions(self, limit: int = 10) -> list[PartitionStats]:
-        return sorted(self.partitions.values(), key=lambda p: (-p.small_files, -p.data_files, p.partition))[:limit]
+        return sorted(self.partitions.values(), key=lambda p: (-p.small_files, -p.data_files, p.partition))[
+            :limit
+        ]
 
 
 def target_file_size(table: Table, policy: Policy) -> int:
@@ -202,6 +218,7 @@ def sort_key(table: Table) -> tuple[int | None, str | None]:
 
 
 # -- snapshots and activity (table metadata only) ------------------------------------------------
+
 
 def _snapshot_facts(table: Table, stats: TableStats, now: float, window_minutes: float) -> None:
     snapshots = table.metadata.snapshots
@@ -233,6 +250,7 @@ def _snapshot_facts(table: Table, stats: TableStats, now: float, window_minutes:
 
 # -- manifests (aggregated, memoized per manifest list) ------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Content:
     """Everything computed from the manifests of one snapshot under one set of knobs."""
@@ -251,7 +269,9 @@ def _overlapping(lower: Sequence[Any], upper: Sequence[Any]) -> np.ndarray:
     if len(known) < 2:
         return flags
     kinds = {type(lower[i]) for i in known} | {type(upper[i]) for i in known}
-    dtype = np.float64 if kinds <= {int, float} and float in kinds else (np.int64 if kinds <= {int} else object)
+    dtype = (
+        np.float64 if kinds <= {int, float} and float in kinds else (np.int64 if kinds <= {int} else object)
+    )
     lo = np.array([lower[i] for i in known], dtype=dtype)
     hi = np.array([upper[i] for i in known], dtype=dtype)
     order = np.argsort(lo, kind="stable")
@@ -265,8 +285,14 @@ def _overlapping(lower: Sequence[Any], upper: Sequence[Any]) -> np.ndarray:
     return flags
 
 
-def _aggregate(table: Table, metas: Sequence[ManifestMeta], summaries: Sequence[ManifestSummary],
-               policy: Policy, target: int, sort_column: str | None) -> _Content:
+def _aggregate(
+    table: Table,
+    metas: Sequence[ManifestMeta],
+    summaries: Sequence[ManifestSummary],
+    policy: Policy,
+    target: int,
+    sort_column: str | None,
+) -> _Content:
     sf = policy.small_files
     small_limit = target * sf.small_file_ratio
     fragment_limit = target / FRAGMENT_RATIO
@@ -326,42 +352,74 @@ def _aggregate(table: Table, metas: Sequence[ManifestMeta], summaries: Sequence[
         return np.bincount(part[mask], weights=w, minlength=n_parts).astype(np.int64)
 
     p_files, p_bytes, p_recs = per_part(data), per_part(data, size), per_part(data, recs)
-    p_small, p_frag, p_old, p_unsorted = per_part(small), per_part(fragment), per_part(old_data), per_part(unsorted)
+    p_small, p_frag, p_old, p_unsorted = (
+        per_part(small),
+        per_part(fragment),
+        per_part(old_data),
+        per_part(unsorted),
+    )
     p_pos, p_eq = per_part(pos), per_part(eq)
     p_del_recs, p_del_bytes = per_part(pos | eq, recs), per_part(pos | eq, size)
     partitions = {}
     for label, g in index.items():
         spec_id, values = first_seen[g]
         partitions[label] = PartitionStats(
-            partition=label, data_files=int(p_files[g]), data_bytes=int(p_bytes[g]), records=int(p_recs[g]),
-            small_files=int(p_small[g]), delete_files=int(p_pos[g] + p_eq[g]), position_delete_files=int(p_pos[g]),
-            equality_delete_files=int(p_eq[g]), delete_records=int(p_del_recs[g]), delete_bytes=int(p_del_bytes[g]),
-            fragment_files=int(p_frag[g]), old_spec_files=int(p_old[g]), unsorted_files=int(p_unsorted[g]),
-            spec_id=spec_id, values=tuple(values),
+            partition=label,
+            data_files=int(p_files[g]),
+            data_bytes=int(p_bytes[g]),
+            records=int(p_recs[g]),
+            small_files=int(p_small[g]),
+            delete_files=int(p_pos[g] + p_eq[g]),
+            position_delete_files=int(p_pos[g]),
+            equality_delete_files=int(p_eq[g]),
+            delete_records=int(p_del_recs[g]),
+            delete_bytes=int(p_del_bytes[g]),
+            fragment_files=int(p_frag[g]),
+            old_spec_files=int(p_old[g]),
+            unsorted_files=int(p_unsorted[g]),
+            spec_id=spec_id,
+            values=tuple(values),
         )
 
     bucket_edges = np.array([edge for _, edge in SIZE_BUCKETS[:-1]])
-    bucket_counts = np.bincount(np.searchsorted(bucket_edges, dsize, side="right"), minlength=len(SIZE_BUCKETS))
+    bucket_counts = np.bincount(
+        np.searchsorted(bucket_edges, dsize, side="right"), minlength=len(SIZE_BUCKETS)
+    )
     pct = np.percentile(dsize, [10, 50, 90]).astype(np.int64) if len(dsize) else np.zeros(3, dtype=np.int64)
     entries = [m.files for m in metas]
     totals: dict[str, Any] = dict(
-        data_files=int(data.sum()), data_bytes=int(dsize.sum()), records=int(recs[data].sum()),
-        small_files=int(small.sum()), small_file_bytes=int(size[small].sum()), small_file_limit_bytes=int(small_limit),
+        data_files=int(data.sum()),
+        data_bytes=int(dsize.sum()),
+        records=int(recs[data].sum()),
+        small_files=int(small.sum()),
+        small_file_bytes=int(size[small].sum()),
+        small_file_limit_bytes=int(small_limit),
         fragment_files=int(fragment.sum()),
-        file_size_min=int(dsize.min()) if len(dsize) else 0, file_size_max=int(dsize.max()) if len(dsize) else 0,
-        file_size_p10=int(pct[0]), file_size_p50=int(pct[1]), file_size_p90=int(pct[2]),
-        size_histogram={name: int(c) for (name, _), c in zip(SIZE_BUCKETS, bucket_counts.tolist(), strict=False)},
-        position_delete_files=int(pos.sum()), equality_delete_files=int(eq.sum()),
-        delete_bytes=int(size[pos | eq].sum()), position_delete_records=int(recs[pos].sum()),
+        file_size_min=int(dsize.min()) if len(dsize) else 0,
+        file_size_max=int(dsize.max()) if len(dsize) else 0,
+        file_size_p10=int(pct[0]),
+        file_size_p50=int(pct[1]),
+        file_size_p90=int(pct[2]),
+        size_histogram={
+            name: int(c) for (name, _), c in zip(SIZE_BUCKETS, bucket_counts.tolist(), strict=False)
+        },
+        position_delete_files=int(pos.sum()),
+        equality_delete_files=int(eq.sum()),
+        delete_bytes=int(size[pos | eq].sum()),
+        position_delete_records=int(recs[pos].sum()),
         equality_delete_records=int(recs[eq].sum()),
-        manifests=len(metas), data_manifests=sum(1 for m in metas if m.content == 0),
+        manifests=len(metas),
+        data_manifests=sum(1 for m in metas if m.content == 0),
         delete_manifests=sum(1 for m in metas if m.content != 0),
         small_manifests=sum(1 for m in metas if m.length < manifest_small),
-        manifest_bytes=sum(m.length for m in metas), max_entries_per_manifest=max(entries, default=0),
-        old_spec_files=int(old_data.sum()), unsorted_files=int(unsorted.sum()),
+        manifest_bytes=sum(m.length for m in metas),
+        max_entries_per_manifest=max(entries, default=0),
+        old_spec_files=int(old_data.sum()),
+        unsorted_files=int(unsorted.sum()),
         drift_files=int((old_data | unsorted).sum()),
         compaction_candidates=sorted(
-            p.partition for p in partitions.values()
+            p.partition
+            for p in partitions.values()
             if p.data_files > sf.max_files_per_partition and p.avg_file_bytes < sf.max_avg_file_bytes
         ),
     )
@@ -394,9 +452,18 @@ def compute_table_stats(
         return stats
     sf = policy.small_files
     # Everything _aggregate reads; the manifest list path stands for the (immutable) manifests.
-    key = (snap.manifest_list, target, sf.small_file_ratio, sf.max_files_per_partition,
-           sf.max_avg_file_bytes, md.default_spec_id, sort_field, _manifest_target(table),
-           tuple(sorted((i, str(s)) for i, s in table.specs().items())), str(table.schema()))
+    key = (
+        snap.manifest_list,
+        target,
+        sf.small_file_ratio,
+        sf.max_files_per_partition,
+        sf.max_avg_file_bytes,
+        md.default_spec_id,
+        sort_field,
+        _manifest_target(table),
+        tuple(sorted((i, str(s)) for i, s in table.specs().items())),
+        str(table.schema()),
+    )
     content = cache.aggregate(key)
     if content is None:
         reads_before = cache.reads

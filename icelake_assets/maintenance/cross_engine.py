@@ -48,8 +48,9 @@ class CrossEngineResult:
         return len({(r.rows, r.checksum) for r in self.reads}) == 1
 
     def describe(self) -> str:
-        return ", ".join(f"{r.engine}: {r.rows} rows, {self.kind}({self.column}) = {r.checksum}"
-                         for r in self.reads)
+        return ", ".join(
+            f"{r.engine}: {r.rows} rows, {self.kind}({self.column}) = {r.checksum}" for r in self.reads
+        )
 
 
 def checksum_column(table: Table) -> tuple[str, str]:
@@ -94,8 +95,11 @@ def duckdb_read(table: Table, column: str, kind: str) -> EngineRead:
         for package in _EXTENSIONS:
             con.execute(f"LOAD {_duckdb_string(extension_path(package))}")
         col = '"' + column.replace('"', '""') + '"'
-        expr = {"sum": f"coalesce(sum({col}), 0)", "length": f"coalesce(sum(length({col})), 0)",
-                "count": f"count({col})"}[kind]
+        expr = {
+            "sum": f"coalesce(sum({col}), 0)",
+            "length": f"coalesce(sum(length({col})), 0)",
+            "count": f"count({col})",
+        }[kind]
         location = _local(table.metadata_location)
         row = con.execute(f"SELECT count(*), {expr} FROM iceberg_scan(?)", [location]).fetchone()
         rows, checksum = cast(tuple[int, Any], row)  # an aggregate: always one row
@@ -117,14 +121,18 @@ def pyiceberg_read(table: Table, column: str, kind: str, snapshot_id: int | None
     return EngineRead("pyiceberg", len(data), int(checksum))
 
 
-def spark_read(spark: SparkSession, ref: TableRef, column: str, kind: str,
-               snapshot_id: int | None) -> EngineRead:
+def spark_read(
+    spark: SparkSession, ref: TableRef, column: str, kind: str, snapshot_id: int | None
+) -> EngineRead:
     reader = spark.read.format("iceberg")
     if snapshot_id is not None:
         reader = reader.option("snapshot-id", str(int(snapshot_id)))
     col = F.col(quote_identifier(column))
-    agg = {"sum": F.coalesce(F.sum(col), F.lit(0)), "length": F.coalesce(F.sum(F.length(col)), F.lit(0)),
-           "count": F.count(col)}[kind]
+    agg = {
+        "sum": F.coalesce(F.sum(col), F.lit(0)),
+        "length": F.coalesce(F.sum(F.length(col)), F.lit(0)),
+        "count": F.count(col),
+    }[kind]
     row = reader.load(table_identifier(ref)).agg(F.count(F.lit(1)).alias("n"), agg.alias("c")).collect()[0]
     return EngineRead("spark", int(row["n"]), int(row["c"]))
 
@@ -134,6 +142,9 @@ def cross_engine_check(spark: SparkSession, ref: TableRef, table: Table) -> Cros
     table.refresh()
     snapshot_id = current_snapshot_id(table)
     column, kind = checksum_column(table)
-    reads = (spark_read(spark, ref, column, kind, snapshot_id),
-             pyiceberg_read(table, column, kind, snapshot_id), duckdb_read(table, column, kind))
+    reads = (
+        spark_read(spark, ref, column, kind, snapshot_id),
+        pyiceberg_read(table, column, kind, snapshot_id),
+        duckdb_read(table, column, kind),
+    )
     return CrossEngineResult(column, kind, reads)

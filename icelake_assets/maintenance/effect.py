@@ -58,8 +58,12 @@ def policy_hash(policy: Policy) -> str:
 def _finding_effect(op: str, finding: Finding, progress: str) -> OpEffect:
     if finding.passed:
         return OpEffect(op, "effective", f"{finding.check} passes: {finding.summary}", finding.check)
-    return OpEffect(op, "ineffective",
-                    f"{finding.check} still fails after {op} ({progress}): {finding.summary}", finding.check)
+    return OpEffect(
+        op,
+        "ineffective",
+        f"{finding.check} still fails after {op} ({progress}): {finding.summary}",
+        finding.check,
+    )
 
 
 def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Policy) -> OpEffect:
@@ -68,9 +72,13 @@ def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Polic
     finding = small_files_finding(after, policy)
     if res.get("snapshots_committed", 1) == 0:
         error = f" ({res['error']})" if res.get("error") else ""
-        return OpEffect("rewrite_data_files", "ineffective",
-                        f"Iceberg committed nothing for {len(named)} named partitions{error}", finding.check,
-                        tuple(named))
+        return OpEffect(
+            "rewrite_data_files",
+            "ineffective",
+            f"Iceberg committed nothing for {len(named)} named partitions{error}",
+            finding.check,
+            tuple(named),
+        )
     still = tuple(p for p in named if p in set(after.compaction_candidates))
     progress = f"{res.get('data_files_before')} → {res.get('data_files_after')} data files"
     # A rewrite that applied deletes is done only when its partitions hold no delete files any more.
@@ -78,22 +86,34 @@ def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Polic
     if not still and left and "delete-file-threshold" in (res.get("options") or {}):
         deletes = delete_files_finding(after, policy)
         error = f"; {res['dangling_deletes_error']}" if res.get("dangling_deletes_error") else ""
-        return OpEffect("rewrite_data_files", "partial",
-                        f"its partitions are compacted ({progress}) but still hold {left} delete files "
-                        f"({deletes.check}: {deletes.summary}){error}", deletes.check,
-                        tuple(p for p in named if p in after.partitions and after.partitions[p].delete_files))
+        return OpEffect(
+            "rewrite_data_files",
+            "partial",
+            f"its partitions are compacted ({progress}) but still hold {left} delete files "
+            f"({deletes.check}: {deletes.summary}){error}",
+            deletes.check,
+            tuple(p for p in named if p in after.partitions and after.partitions[p].delete_files),
+        )
     if not still:
-        return OpEffect("rewrite_data_files", "effective",
-                        f"none of its {len(named)} partitions is a compaction candidate any more "
-                        f"({progress})", finding.check)
+        return OpEffect(
+            "rewrite_data_files",
+            "effective",
+            f"none of its {len(named)} partitions is a compaction candidate any more ({progress})",
+            finding.check,
+        )
     effect: Effect = "partial" if len(still) < len(named) else "ineffective"
     worst = after.partitions.get(still[0])
-    detail = (f"{still[0]} still holds {worst.data_files} files ({worst.small_files} small)"
-              if worst else still[0])
-    return OpEffect("rewrite_data_files", effect,
-                    f"{len(still)} of {len(named)} partitions are still compaction candidates ({progress}; "
-                    f"e.g. {detail}; max {policy.small_files.max_files_per_partition} files per partition)",
-                    finding.check, still)
+    detail = (
+        f"{still[0]} still holds {worst.data_files} files ({worst.small_files} small)" if worst else still[0]
+    )
+    return OpEffect(
+        "rewrite_data_files",
+        effect,
+        f"{len(still)} of {len(named)} partitions are still compaction candidates ({progress}; "
+        f"e.g. {detail}; max {policy.small_files.max_files_per_partition} files per partition)",
+        finding.check,
+        still,
+    )
 
 
 def verify_effects(ops: Sequence[Mapping[str, Any]], after: TableStats, policy: Policy) -> list[OpEffect]:
@@ -131,8 +151,9 @@ def run_outcome(effects: Sequence[OpEffect]) -> Effect | None:
     return max((e.effect for e in effects), key=_RANK.__getitem__, default=None)
 
 
-def relaunch_hold(last: Mapping[str, str] | None, current_snapshot_id: int | None, policy: Policy,
-                  age_hours: float | None) -> str | None:
+def relaunch_hold(
+    last: Mapping[str, str] | None, current_snapshot_id: int | None, policy: Policy, age_hours: float | None
+) -> str | None:
     """Why the sensor must not launch again, or None.
 
     ``last``: the run tags of the table's latest maintenance run that recorded an outcome;
@@ -148,6 +169,8 @@ def relaunch_hold(last: Mapping[str, str] | None, current_snapshot_id: int | Non
     backoff = policy.loop.relaunch_backoff_hours
     if age_hours is None or age_hours >= backoff:
         return None
-    return (f"the last maintenance run left its findings failing (ineffective) and neither the table nor its "
-            f"policy changed since; next attempt after the {backoff:g} h backoff "
-            f"({backoff - age_hours:.1f} h left) or on a policy change")
+    return (
+        f"the last maintenance run left its findings failing (ineffective) and neither the table nor its "
+        f"policy changed since; next attempt after the {backoff:g} h backoff "
+        f"({backoff - age_hours:.1f} h left) or on a policy change"
+    )

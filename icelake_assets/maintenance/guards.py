@@ -31,7 +31,11 @@ class Verdict:
 
 def estimated_rewrite_bytes(stats: TableStats, partitions: Sequence[str] | None = None) -> int:
     """Bytes a rewrite reads and writes again: the candidate partitions' data (in scope)."""
-    scope = stats.compaction_candidates if partitions is None else [p for p in partitions if p in stats.partitions]
+    scope = (
+        stats.compaction_candidates
+        if partitions is None
+        else [p for p in partitions if p in stats.partitions]
+    )
     return sum(stats.partitions[p].data_bytes for p in scope)
 
 
@@ -47,14 +51,26 @@ def evaluate_guards(
     if not acting:
         return Verdict("skip", "; ".join(d.reason for d in decisions) or "no maintenance op enabled")
     last_write = stats.last_writer_commit_age_minutes
-    writer = {"last_writer_commit_age_minutes": -1.0 if last_write is None else round(last_write, 2),
-              "quiet_period_minutes": quiet_period_minutes}
+    writer = {
+        "last_writer_commit_age_minutes": -1.0 if last_write is None else round(last_write, 2),
+        "quiet_period_minutes": quiet_period_minutes,
+    }
     if last_write is not None and last_write < quiet_period_minutes:
-        return Verdict("defer", f"a writer committed {last_write:.1f} min ago, inside the quiet period of "
-                                f"{quiet_period_minutes:g} min", acting, writer)
+        return Verdict(
+            "defer",
+            f"a writer committed {last_write:.1f} min ago, inside the quiet period of "
+            f"{quiet_period_minutes:g} min",
+            acting,
+            writer,
+        )
     cost = estimated_rewrite_bytes(stats, partitions) if "rewrite_data_files" in acting else 0
     details = {**writer, "estimated_rewrite_bytes": cost, "max_rewrite_bytes": max_rewrite_bytes}
     if cost > max_rewrite_bytes and not approved:
-        return Verdict("hold", f"rewrite of {cost} bytes is over the cap of {max_rewrite_bytes} bytes: awaiting "
-                               f"approval (launch with tag {APPROVAL_TAG}=true)", acting, details)
+        return Verdict(
+            "hold",
+            f"rewrite of {cost} bytes is over the cap of {max_rewrite_bytes} bytes: awaiting "
+            f"approval (launch with tag {APPROVAL_TAG}=true)",
+            acting,
+            details,
+        )
     return Verdict("launch", "; ".join(d.reason for d in decisions if d.act), acting, details)

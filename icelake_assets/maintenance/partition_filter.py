@@ -79,6 +79,7 @@ def time_window(transform: str, value: str) -> tuple[datetime, datetime]:
 
 # -- values of health's partitions ------------------------------------------------------------------
 
+
 def parse_label(label: str) -> list[tuple[str, str]]:
     """``name=value/...`` (pyiceberg's partition_to_path, both parts quote_plus'ed) → [(name, value)]."""
     if label == UNPARTITIONED or not label:
@@ -92,8 +93,9 @@ def parse_label(label: str) -> list[tuple[str, str]]:
     return out
 
 
-def partition_values(layout: PartitionLayout, label: str, spec_id: int | None = None,
-                     raw: Sequence[Any] = ()) -> tuple[PartitionValues, ...]:
+def partition_values(
+    layout: PartitionLayout, label: str, spec_id: int | None = None, raw: Sequence[Any] = ()
+) -> tuple[PartitionValues, ...]:
     """The dimension values one partition of health's stats (label, its spec and raw values) may stand
     for; empty when that spec lacks a dimension (see the module notes on evolved specs).
 
@@ -131,14 +133,18 @@ def _matching_position(spec_fields: Sequence[LayoutField], dim: LayoutField) -> 
     if same:
         return same[0]
     if dim.kind == "time":
-        finer = [i for i, f in enumerate(spec_fields)
-                 if f.same_column(dim) and f.kind == "time" and GRAIN[f.transform] < GRAIN[dim.transform]]
+        finer = [
+            i
+            for i, f in enumerate(spec_fields)
+            if f.same_column(dim) and f.kind == "time" and GRAIN[f.transform] < GRAIN[dim.transform]
+        ]
         if finer:
             return max(finer, key=lambda i: GRAIN[spec_fields[i].transform])
     return None
 
 
 # -- Spark literals and predicates ---------------------------------------------------------------------
+
 
 def _column(f: LayoutField) -> str:
     return ".".join(quote_identifier(p) for p in f.source)
@@ -176,8 +182,12 @@ def _typed_literal(f: LayoutField, value: str) -> str:
                 moment = moment.replace(tzinfo=UTC)
             return _timestamp_literal(f, moment)
     except (ValueError, InvalidOperation):
-        raise PartitionFilterError(f"partition field {f.name!r}: {value!r} is not a {f.source_type} value") from None
-    raise PartitionFilterError(f"partition field {f.name!r}: {f.transform} on {f.source_type} cannot be filtered")
+        raise PartitionFilterError(
+            f"partition field {f.name!r}: {value!r} is not a {f.source_type} value"
+        ) from None
+    raise PartitionFilterError(
+        f"partition field {f.name!r}: {f.transform} on {f.source_type} cannot be filtered"
+    )
 
 
 def field_predicate(f: LayoutField, value: str | None, catalog: str) -> str:
@@ -195,7 +205,9 @@ def field_predicate(f: LayoutField, value: str | None, catalog: str) -> str:
         try:
             bucket = int(value)
         except ValueError:
-            raise PartitionFilterError(f"partition field {f.name!r}: bucket {value!r} is not a number") from None
+            raise PartitionFilterError(
+                f"partition field {f.name!r}: bucket {value!r} is not a number"
+            ) from None
         return f"{fn}.bucket({f.width}, {col}) = {bucket}"
     if f.kind == "truncate":
         return f"{fn}.truncate({f.width}, {col}) = {_typed_literal(f, value)}"
@@ -230,8 +242,10 @@ def where_clause(layout: PartitionLayout, catalog: str, partitions: Iterable[Par
         raise PartitionFilterError(f"{layout.table}: no partition selected")
     for p in wanted:
         if len(p) != len(dims):
-            raise PartitionFilterError(f"{layout.table}: {p!r} does not give one value per dimension "
-                                       f"({', '.join(d.name for d in dims)})")
+            raise PartitionFilterError(
+                f"{layout.table}: {p!r} does not give one value per dimension "
+                f"({', '.join(d.name for d in dims)})"
+            )
     time_pos = next((i for i, d in enumerate(dims) if d.kind == "time"), None)
     groups: dict[tuple[str | None, ...], list[str | None]] = {}
     for p in wanted:
@@ -243,7 +257,10 @@ def where_clause(layout: PartitionLayout, catalog: str, partitions: Iterable[Par
         preds = [field_predicate(d, v, catalog) for d, v in zip(others, rest, strict=False)]
         if time_pos is not None:
             tf = dims[time_pos]
-            alts = [time_range_predicate(tf, s, e) for s, e in _merged_ranges(tf, [t for t in times if t is not None])]
+            alts = [
+                time_range_predicate(tf, s, e)
+                for s, e in _merged_ranges(tf, [t for t in times if t is not None])
+            ]
             if None in times:
                 alts.append(field_predicate(tf, None, catalog))
             preds.append(alts[0] if len(alts) == 1 else "(" + " OR ".join(f"({a})" for a in alts) + ")")
@@ -252,6 +269,7 @@ def where_clause(layout: PartitionLayout, catalog: str, partitions: Iterable[Par
 
 
 # -- the scope of one run ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PartitionScope:
@@ -265,7 +283,9 @@ class PartitionScope:
         if not self.partitions:
             raise PartitionFilterError(f"{self.layout.table}: a partition scope needs at least one partition")
 
-    def values_of(self, label: str, spec_id: int | None = None, raw: Sequence[Any] = ()) -> list[PartitionValues]:
+    def values_of(
+        self, label: str, spec_id: int | None = None, raw: Sequence[Any] = ()
+    ) -> list[PartitionValues]:
         """The scope's partitions a partition of health's stats stands for (usually one or none)."""
         return [v for v in partition_values(self.layout, label, spec_id, raw) if v in self.partitions]
 
@@ -298,10 +318,17 @@ def value_key(value: str | None) -> str:
     Values starting with ``~`` are escaped too, so :func:`key_value` is exact."""
     if value is None:
         return NULL_KEY
-    if value and not value.startswith("~") and not any(s in value for s in _KEY_UNSAFE) \
-            and value == value.strip() and value.isprintable():
+    if (
+        value
+        and not value.startswith("~")
+        and not any(s in value for s in _KEY_UNSAFE)
+        and value == value.strip()
+        and value.isprintable()
+    ):
         return value
-    return _ESCAPED + "".join(c if _KEEP.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode()) for c in value)
+    return _ESCAPED + "".join(
+        c if _KEEP.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode()) for c in value
+    )
 
 
 def key_value(key: str) -> str | None:
@@ -310,5 +337,5 @@ def key_value(key: str) -> str | None:
         return None
     if key.startswith(_ESCAPED):
         # every character outside [A-Za-z0-9_-] was percent-encoded, '%' included: unquote is exact
-        return unquote(key[len(_ESCAPED):], errors="strict")
+        return unquote(key[len(_ESCAPED) :], errors="strict")
     return key

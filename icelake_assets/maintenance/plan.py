@@ -16,7 +16,7 @@ from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 
 # Iceberg's max-file-group-size-bytes default (100 GB): a partition larger than this is several groups.
-MAX_FILE_GROUP_BYTES = 100 * 1024 ** 3
+MAX_FILE_GROUP_BYTES = 100 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,11 @@ def _disabled(op: str, policy: Policy) -> Decision | None:
     """An op left out of policy.operations.enabled never acts, whatever its signal."""
     if op in policy.operations.enabled:
         return None
-    return Decision(op, False, f"disabled by policy (operations.enabled: {', '.join(policy.operations.enabled) or 'none'})")
+    return Decision(
+        op,
+        False,
+        f"disabled by policy (operations.enabled: {', '.join(policy.operations.enabled) or 'none'})",
+    )
 
 
 def decide_expire(stats: TableStats, policy: Policy) -> Decision:
@@ -41,30 +45,51 @@ def decide_expire(stats: TableStats, policy: Policy) -> Decision:
     if off := _disabled("expire_snapshots", policy):
         return off
     p = policy.snapshots
-    signals = {"snapshots": stats.snapshots, "oldest_snapshot_age_hours": round(stats.oldest_snapshot_age_hours, 2),
-               "max_snapshots": p.max_count, "max_snapshot_age_hours": p.max_age_hours,
-               "min_keep": p.min_keep, "min_snapshot_age_hours": p.min_age_hours}
+    signals = {
+        "snapshots": stats.snapshots,
+        "oldest_snapshot_age_hours": round(stats.oldest_snapshot_age_hours, 2),
+        "max_snapshots": p.max_count,
+        "max_snapshot_age_hours": p.max_age_hours,
+        "min_keep": p.min_keep,
+        "min_snapshot_age_hours": p.min_age_hours,
+    }
     if stats.snapshots <= p.min_keep:
-        return Decision("expire_snapshots", False,
-                        f"{stats.snapshots} snapshots, not above the minimum of {p.min_keep} to keep",
-                        signals)
+        return Decision(
+            "expire_snapshots",
+            False,
+            f"{stats.snapshots} snapshots, not above the minimum of {p.min_keep} to keep",
+            signals,
+        )
     if stats.snapshots > p.max_count:
         why = f"{stats.snapshots} snapshots > {p.max_count}"
     elif stats.oldest_snapshot_age_hours > p.max_age_hours:
         why = f"oldest snapshot {stats.oldest_snapshot_age_hours:.1f} h old > {p.max_age_hours:g} h"
     else:
-        return Decision("expire_snapshots", False,
-                        f"{stats.snapshots} snapshots ≤ {p.max_count} and none older than "
-                        f"{p.max_age_hours:g} h", signals)
+        return Decision(
+            "expire_snapshots",
+            False,
+            f"{stats.snapshots} snapshots ≤ {p.max_count} and none older than {p.max_age_hours:g} h",
+            signals,
+        )
     fc = expiry_forecast(stats, policy)
-    signals.update(expirable_snapshots=fc.count, kept_by_ref=fc.kept_by_ref, kept_newest=fc.kept_newest,
-                   kept_young=fc.kept_young, expire_older_than_hours=fc.cutoff_age_hours)
+    signals.update(
+        expirable_snapshots=fc.count,
+        kept_by_ref=fc.kept_by_ref,
+        kept_newest=fc.kept_newest,
+        kept_young=fc.kept_young,
+        expire_older_than_hours=fc.cutoff_age_hours,
+    )
     if not fc.count:
-        return Decision("expire_snapshots", False,
-                        f"{why}, but none may go yet: {kept_reason(fc, p.min_keep)}", signals)
-    return Decision("expire_snapshots", True,
-                    f"{why}: {fc.count} older than {fc.cutoff_age_hours:g} h beyond the newest {p.min_keep} "
-                    f"will go ({kept_reason(fc, p.min_keep)})", signals)
+        return Decision(
+            "expire_snapshots", False, f"{why}, but none may go yet: {kept_reason(fc, p.min_keep)}", signals
+        )
+    return Decision(
+        "expire_snapshots",
+        True,
+        f"{why}: {fc.count} older than {fc.cutoff_age_hours:g} h beyond the newest {p.min_keep} "
+        f"will go ({kept_reason(fc, p.min_keep)})",
+        signals,
+    )
 
 
 def expire_cutoff(stats: TableStats, policy: Policy, now: datetime | None = None) -> datetime:
@@ -79,20 +104,33 @@ def decide_orphans(orphan_count: int, orphan_bytes: int, policy: Policy) -> Deci
     if off := _disabled("remove_orphan_files", policy):
         return off
     p = policy.orphans
-    signals = {"orphan_files": orphan_count, "orphan_bytes": orphan_bytes, "max_orphans": p.max_count,
-               "orphan_older_than_hours": p.older_than_hours}
+    signals = {
+        "orphan_files": orphan_count,
+        "orphan_bytes": orphan_bytes,
+        "max_orphans": p.max_count,
+        "orphan_older_than_hours": p.older_than_hours,
+    }
     if orphan_count > p.max_count:
-        return Decision("remove_orphan_files", True,
-                        f"{orphan_count} orphan files older than {p.older_than_hours:g} h > {p.max_count}", signals)
-    return Decision("remove_orphan_files", False,
-                    f"{orphan_count} orphan files older than {p.older_than_hours:g} h ≤ {p.max_count}", signals)
+        return Decision(
+            "remove_orphan_files",
+            True,
+            f"{orphan_count} orphan files older than {p.older_than_hours:g} h > {p.max_count}",
+            signals,
+        )
+    return Decision(
+        "remove_orphan_files",
+        False,
+        f"{orphan_count} orphan files older than {p.older_than_hours:g} h ≤ {p.max_count}",
+        signals,
+    )
 
 
 def deletes_crossed(stats: TableStats, policy: Policy) -> bool:
     """Merge-on-read tables: delete files past their ratio make every read merge them, so compact."""
     p = policy.delete_files
-    return stats.delete_files > 0 and (stats.delete_file_ratio > p.max_file_ratio
-                                       or stats.delete_record_ratio > p.max_record_ratio)
+    return stats.delete_files > 0 and (
+        stats.delete_file_ratio > p.max_file_ratio or stats.delete_record_ratio > p.max_record_ratio
+    )
 
 
 def rewrite_candidates(stats: TableStats, policy: Policy) -> list[str]:
@@ -155,16 +193,19 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
         if rewritable(p, min_input, with_deletes):
             named.append(label)
         else:
-            excluded[label] = (f"{p.small_files} small file(s) under {small_file_limit(stats, policy)} "
-                               "bytes: Iceberg rewrites a group of at least 2")
+            excluded[label] = (
+                f"{p.small_files} small file(s) under {small_file_limit(stats, policy)} "
+                "bytes: Iceberg rewrites a group of at least 2"
+            )
     for label in chosen:
         if label not in parts:
             excluded[label] = "not in the table's current snapshot"
     # One group per partition, more when a partition exceeds Iceberg's max group size (100 GB default).
     groups = sum(max(1, math.ceil(parts[n].data_bytes / MAX_FILE_GROUP_BYTES)) for n in named)
     input_bytes = sum(parts[n].data_bytes for n in named)
-    partial = sf.partial_progress_enabled and (groups > sf.partial_progress_min_groups
-                                               or input_bytes > sf.partial_progress_min_bytes)
+    partial = sf.partial_progress_enabled and (
+        groups > sf.partial_progress_min_groups or input_bytes > sf.partial_progress_min_bytes
+    )
     options = {
         "target-file-size-bytes": str(stats.target_file_size_bytes),
         "min-input-files": str(min_input),
@@ -183,8 +224,9 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
     return RewritePlan(tuple(sorted(named)), excluded, options, groups, input_bytes)
 
 
-def decide_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | None = None,
-                   scope: str | None = None) -> Decision:
+def decide_rewrite(
+    stats: TableStats, policy: Policy, candidates: Sequence[str] | None = None, scope: str | None = None
+) -> Decision:
     """``candidates``/``scope``: a partitioned run considers only the candidates among its partitions
     (``scope`` describes them); None considers the whole table. Only partitions Iceberg will rewrite
     under the plan's options are named (see plan_rewrite)."""
@@ -195,11 +237,18 @@ def decide_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] 
     chosen = list(rp.partitions)
     files = sum(stats.partitions[c].data_files for c in chosen)
     deletes = sum(stats.partitions[c].delete_files for c in chosen)
-    signals = {"data_files": stats.data_files, "small_files": stats.small_files,
-               "candidate_partitions": len(chosen), "candidate_files": files,
-               "candidate_bytes": rp.input_bytes, "excluded_partitions": len(rp.excluded),
-               "planned_groups": rp.groups, "min_input_files": int(rp.options["min-input-files"]),
-               "max_files_per_partition": p.max_files_per_partition, "max_avg_file_bytes": p.max_avg_file_bytes}
+    signals = {
+        "data_files": stats.data_files,
+        "small_files": stats.small_files,
+        "candidate_partitions": len(chosen),
+        "candidate_files": files,
+        "candidate_bytes": rp.input_bytes,
+        "excluded_partitions": len(rp.excluded),
+        "planned_groups": rp.groups,
+        "min_input_files": int(rp.options["min-input-files"]),
+        "max_files_per_partition": p.max_files_per_partition,
+        "max_avg_file_bytes": p.max_avg_file_bytes,
+    }
     where = f" among the run's {scope}" if scope else ""
     if candidates is not None:
         signals["table_candidate_partitions"] = len(stats.compaction_candidates)
@@ -209,15 +258,26 @@ def decide_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] 
         first = next(iter(rp.excluded.items()))
         skipped = f"; {len(rp.excluded)} flagged partitions Iceberg would skip (e.g. {first[0]}: {first[1]})"
     if chosen:
-        why = (f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
-               f"averaging < {p.max_avg_file_bytes} bytes or past the delete-file ratio ({files} files"
-               f"{f', {deletes} delete files' if deletes else ''})") if deletes else (
-               f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
-               f"averaging < {p.max_avg_file_bytes} bytes ({files} files)")
+        why = (
+            (
+                f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
+                f"averaging < {p.max_avg_file_bytes} bytes or past the delete-file ratio ({files} files"
+                f"{f', {deletes} delete files' if deletes else ''})"
+            )
+            if deletes
+            else (
+                f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
+                f"averaging < {p.max_avg_file_bytes} bytes ({files} files)"
+            )
+        )
         return Decision("rewrite_data_files", True, why + skipped, signals)
-    return Decision("rewrite_data_files", False,
-                    f"no partition{where} has > {p.max_files_per_partition} files averaging < "
-                    f"{p.max_avg_file_bytes} bytes that Iceberg would rewrite{skipped}", signals)
+    return Decision(
+        "rewrite_data_files",
+        False,
+        f"no partition{where} has > {p.max_files_per_partition} files averaging < "
+        f"{p.max_avg_file_bytes} bytes that Iceberg would rewrite{skipped}",
+        signals,
+    )
 
 
 def decide_manifests(stats: TableStats, policy: Policy, rewrite_commits: int = 0) -> Decision:
@@ -231,9 +291,13 @@ def decide_manifests(stats: TableStats, policy: Policy, rewrite_commits: int = 0
     if stats.manifests > p.max_count:
         return Decision("rewrite_manifests", True, f"{stats.manifests} manifests > {p.max_count}", signals)
     if rewrite_commits > 1 and stats.manifests > 1:
-        return Decision("rewrite_manifests", True,
-                        f"rewrite_data_files committed {rewrite_commits} snapshots (partial progress): "
-                        f"consolidate their {stats.manifests} manifests", signals)
+        return Decision(
+            "rewrite_manifests",
+            True,
+            f"rewrite_data_files committed {rewrite_commits} snapshots (partial progress): "
+            f"consolidate their {stats.manifests} manifests",
+            signals,
+        )
     return Decision("rewrite_manifests", False, f"{stats.manifests} manifests ≤ {p.max_count}", signals)
 
 

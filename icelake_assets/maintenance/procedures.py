@@ -51,7 +51,10 @@ def call_procedure(spark: SparkSession, ref: TableRef, procedure: str, **args: A
     """``CALL `catalog`.system.procedure(table => '<quoted table>', name => value, ...)``."""
     if not procedure.isidentifier():
         raise ValueError(f"invalid procedure name {procedure!r}")
-    named = {"table": table_identifier(ref, with_catalog=False), **{k: v for k, v in args.items() if v is not None}}
+    named = {
+        "table": table_identifier(ref, with_catalog=False),
+        **{k: v for k, v in args.items() if v is not None},
+    }
     rendered = ", ".join(f"{name} => {sql_value(value)}" for name, value in named.items())
     sql = f"CALL {quote_identifier(ref.catalog)}.system.{procedure}({rendered})"
     return spark.sql(sql).collect()
@@ -61,8 +64,12 @@ def _single(rows: list[Row]) -> dict[str, Any]:
     return rows[0].asDict() if rows else {}
 
 
-def expire_snapshots(spark: SparkSession, ref: TableRef, older_than: datetime, retain_last: int) -> dict[str, Any]:
-    return _single(call_procedure(spark, ref, "expire_snapshots", older_than=older_than, retain_last=retain_last))
+def expire_snapshots(
+    spark: SparkSession, ref: TableRef, older_than: datetime, retain_last: int
+) -> dict[str, Any]:
+    return _single(
+        call_procedure(spark, ref, "expire_snapshots", older_than=older_than, retain_last=retain_last)
+    )
 
 
 def rewrite_data_files(
@@ -77,19 +84,31 @@ def rewrite_data_files(
         raise ValueError(f"unknown rewrite strategy {strategy!r} (binpack, sort)")
     return _single(
         call_procedure(
-            spark, ref, "rewrite_data_files", strategy=strategy, sort_order=sort_order,
-            options=dict(options) if options else None, where=where,
+            spark,
+            ref,
+            "rewrite_data_files",
+            strategy=strategy,
+            sort_order=sort_order,
+            options=dict(options) if options else None,
+            where=where,
         )
     )
 
 
-def rewrite_position_delete_files(spark: SparkSession, ref: TableRef,
-                                  options: Mapping[str, str] | None = None,
-                                  where: str | None = None) -> dict[str, Any]:
+def rewrite_position_delete_files(
+    spark: SparkSession, ref: TableRef, options: Mapping[str, str] | None = None, where: str | None = None
+) -> dict[str, Any]:
     """Rewrites position-delete files; with ``rewrite-all`` it takes every one in ``where`` and drops
     the deletes whose data file is gone (dangling), so a file holding only those is removed."""
-    return _single(call_procedure(spark, ref, "rewrite_position_delete_files",
-                                  options=dict(options) if options else None, where=where))
+    return _single(
+        call_procedure(
+            spark,
+            ref,
+            "rewrite_position_delete_files",
+            options=dict(options) if options else None,
+            where=where,
+        )
+    )
 
 
 def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
@@ -103,19 +122,22 @@ def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any
     good. No procedure does this, hence Iceberg's Java API through py4j (the table named quoted)."""
     jvm: Any = spark._jvm
     iceberg = jvm.org.apache.iceberg
-    table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession,
-                                                      table_identifier(ref))
+    table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table_identifier(ref))
     if table.specs().size() != 1 or not table.spec().isUnpartitioned():
         raise ValueError(f"{ref} is partitioned: use rewrite_data_files' remove-dangling-deletes option")
-    out: dict[str, Any] = {"removed_position_delete_files_count": 0, "removed_equality_delete_files_count": 0,
-                           "min_data_sequence_number": None}
+    out: dict[str, Any] = {
+        "removed_position_delete_files_count": 0,
+        "removed_equality_delete_files_count": 0,
+        "min_data_sequence_number": None,
+    }
     snap = table.currentSnapshot()
     if snap is None:
         return out
     io = table.io()
     # A manifest's min sequence number covers its live entries (MergingSnapshotProducer relies on it).
-    live = [m.minSequenceNumber() for m in snap.dataManifests(io)
-            if m.hasAddedFiles() or m.hasExistingFiles()]
+    live = [
+        m.minSequenceNumber() for m in snap.dataManifests(io) if m.hasAddedFiles() or m.hasExistingFiles()
+    ]
     min_seq = min(live) if live else None
     out["min_data_sequence_number"] = min_seq
     dangling = []
@@ -125,8 +147,11 @@ def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any
             while files.hasNext():
                 f = files.next()
                 kind, seq = f.content().name(), f.dataSequenceNumber()
-                if (min_seq is None or (kind == "POSITION_DELETES" and seq < min_seq)
-                        or (kind == "EQUALITY_DELETES" and seq <= min_seq)):
+                if (
+                    min_seq is None
+                    or (kind == "POSITION_DELETES" and seq < min_seq)
+                    or (kind == "EQUALITY_DELETES" and seq <= min_seq)
+                ):
                     dangling.append(f)
                     out[f"removed_{kind.split('_')[0].lower()}_delete_files_count"] += 1
         finally:

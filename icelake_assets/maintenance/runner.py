@@ -57,8 +57,9 @@ def _timed(op: str, table: Table, work: Callable[[], OpOutcome]) -> OpOutcome:
     return outcome
 
 
-def expire_snapshots(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
-                     stats_fn: StatsFn) -> OpOutcome:
+def expire_snapshots(
+    spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy, stats_fn: StatsFn
+) -> OpOutcome:
     def work() -> OpOutcome:
         stats = stats_fn(table)
         d = plan.decide_expire(stats, policy)
@@ -71,13 +72,21 @@ def expire_snapshots(spark_fn: Callable[[], SparkSession], ref: TableRef, table:
         after = len(table.metadata.snapshots)
         remaining = {s.snapshot_id for s in table.metadata.snapshots}
         removed = {p.snapshot_id for p in stats.snapshot_points} - remaining
-        res.update(snapshots_before=stats.snapshots, snapshots_after=after,
-                   snapshots_expired=len(removed), snapshots_forecast=len(forecast),
-                   older_than=cutoff.isoformat(), retain_last=policy.snapshots.min_keep)
+        res.update(
+            snapshots_before=stats.snapshots,
+            snapshots_after=after,
+            snapshots_expired=len(removed),
+            snapshots_forecast=len(forecast),
+            older_than=cutoff.isoformat(),
+            retain_last=policy.snapshots.min_keep,
+        )
         mismatch = _forecast_mismatch(forecast, removed, res.get("deleted_manifest_lists_count"))
-        res.update(forecast_mismatches=len(forecast ^ removed),
-                   expired_not_forecast=sorted(removed - forecast)[:20],
-                   forecast_not_expired=sorted(forecast - removed)[:20], forecast_mismatch=mismatch)
+        res.update(
+            forecast_mismatches=len(forecast ^ removed),
+            expired_not_forecast=sorted(removed - forecast)[:20],
+            forecast_not_expired=sorted(forecast - removed)[:20],
+            forecast_mismatch=mismatch,
+        )
         reason = f"{d.reason}; forecast mismatch: {mismatch}" if mismatch else d.reason
         return OpOutcome(d.op, True, reason, d.signals, res)
 
@@ -97,28 +106,34 @@ def _forecast_mismatch(forecast: set[int], removed: set[int], manifest_lists: An
     if forecast - removed:
         parts.append(f"{len(forecast - removed)} forecast that were kept (e.g. {min(forecast - removed)})")
     if isinstance(manifest_lists, int) and manifest_lists != len(removed):
-        parts.append(f"the procedure deleted {manifest_lists} manifest lists for {len(removed)} "
-                     "expired snapshots")
+        parts.append(
+            f"the procedure deleted {manifest_lists} manifest lists for {len(removed)} expired snapshots"
+        )
     if not parts:
         return None
     return f"forecast {len(forecast)} snapshots, Iceberg expired {len(removed)}: " + "; ".join(parts)
 
 
-def remove_orphan_files(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
-                        scan_fn: ScanFn) -> OpOutcome:
+def remove_orphan_files(
+    spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy, scan_fn: ScanFn
+) -> OpOutcome:
     """Delete exactly the orphans ``scan_fn`` decided on (health/orphans.py: not referenced, not hidden,
     not another table's, old enough), one by one through the table's own FileIO, then verify that every
     file the metadata references still exists (else raise ReferencedFilesMissingError).
 
     Iceberg's ``remove_orphan_files`` procedure is not called: it lists the whole location itself and
     would delete the files of a table nested inside it. So this op needs no Spark."""
+
     def work() -> OpOutcome:
         scan = scan_fn(table)
         info: dict[str, Any] = scan.summary()
         orphans = scan.removable
         d = plan.decide_orphans(len(orphans), sum(o.size for o in orphans), policy)
-        signals = {**d.signals, "hidden_files": scan.hidden_files,
-                   "skipped_other_tables": sum(scan.skipped.values())}
+        signals = {
+            **d.signals,
+            "hidden_files": scan.hidden_files,
+            "skipped_other_tables": sum(scan.skipped.values()),
+        }
         if scan.refused:
             return OpOutcome(d.op, False, f"never cleaned: {scan.refused}", signals, info)
         if not d.act:
@@ -139,8 +154,13 @@ def remove_orphan_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tab
             except OSError as err:
                 errors.append(f"{orphan.path}: {type(err).__name__}: {err}")
         checked = verify_referenced_files(table)
-        res = {**info, "orphans_removed": len(removed), "bytes_found": sum(o.size for o in scan.orphans),
-               "removed_sample": removed[:20], "referenced_files_verified": checked}
+        res = {
+            **info,
+            "orphans_removed": len(removed),
+            "bytes_found": sum(o.size for o in scan.orphans),
+            "removed_sample": removed[:20],
+            "referenced_files_verified": checked,
+        }
         reason = d.reason
         if errors:
             res["delete_errors"] = errors[:20]
@@ -150,9 +170,16 @@ def remove_orphan_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tab
     return _timed("remove_orphan_files", table, work)
 
 
-def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
-                       stats_fn: StatsFn, where: str | None = None, scope: PartitionScope | None = None,
-                       approved: bool = False) -> OpOutcome:
+def rewrite_data_files(
+    spark_fn: Callable[[], SparkSession],
+    ref: TableRef,
+    table: Table,
+    policy: Policy,
+    stats_fn: StatsFn,
+    where: str | None = None,
+    scope: PartitionScope | None = None,
+    approved: bool = False,
+) -> OpOutcome:
     """Compact the compaction candidates: all of the table's, or with ``scope`` only those among the
     run's partitions (the ``where`` then names exactly them).
 
@@ -163,50 +190,72 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
     the larger of Iceberg's count and the data files of those partitions. A Spark
     error does not raise: it is recorded in ``error`` with the partitions it left behind, so the
     caller decides whether to retry (and validation of what did commit still runs)."""
+
     def work() -> OpOutcome:
         stats = stats_fn(table)
         before_id = stats.current_snapshot_id
         candidates = plan.rewrite_candidates(stats, policy)
         if scope is not None:
-            candidates = [c for c in candidates
-                          if scope.contains(c, stats.partitions[c].spec_id, stats.partitions[c].values)]
-        d = plan.decide_rewrite(stats, policy, candidates if scope is not None else None,
-                                scope.describe() if scope is not None else None)
+            candidates = [
+                c
+                for c in candidates
+                if scope.contains(c, stats.partitions[c].spec_id, stats.partitions[c].values)
+            ]
+        d = plan.decide_rewrite(
+            stats,
+            policy,
+            candidates if scope is not None else None,
+            scope.describe() if scope is not None else None,
+        )
         if not d.act:
             return OpOutcome(d.op, False, d.reason, d.signals)
         rp = plan.plan_rewrite(stats, policy, candidates)
         candidates = list(rp.partitions)
         if scope is not None:
             parts = stats.partitions
-            scoped = scope.where([v for c in candidates
-                                  for v in scope.values_of(c, parts[c].spec_id, parts[c].values)])
+            scoped = scope.where(
+                [v for c in candidates for v in scope.values_of(c, parts[c].spec_id, parts[c].values)]
+            )
             run_where: str | None = f"({where}) AND ({scoped})" if where else scoped
         else:  # whole table: scope Iceberg to the planned partitions, so it rewrites what was priced
             table_where, covered = _table_where(table, ref, stats, candidates)
             run_where = f"({where}) AND ({table_where})" if where and table_where else (where or table_where)
             # What the where also takes (a coarser filter, or none) and Iceberg would rewrite is priced too.
             min_input, deletes = int(rp.options["min-input-files"]), "delete-file-threshold" in rp.options
-            extra = [c for c in covered if c not in rp.partitions
-                     and plan.rewritable(stats.partitions[c], min_input, deletes)]
+            extra = [
+                c
+                for c in covered
+                if c not in rp.partitions and plan.rewritable(stats.partitions[c], min_input, deletes)
+            ]
             candidates = sorted([*candidates, *extra])
         # The cost guard holds for every trigger: only an explicit approval (run tag) lifts it.
         cost = estimated_rewrite_bytes(stats, candidates)
         signals = {**d.signals, "estimated_rewrite_bytes": cost}
         if cost > policy.guards.max_rewrite_bytes and not approved:
-            return OpOutcome(d.op, False, f"held: rewriting {cost} bytes is over the cap of "
-                                          f"{policy.guards.max_rewrite_bytes} bytes; launch with the run tag "
-                                          f"{APPROVAL_TAG}=true to approve", signals)
+            return OpOutcome(
+                d.op,
+                False,
+                f"held: rewriting {cost} bytes is over the cap of "
+                f"{policy.guards.max_rewrite_bytes} bytes; launch with the run tag "
+                f"{APPROVAL_TAG}=true to approve",
+                signals,
+            )
         sf = policy.small_files
         strategy = "sort" if sf.strategy == "zorder" else sf.strategy
         if sf.strategy == "zorder":  # Iceberg spells z-order as a sort order expression
-            sort_order: str | None = f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
+            sort_order: str | None = (
+                f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
+            )
         else:
-            sort_order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
+            sort_order = (
+                ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
+            )
         options = rp.options
         error, fallback = None, False
         try:
-            res = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy, sort_order=sort_order,
-                                                options=options, where=run_where)
+            res = procedures.rewrite_data_files(
+                spark_fn(), ref, strategy=strategy, sort_order=sort_order, options=options, where=run_where
+            )
         except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
             res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
         single_commit = options["partial-progress.enabled"] == "false" and sf.partial_progress_enabled
@@ -215,9 +264,17 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
             # the groups that can be rewritten commit and only the failing ones are left behind.
             fallback, options = True, {**options, "partial-progress.enabled": "true"}
             try:
-                res, error = procedures.rewrite_data_files(spark_fn(), ref, strategy=strategy,
-                                                           sort_order=sort_order, options=options,
-                                                           where=run_where), None
+                res, error = (
+                    procedures.rewrite_data_files(
+                        spark_fn(),
+                        ref,
+                        strategy=strategy,
+                        sort_order=sort_order,
+                        options=options,
+                        where=run_where,
+                    ),
+                    None,
+                )
             except Exception as err:
                 res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
         after = stats_fn(_refreshed(table))
@@ -230,34 +287,55 @@ def rewrite_data_files(spark_fn: Callable[[], SparkSession], ref: TableRef, tabl
             if cleanup.get("dangling_delete_commits"):
                 after = stats_fn(_refreshed(table))
         res.update(cleanup)
-        res.update(data_files_before=stats.data_files, data_files_after=after.data_files,
-                   small_files_before=stats.small_files, small_files_after=after.small_files,
-                   candidate_partitions=candidates[:50], where=run_where, options=options,
-                   partial_progress_fallback=fallback,
-                   estimated_rewrite_bytes=cost,
-                   snapshots_committed=commits,
-                   delete_files_before=stats.delete_files, delete_files_after=after.delete_files,
-                   partitions_rewritten=[c for c in candidates if c not in failed],
-                   partitions_failed=failed,
-                   iceberg_failed_data_files_count=iceberg_failed,
-                   failed_data_files_count=max(iceberg_failed, sum(stats.partitions[c].data_files for c in failed)))
+        res.update(
+            data_files_before=stats.data_files,
+            data_files_after=after.data_files,
+            small_files_before=stats.small_files,
+            small_files_after=after.small_files,
+            candidate_partitions=candidates[:50],
+            where=run_where,
+            options=options,
+            partial_progress_fallback=fallback,
+            estimated_rewrite_bytes=cost,
+            snapshots_committed=commits,
+            delete_files_before=stats.delete_files,
+            delete_files_after=after.delete_files,
+            partitions_rewritten=[c for c in candidates if c not in failed],
+            partitions_failed=failed,
+            iceberg_failed_data_files_count=iceberg_failed,
+            failed_data_files_count=max(iceberg_failed, sum(stats.partitions[c].data_files for c in failed)),
+        )
         if scope is not None:  # the run's partitions, for the caller's Dagster keys
+
             def vals(labels: list[str]) -> list[list[str | None]]:
-                return [list(v) for c in labels
-                        for v in scope.values_of(c, stats.partitions[c].spec_id, stats.partitions[c].values)]
+                return [
+                    list(v)
+                    for c in labels
+                    for v in scope.values_of(c, stats.partitions[c].spec_id, stats.partitions[c].values)
+                ]
+
             res["failed_partition_values"] = vals(failed)
             res["rewritten_partition_values"] = vals([c for c in candidates if c not in failed])
         if error:
             res["error"] = error
-        reason = d.reason if not (failed or error) else f"{d.reason}; {len(failed)} partitions not compacted" + (
-            f" ({error})" if error else "")
+        reason = (
+            d.reason
+            if not (failed or error)
+            else f"{d.reason}; {len(failed)} partitions not compacted" + (f" ({error})" if error else "")
+        )
         return OpOutcome(d.op, True, reason, signals, res)
 
     return _timed("rewrite_data_files", table, work)
 
 
-def _remove_dangling_deletes(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table,
-                             after: TableStats, named: list[str], where: str | None) -> dict[str, Any]:
+def _remove_dangling_deletes(
+    spark_fn: Callable[[], SparkSession],
+    ref: TableRef,
+    table: Table,
+    after: TableStats,
+    named: list[str],
+    where: str | None,
+) -> dict[str, Any]:
     """After a rewrite that applied deletes, remove the delete files it left matching no live row.
 
     Iceberg 1.10 keeps them: the rewritten files take the starting snapshot's sequence number, so a
@@ -285,8 +363,9 @@ def _remove_dangling_deletes(spark_fn: Callable[[], SparkSession], ref: TableRef
     return out
 
 
-def _table_where(table: Table, ref: TableRef, stats: TableStats,
-                 named: list[str]) -> tuple[str | None, list[str]]:
+def _table_where(
+    table: Table, ref: TableRef, stats: TableStats, named: list[str]
+) -> tuple[str | None, list[str]]:
     """A ``where`` selecting the named partitions of a whole-table rewrite, and every partition of the
     table it selects. None (and every partition) when the partitions cannot be named by a filter: an
     unpartitioned table (one partition), or fields no filter can express."""
@@ -300,8 +379,11 @@ def _table_where(table: Table, ref: TableRef, stats: TableStats,
         if not values:
             return None, sorted(stats.partitions)
         wanted.update(values)
-    covered = [label for label, ps in stats.partitions.items()
-               if set(partition_values(layout, label, ps.spec_id, ps.values)) & wanted]
+    covered = [
+        label
+        for label, ps in stats.partitions.items()
+        if set(partition_values(layout, label, ps.spec_id, ps.values)) & wanted
+    ]
     return where_clause(layout, ref.catalog, wanted), sorted(covered)
 
 
@@ -320,12 +402,21 @@ def _not_compacted(before: TableStats, after: TableStats, label: str, min_input_
     and none of its small files went away. (Binpack rewrites the files under 75 % of the target, health's
     small files at the default ratio, so a committed rewrite leaves at most one small file per group.)"""
     now = after.partitions.get(label)
-    return (now is not None and now.small_files >= min_input_files
-            and now.small_files >= before.partitions[label].small_files)
+    return (
+        now is not None
+        and now.small_files >= min_input_files
+        and now.small_files >= before.partitions[label].small_files
+    )
 
 
-def rewrite_manifests(spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy,
-                      stats_fn: StatsFn, rewrite_commits: int = 0) -> OpOutcome:
+def rewrite_manifests(
+    spark_fn: Callable[[], SparkSession],
+    ref: TableRef,
+    table: Table,
+    policy: Policy,
+    stats_fn: StatsFn,
+    rewrite_commits: int = 0,
+) -> OpOutcome:
     def work() -> OpOutcome:
         stats = stats_fn(table)
         d = plan.decide_manifests(stats, policy, rewrite_commits)

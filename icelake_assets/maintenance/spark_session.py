@@ -15,10 +15,16 @@ ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
 # library. Every present driver goes on spark.jars (the driver JVM and, shipped by Spark, executors):
 # a live session cannot add a jar later, when a catalog of the other kind is registered at runtime.
 _DRIVERS = {
-    "jdbc:sqlite:": ("/usr/share/java/sqlite-jdbc.jar", "libxerial-sqlite-jdbc-java",
-                     "org.xerial:sqlite-jdbc"),
-    "jdbc:postgresql:": ("/usr/share/java/postgresql.jar", "libpostgresql-jdbc-java",
-                         "org.postgresql:postgresql"),
+    "jdbc:sqlite:": (
+        "/usr/share/java/sqlite-jdbc.jar",
+        "libxerial-sqlite-jdbc-java",
+        "org.xerial:sqlite-jdbc",
+    ),
+    "jdbc:postgresql:": (
+        "/usr/share/java/postgresql.jar",
+        "libpostgresql-jdbc-java",
+        "org.postgresql:postgresql",
+    ),
 }
 _JNI_DIRS = "/usr/lib/*-linux-gnu/jni"
 
@@ -37,7 +43,9 @@ def iceberg_runtime_jar() -> str:
             "or set spark.packages in the settings"
         ) from err
     roots = [Path(p) for p in getattr(pkg, "__path__", [])]
-    jars = sorted(j for root in roots for j in glob.glob(str(root / "**" / ICEBERG_RUNTIME_JAR), recursive=True))
+    jars = sorted(
+        j for root in roots for j in glob.glob(str(root / "**" / ICEBERG_RUNTIME_JAR), recursive=True)
+    )
     if not jars:
         raise SparkSetupError(f"no {ICEBERG_RUNTIME_JAR} inside {roots}")
     return jars[-1]
@@ -49,26 +57,37 @@ def _check_drivers(catalogs: dict[str, dict[str, str]], packages: tuple[str, ...
     for name, conf in catalogs.items():
         uri = conf.get(f"spark.sql.catalog.{name}.uri", "")
         for prefix, (jar, debian, maven) in _DRIVERS.items():
-            if uri.startswith(prefix) and not os.path.exists(jar) and not any(p.startswith(maven)
-                                                                              for p in packages):
-                raise SparkSetupError(f"catalog {name!r} ({prefix[5:-1]}) needs the JDBC driver {jar}: "
-                                      f"install the Debian package {debian}, or add {maven}:<version> to "
-                                      "spark.packages")
+            if (
+                uri.startswith(prefix)
+                and not os.path.exists(jar)
+                and not any(p.startswith(maven) for p in packages)
+            ):
+                raise SparkSetupError(
+                    f"catalog {name!r} ({prefix[5:-1]}) needs the JDBC driver {jar}: "
+                    f"install the Debian package {debian}, or add {maven}:<version> to "
+                    "spark.packages"
+                )
 
 
 def _check_master(master: str, config: dict[str, str]) -> None:
     """The Dagster run process is the Spark driver (ops call Spark SQL on its session): refuse what
     would put the driver elsewhere, with the reason, instead of Spark's own error at the first op."""
     if master.startswith("sc://"):
-        raise SparkSetupError(f"spark.master {master!r}: Spark Connect is not supported (maintenance "
-                              "registers catalogs and ships jars on a classic session); use the cluster's "
-                              "own master URL")
+        raise SparkSetupError(
+            f"spark.master {master!r}: Spark Connect is not supported (maintenance "
+            "registers catalogs and ships jars on a classic session); use the cluster's "
+            "own master URL"
+        )
     if config.get("spark.submit.deployMode", "client") != "client":
-        raise SparkSetupError("spark.config spark.submit.deployMode must be 'client': the Dagster run "
-                              "process is the Spark driver")
+        raise SparkSetupError(
+            "spark.config spark.submit.deployMode must be 'client': the Dagster run "
+            "process is the Spark driver"
+        )
 
 
-def spark_config(settings: Settings, app_name: str = "icelake_assets", include_secrets: bool = True) -> dict[str, str]:
+def spark_config(
+    settings: Settings, app_name: str = "icelake_assets", include_secrets: bool = True
+) -> dict[str, str]:
     """The full Spark configuration for maintenance, derived from the settings' catalogs.
 
     ``include_secrets=False`` keeps only what is known to be safe to show (see

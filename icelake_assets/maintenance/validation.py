@@ -63,11 +63,15 @@ class ValidationResult:
         if self.rewrite_changes:
             first, last, delta = self.rewrite_changes[0]
             span = str(first) if first == last else f"{first}..{last}"
-            return (f"{ref}: the rewrite commit(s) {span} changed the live rows by {delta:+d} "
-                    f"({self.rows_before} before, {self.rows_after} after, {self.rows_expected} expected)")
+            return (
+                f"{ref}: the rewrite commit(s) {span} changed the live rows by {delta:+d} "
+                f"({self.rows_before} before, {self.rows_after} after, {self.rows_expected} expected)"
+            )
         if self.rows_after != self.rows_expected:
-            return (f"{ref}: row count after maintenance is {self.rows_after}, expected {self.rows_expected} "
-                    f"({self.rows_before} before + {self.writer_rows_since} from writers)")
+            return (
+                f"{ref}: row count after maintenance is {self.rows_after}, expected {self.rows_expected} "
+                f"({self.rows_before} before + {self.writer_rows_since} from writers)"
+            )
         return ""
 
 
@@ -151,8 +155,11 @@ def _runs(commits: list) -> list[tuple[bool, list]]:
 
 
 def validate_row_counts(
-    spark: SparkSession | Callable[[], SparkSession] | None, ref: TableRef, table: Table,
-    before_snapshot_id: int | None, real_counts: bool = True,
+    spark: SparkSession | Callable[[], SparkSession] | None,
+    ref: TableRef,
+    table: Table,
+    before_snapshot_id: int | None,
+    real_counts: bool = True,
 ) -> ValidationResult:
     """``spark``: a session or a function returning one (called only when a count is needed); None
     when no rewrite of ours ran (nothing to compare: summaries only, see :class:`LiveRows`)."""
@@ -223,11 +230,18 @@ def rollback_if_safe(table: Table, before_snapshot_id: int | None) -> RollbackOu
         return RollbackOutcome(False, "nothing was committed after the before-snapshot")
     writers = tuple(s.snapshot_id for s in since if not _is_rewrite(s))
     if writers:
-        return RollbackOutcome(False, f"writer commits came after it ({', '.join(map(str, writers))}): a rollback "
-                                      "would lose their rows", writers)
+        return RollbackOutcome(
+            False,
+            f"writer commits came after it ({', '.join(map(str, writers))}): a rollback "
+            "would lose their rows",
+            writers,
+        )
     if table.format_version >= 3:  # pyiceberg 0.12 cannot write v3 metadata; Spark's procedure has no guard
-        return RollbackOutcome(False, "pyiceberg cannot commit to a format-version 3 table, and Spark's "
-                                      "rollback would not refuse a writer committing meanwhile")
+        return RollbackOutcome(
+            False,
+            "pyiceberg cannot commit to a format-version 3 table, and Spark's "
+            "rollback would not refuse a writer committing meanwhile",
+        )
     try:
         table.manage_snapshots().rollback_to_snapshot(before_snapshot_id).commit()
     except CommitFailedException as err:

@@ -75,25 +75,47 @@ from icelake_assets.orchestration.run_model import table_pool
 from icelake_assets.settings import PartitionsPolicy
 
 # Short metadata keys (the UI's key column is narrow, and a long key pushes the values aside).
-_OP_ALIAS = {"expire_snapshots": "expire", "remove_orphan_files": "orphans",
-             "rewrite_data_files": "rewrite", "rewrite_manifests": "manifests"}
+_OP_ALIAS = {
+    "expire_snapshots": "expire",
+    "remove_orphan_files": "orphans",
+    "rewrite_data_files": "rewrite",
+    "rewrite_manifests": "manifests",
+}
 # Numbers from each op's procedure result worth plotting: result key -> metadata key.
 _RESULT_METRICS = {
-    "expire_snapshots": {"snapshots_expired": "snapshots/expired", "snapshots_forecast": "snapshots/forecast",
-                         "forecast_mismatches": "snapshots/mismatches",
-                         "deleted_manifest_lists_count": "snapshots/lists_deleted"},
-    "remove_orphan_files": {"orphans_found": "orphans/found", "orphans_removed": "orphans/removed",
-                            "bytes_found": "bytes/orphans",
-                            "hidden_files": "orphans/hidden", "skipped_other_tables": "orphans/skipped"},
-    "rewrite_data_files": {"rewritten_data_files_count": "files/rewritten",
-                           "added_data_files_count": "files/added", "failed_data_files_count": "files/failed",
-                           "rewritten_bytes_count": "bytes/rewritten"},
-    "rewrite_manifests": {"rewritten_manifests_count": "manifests/rewritten",
-                          "added_manifests_count": "manifests/added"},
+    "expire_snapshots": {
+        "snapshots_expired": "snapshots/expired",
+        "snapshots_forecast": "snapshots/forecast",
+        "forecast_mismatches": "snapshots/mismatches",
+        "deleted_manifest_lists_count": "snapshots/lists_deleted",
+    },
+    "remove_orphan_files": {
+        "orphans_found": "orphans/found",
+        "orphans_removed": "orphans/removed",
+        "bytes_found": "bytes/orphans",
+        "hidden_files": "orphans/hidden",
+        "skipped_other_tables": "orphans/skipped",
+    },
+    "rewrite_data_files": {
+        "rewritten_data_files_count": "files/rewritten",
+        "added_data_files_count": "files/added",
+        "failed_data_files_count": "files/failed",
+        "rewritten_bytes_count": "bytes/rewritten",
+    },
+    "rewrite_manifests": {
+        "rewritten_manifests_count": "manifests/rewritten",
+        "added_manifests_count": "manifests/added",
+    },
 }
 # The table's measures before and after a run: stats summary key -> metadata group.
-_MEASURES = {"data_files": "files", "small_files": "small_files", "snapshots": "snapshots",
-             "manifests": "manifests", "data_bytes": "bytes", "delete_files": "deletes"}
+_MEASURES = {
+    "data_files": "files",
+    "small_files": "small_files",
+    "snapshots": "snapshots",
+    "manifests": "manifests",
+    "data_bytes": "bytes",
+    "delete_files": "deletes",
+}
 # How many materializations back to look for the last run that acted (each no-op run carries it on).
 _HISTORY = 100
 NOTHING_TO_DO = "nothing to do"
@@ -106,33 +128,56 @@ def _load(icelake: IcelakeResource, ref: TableRef):
         raise Failure(description=str(err), allow_retries=isinstance(err, CatalogUnavailableError)) from err
 
 
-def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], first: bool, *,
-             after_upstream: bool = False,
-             work_kwargs: Callable[[OpExecutionContext, dict[str, Any]], dict[str, Any]] | None = None,
-             check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
-             retry_policy: RetryPolicy | None = None):
+def _op_step(
+    ref: TableRef,
+    name: str,
+    work: Callable[..., runner.OpOutcome],
+    first: bool,
+    *,
+    after_upstream: bool = False,
+    work_kwargs: Callable[[OpExecutionContext, dict[str, Any]], dict[str, Any]] | None = None,
+    check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
+    retry_policy: RetryPolicy | None = None,
+):
     """A Dagster op around one runner function; it appends its outcome to the run's state.
 
     ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``check`` sees the
     outcome and may raise to have the op retried under ``retry_policy``. ``after_upstream``: the first
     op waits on a Nothing input fed by the table's producer assets (lineage)."""
 
-    def body(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource,
-             state: dict[str, Any] | None) -> dict[str, Any]:
+    def body(
+        context: OpExecutionContext,
+        icelake: IcelakeResource,
+        pyspark: IcebergSparkResource,
+        state: dict[str, Any] | None,
+    ) -> dict[str, Any]:
         table = _load(icelake, ref)
         policy = icelake.policy(table)
         if state is None:
             snap = table.current_snapshot()
-            state = {"table": str(ref), "before_snapshot_id": snap.snapshot_id if snap else None,
-                     "before": _stats_summary(icelake.stats(table, policy)), "ops": []}
+            state = {
+                "table": str(ref),
+                "before_snapshot_id": snap.snapshot_id if snap else None,
+                "before": _stats_summary(icelake.stats(table, policy)),
+                "ops": [],
+            }
         extra = work_kwargs(context, state) if work_kwargs else {}
         started = time.perf_counter()
         try:
-            outcome = work(lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy),
-                           **extra)
+            outcome = work(
+                lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy), **extra
+            )
         except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
-            write_op_failure(context, icelake.settings, ref, name, policy, err, time.perf_counter() - started,
-                             _current_snapshot_id(table))
+            write_op_failure(
+                context,
+                icelake.settings,
+                ref,
+                name,
+                policy,
+                err,
+                time.perf_counter() - started,
+                _current_snapshot_id(table),
+            )
             raise
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
@@ -142,25 +187,47 @@ def _op_step(ref: TableRef, name: str, work: Callable[..., runner.OpOutcome], fi
 
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
     if first:
-        @op(name=f"{ref.safe_name}__{name}", out=Out(dict), description=description, tags={"icelake/op": name},
-            pool=table_pool(ref), ins={"upstream": In(Nothing)} if after_upstream else None)
+
+        @op(
+            name=f"{ref.safe_name}__{name}",
+            out=Out(dict),
+            description=description,
+            tags={"icelake/op": name},
+            pool=table_pool(ref),
+            ins={"upstream": In(Nothing)} if after_upstream else None,
+        )
         def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
             return body(context, icelake, pyspark, None)
 
         return first_op
 
-    @op(name=f"{ref.safe_name}__{name}", ins={"state": In(dict)}, out=Out(dict), description=description,
-        tags={"icelake/op": name}, retry_policy=retry_policy, pool=table_pool(ref))
-    def next_op(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
+    @op(
+        name=f"{ref.safe_name}__{name}",
+        ins={"state": In(dict)},
+        out=Out(dict),
+        description=description,
+        tags={"icelake/op": name},
+        retry_policy=retry_policy,
+        pool=table_pool(ref),
+    )
+    def next_op(
+        context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource
+    ):
         return body(context, icelake, pyspark, state)
 
     return next_op
 
 
 def _stats_summary(stats) -> dict[str, int]:
-    return {"data_files": stats.data_files, "small_files": stats.small_files, "snapshots": stats.snapshots,
-            "manifests": stats.manifests, "records": stats.records, "data_bytes": stats.data_bytes,
-            "delete_files": stats.position_delete_files + stats.equality_delete_files}
+    return {
+        "data_files": stats.data_files,
+        "small_files": stats.small_files,
+        "snapshots": stats.snapshots,
+        "manifests": stats.manifests,
+        "records": stats.records,
+        "data_bytes": stats.data_bytes,
+        "delete_files": stats.position_delete_files + stats.equality_delete_files,
+    }
 
 
 @dataclass(frozen=True)
@@ -184,9 +251,11 @@ def last_effective_run(instance: DagsterInstance, key: AssetKey) -> LastEffectiv
             return LastEffective(record.run_id, record.timestamp, str(change.value) if change else "")
         if "last_effective_run" in md:
             at, change = md.get("last_effective_at"), md.get("last_effective_change")
-            return LastEffective(str(md["last_effective_run"].value),
-                                 at.value if isinstance(at, TimestampMetadataValue) else 0.0,
-                                 str(change.value) if change else "")
+            return LastEffective(
+                str(md["last_effective_run"].value),
+                at.value if isinstance(at, TimestampMetadataValue) else 0.0,
+                str(change.value) if change else "",
+            )
     return None
 
 
@@ -198,15 +267,18 @@ def _op_numbers(outcome: dict[str, Any]) -> str:
         return int(res.get(key) or 0)
 
     if outcome["op"] == "expire_snapshots":
-        return (f"{n('snapshots_expired')} snapshots expired "
-                f"({n('snapshots_before')} → {n('snapshots_after')})")
+        return (
+            f"{n('snapshots_expired')} snapshots expired ({n('snapshots_before')} → {n('snapshots_after')})"
+        )
     if outcome["op"] == "remove_orphan_files":
         return f"{n('orphans_removed')} orphan files removed ({human_bytes(n('bytes_found'))})"
     if outcome["op"] == "rewrite_data_files":
         failed = res.get("partition_keys_failed", res.get("partitions_failed")) or []
-        return (f"{n('rewritten_data_files_count')} → {n('added_data_files_count')} data files, "
-                f"{human_bytes(n('rewritten_bytes_count'))} rewritten"
-                + (f", {len(failed)} partitions not compacted" if failed else ""))
+        return (
+            f"{n('rewritten_data_files_count')} → {n('added_data_files_count')} data files, "
+            f"{human_bytes(n('rewritten_bytes_count'))} rewritten"
+            + (f", {len(failed)} partitions not compacted" if failed else "")
+        )
     if outcome["op"] == "rewrite_manifests":
         return f"{n('rewritten_manifests_count')} → {n('added_manifests_count')} manifests"
     return str(outcome["reason"])
@@ -214,9 +286,11 @@ def _op_numbers(outcome: dict[str, Any]) -> str:
 
 def _change(ops: list[dict[str, Any]], before: dict[str, int], after: dict[str, int]) -> str:
     """What the ops that acted did, and which of the table's measures moved."""
-    moved = [f"{label} {before[k]} → {after[k]}" for k, label in
-             (("data_files", "data files"), ("snapshots", "snapshots"), ("manifests", "manifests"))
-             if before[k] != after[k]]
+    moved = [
+        f"{label} {before[k]} → {after[k]}"
+        for k, label in (("data_files", "data files"), ("snapshots", "snapshots"), ("manifests", "manifests"))
+        if before[k] != after[k]
+    ]
     if before["data_bytes"] != after["data_bytes"]:
         moved.append(f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}")
     did = "; ".join(f"{o['op']}: {_op_numbers(o)}" for o in ops if o["acted"])
@@ -224,13 +298,22 @@ def _change(ops: list[dict[str, Any]], before: dict[str, int], after: dict[str, 
 
 
 def _measures(before: dict[str, int], after: dict[str, int]) -> str:
-    return (f"data files {before['data_files']} → {after['data_files']}, snapshots {before['snapshots']} → "
-            f"{after['snapshots']}, manifests {before['manifests']} → {after['manifests']}, "
-            f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}")
+    return (
+        f"data files {before['data_files']} → {after['data_files']}, snapshots {before['snapshots']} → "
+        f"{after['snapshots']}, manifests {before['manifests']} → {after['manifests']}, "
+        f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}"
+    )
 
 
-def _summary(ops: list[dict[str, Any]], effects: dict[str, Any], before: dict[str, int],
-             after: dict[str, int], validation, outcome: str | None, last: LastEffective | None) -> str:
+def _summary(
+    ops: list[dict[str, Any]],
+    effects: dict[str, Any],
+    before: dict[str, int],
+    after: dict[str, int],
+    validation,
+    outcome: str | None,
+    last: LastEffective | None,
+) -> str:
     """Markdown, first in the metadata: what this run did. Under 1000 characters, the UI shows it
     inline (longer markdown hides behind a button), so cells are cut to fit."""
     total = human_duration(sum(float(o["duration_s"]) for o in ops))
@@ -239,35 +322,58 @@ def _summary(ops: list[dict[str, Any]], effects: dict[str, Any], before: dict[st
     for limit in (80, 48, 24):
         if not acted:
             reasons = "; ".join(f"{o['op']}: {md_cell(o['reason'], limit)}" for o in ops)
-            lines = [f"**Nothing to do** ({total}): {reasons}.", "",
-                     f"Table now: {after['data_files']} data files, {after['snapshots']} snapshots, "
-                     f"{after['manifests']} manifests, {human_bytes(after['data_bytes'])}, "
-                     f"{validation.rows_after:,} rows."]
+            lines = [
+                f"**Nothing to do** ({total}): {reasons}.",
+                "",
+                f"Table now: {after['data_files']} data files, {after['snapshots']} snapshots, "
+                f"{after['manifests']} manifests, {human_bytes(after['data_bytes'])}, "
+                f"{validation.rows_after:,} rows.",
+            ]
             if last is not None:
                 when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(last.at))
-                lines += ["", f"Last run that acted: [{last.run_id[:8]}](/runs/{last.run_id}), {when}: "
-                              f"{md_cell(last.change, 200)}."]
+                lines += [
+                    "",
+                    f"Last run that acted: [{last.run_id[:8]}](/runs/{last.run_id}), {when}: "
+                    f"{md_cell(last.change, 200)}.",
+                ]
             else:
                 lines += ["", "No earlier run of this table acted."]
         else:
-            lines = [f"**Acted: {', '.join(acted)}** ({total}; {outcome or 'effect unknown'})", "",
-                     "| op | did | effect | what | time |", "|---|---|---|---|---|"]
+            lines = [
+                f"**Acted: {', '.join(acted)}** ({total}; {outcome or 'effect unknown'})",
+                "",
+                "| op | did | effect | what | time |",
+                "|---|---|---|---|---|",
+            ]
             for o in ops:
                 e = effects.get(o["op"])
                 what = _op_numbers(o) if o["acted"] else o["reason"]
                 did = "**acted**" if o["acted"] else "skipped"
-                lines.append(f"| {o['op']} | {did} | {e.effect if e else ''} | {md_cell(what, limit)} "
-                             f"| {human_duration(o['duration_s'])} |")
-            lines += ["", f"Table: {_measures(before, after)}; rows {validation.rows_before:,} → "
-                          f"{validation.rows_after:,}."]
+                lines.append(
+                    f"| {o['op']} | {did} | {e.effect if e else ''} | {md_cell(what, limit)} "
+                    f"| {human_duration(o['duration_s'])} |"
+                )
+            lines += [
+                "",
+                f"Table: {_measures(before, after)}; rows {validation.rows_before:,} → "
+                f"{validation.rows_after:,}.",
+            ]
         text = "\n".join(lines)
         if len(text) < 1000:
             break
     return text
 
 
-def _run_metadata(state: dict[str, Any], after_stats, validation, effects, outcome: str | None, health,
-                  policy, last: LastEffective | None) -> dict[str, Any]:
+def _run_metadata(
+    state: dict[str, Any],
+    after_stats,
+    validation,
+    effects,
+    outcome: str | None,
+    health,
+    policy,
+    last: LastEffective | None,
+) -> dict[str, Any]:
     """The materialization's metadata: a summary for people first, then numbers (plotted by the UI)
     under short keys grouped by measure (``files/before``, ``bytes/rewritten``, ``time/rewrite``).
 
@@ -303,7 +409,8 @@ def _run_metadata(state: dict[str, Any], after_stats, validation, effects, outco
     md["validation"] = MetadataValue.text(
         f"rows match: {validation.rows_before:,} before, {validation.rows_after:,} after "
         f"({validation.writer_rows_since:,} by writers meanwhile); "
-        + ("data rows, delete files not applied" if validation.estimated else "live rows"))
+        + ("data rows, delete files not applied" if validation.estimated else "live rows")
+    )
     for o in ops:
         alias = _OP_ALIAS.get(o["op"], o["op"])
         did = "acted" if o["acted"] else "skipped"
@@ -347,15 +454,24 @@ def _rewrite_failure(state: dict[str, Any]) -> dict[str, Any] | None:
 def _validate_op(ref: TableRef):
     # Nothing: the maintained table is the asset's value. An IO-managed output cannot be stored for a
     # range of partitions (a backfill run of several partitions).
-    @op(name=f"{ref.safe_name}__validate", ins={"state": In(dict)}, out=Out(Nothing),
+    @op(
+        name=f"{ref.safe_name}__validate",
+        ins={"state": In(dict)},
+        out=Out(Nothing),
         description=f"row-count parity of {ref} between the snapshots before and after maintenance",
-        tags={"icelake/op": "validate"}, pool=table_pool(ref))
-    def validate(context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource):
+        tags={"icelake/op": "validate"},
+        pool=table_pool(ref),
+    )
+    def validate(
+        context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource
+    ):
         table = _load(icelake, ref)
         policy = icelake.policy(table)
         # Baseline: the snapshot current when the first rewrite started. Expiry and orphan removal
         # change no rows, and expiry may remove the run's first snapshot when a writer committed since.
-        rewrites = [o for o in state["ops"] if o["acted"] and o["op"] in ("rewrite_data_files", "rewrite_manifests")]
+        rewrites = [
+            o for o in state["ops"] if o["acted"] and o["op"] in ("rewrite_data_files", "rewrite_manifests")
+        ]
         acted = bool(rewrites)
         baseline = rewrites[0]["snapshot_before"] if acted else _current_snapshot_id(table)
         state = {**state, "before_snapshot_id": baseline}
@@ -364,8 +480,9 @@ def _validate_op(ref: TableRef):
         try:
             # Without a rewrite of ours no row can have changed: summaries suffice, no JVM needed.
             # With one, Spark counts the live rows of snapshots that carry delete files.
-            result = validate_row_counts((lambda: pyspark.spark_session) if acted else None, ref, table,
-                                         baseline, real_counts=acted)
+            result = validate_row_counts(
+                (lambda: pyspark.spark_session) if acted else None, ref, table, baseline, real_counts=acted
+            )
             if not result.ok:
                 mismatch = result.mismatch(ref)
             elif policy.loop.cross_engine_check and any(o["acted"] for o in state["ops"]):
@@ -381,21 +498,31 @@ def _validate_op(ref: TableRef):
             # Undo our rewrites when nothing else came after them; otherwise leave the ids to recover.
             rollback = rollback_if_safe(table, state["before_snapshot_id"]) if acted else None
             records = run_records(context, ref, state, policy, "failed", mismatch, result, rollback)
-            write_run_audit(context, icelake.settings, ref, records,
-                            "rolled_back" if rollback and rollback.rolled_back else "failed", duration)
+            write_run_audit(
+                context,
+                icelake.settings,
+                ref,
+                records,
+                "rolled_back" if rollback and rollback.rolled_back else "failed",
+                duration,
+            )
             table.refresh()
             current = table.current_snapshot()
             if rollback and rollback.rolled_back:
                 advice = f"Rolled back automatically: {rollback.reason}."
             else:
-                advice = (f"Not rolled back ({rollback.reason if rollback else 'nothing of ours to undo'}). Recover "
-                          f"with CALL {ref.catalog}.system.rollback_to_snapshot('{'.'.join(ref.identifier)}', "
-                          f"{state['before_snapshot_id']}) once the writers' rows are accounted for.")
+                advice = (
+                    f"Not rolled back ({rollback.reason if rollback else 'nothing of ours to undo'}). Recover "
+                    f"with CALL {ref.catalog}.system.rollback_to_snapshot('{'.'.join(ref.identifier)}', "
+                    f"{state['before_snapshot_id']}) once the writers' rows are accounted for."
+                )
             raise Failure(
                 description=f"{mismatch}. {advice} Current snapshot: {current.snapshot_id if current else None}",
-                metadata={"before_snapshot_id": str(state["before_snapshot_id"]),
-                          "current_snapshot_id": str(current.snapshot_id if current else None),
-                          "rolled_back": bool(rollback and rollback.rolled_back)},
+                metadata={
+                    "before_snapshot_id": str(state["before_snapshot_id"]),
+                    "current_snapshot_id": str(current.snapshot_id if current else None),
+                    "rolled_back": bool(rollback and rollback.rolled_back),
+                },
                 allow_retries=False,
             )
         assert result is not None  # no result: the mismatch above raised
@@ -407,31 +534,66 @@ def _validate_op(ref: TableRef):
         removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
         health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
         # A run that did nothing points to the last one that did (its before/after stays findable).
-        last = (None if any(o["acted"] for o in state["ops"])
-                else last_effective_run(context.instance, table_asset_key(ref)))
+        last = (
+            None
+            if any(o["acted"] for o in state["ops"])
+            else last_effective_run(context.instance, table_asset_key(ref))
+        )
         metadata = _run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
         if "cross_engine" in state:
             metadata["cross_engine"] = MetadataValue.text(state["cross_engine"])
         by_op = {e.op: e for e in effects}
-        state = {**state, "ops": [{**o, "result": {**o["result"], "effect": by_op[o["op"]].effect,
-                                                   "effect_reason": by_op[o["op"]].reason}}
-                                  if o["op"] in by_op else o for o in state["ops"]]}
+        state = {
+            **state,
+            "ops": [
+                {
+                    **o,
+                    "result": {
+                        **o["result"],
+                        "effect": by_op[o["op"]].effect,
+                        "effect_reason": by_op[o["op"]].reason,
+                    },
+                }
+                if o["op"] in by_op
+                else o
+                for o in state["ops"]
+            ],
+        }
         if outcome is not None:
-            context.instance.add_run_tags(context.run_id, {
-                OUTCOME_TAG: outcome, OUTCOME_TABLE_TAG: str(ref),
-                OUTCOME_SNAPSHOT_TAG: str(result.after_snapshot_id), POLICY_HASH_TAG: policy_hash(policy)})
+            context.instance.add_run_tags(
+                context.run_id,
+                {
+                    OUTCOME_TAG: outcome,
+                    OUTCOME_TABLE_TAG: str(ref),
+                    OUTCOME_SNAPSHOT_TAG: str(result.after_snapshot_id),
+                    POLICY_HASH_TAG: policy_hash(policy),
+                },
+            )
         ineffective = [e for e in effects if e.effect == "ineffective"]
         for e in ineffective:
             context.log.warning(f"{ref} {e.op} ineffective: {e.reason}")
         failure = _rewrite_failure(state)
-        failed = list(failure.get("partition_keys_failed", failure.get("partitions_failed", []))) if failure else []
+        failed = (
+            list(failure.get("partition_keys_failed", failure.get("partitions_failed", [])))
+            if failure
+            else []
+        )
         effect_note = f"; ineffective: {', '.join(e.op for e in ineffective)}" if ineffective else ""
-        records = run_records(context, ref, state, policy, "partial" if failure else "passed",
-                              "rows match" + (f"; {len(failed)} partitions not compacted" if failure else "")
-                              + effect_note, result, None, [str(f) for f in failed],
-                              effects={"outcome": outcome, "ops": [e.to_dict() for e in effects]})
-        audit = write_run_audit(context, icelake.settings, ref, records,
-                                "partial" if failure else "succeeded", duration)
+        records = run_records(
+            context,
+            ref,
+            state,
+            policy,
+            "partial" if failure else "passed",
+            "rows match" + (f"; {len(failed)} partitions not compacted" if failure else "") + effect_note,
+            result,
+            None,
+            [str(f) for f in failed],
+            effects={"outcome": outcome, "ops": [e.to_dict() for e in effects]},
+        )
+        audit = write_run_audit(
+            context, icelake.settings, ref, records, "partial" if failure else "succeeded", duration
+        )
         # The full records are in the audit table: here only whether they were written, and where.
         metadata.update({k: v for k, v in audit.items() if k in ("audit/records", "audit/error")})
         metadata["audit/record_id"] = MetadataValue.text(records[-1].record_id)
@@ -439,16 +601,20 @@ def _validate_op(ref: TableRef):
         if failure is not None:
             _fail_partitions(context, ref, failure, metadata)
         if ineffective and policy.loop.on_ineffective == "fail":
-            raise Failure(description=f"{ref}: maintenance was ineffective (loop.on_ineffective: fail): "
-                                      + "; ".join(f"{e.op}: {e.reason}" for e in ineffective),
-                          metadata=metadata, allow_retries=False)
+            raise Failure(
+                description=f"{ref}: maintenance was ineffective (loop.on_ineffective: fail): "
+                + "; ".join(f"{e.op}: {e.reason}" for e in ineffective),
+                metadata=metadata,
+                allow_retries=False,
+            )
         return Output(None, metadata=metadata)
 
     return validate
 
 
-def _fail_partitions(context: OpExecutionContext, ref: TableRef, failure: dict[str, Any],
-                     metadata: dict[str, Any]) -> None:
+def _fail_partitions(
+    context: OpExecutionContext, ref: TableRef, failure: dict[str, Any], metadata: dict[str, Any]
+) -> None:
     """After validation: materialize the partitions of the run that finished, then fail naming the rest."""
     failed = list(failure.get("partition_keys_failed", failure.get("partitions_failed", [])))
     done: list[str] = []
@@ -458,14 +624,21 @@ def _fail_partitions(context: OpExecutionContext, ref: TableRef, failure: dict[s
         done = [] if failure.get("error") and not failed else [k for k in keys if k not in set(failed)]
         failed = [k for k in keys if k not in set(done)]
         for key in done:
-            context.log_event(AssetMaterialization(asset_key=table_asset_key(ref), partition=key, metadata=metadata))
+            context.log_event(
+                AssetMaterialization(asset_key=table_asset_key(ref), partition=key, metadata=metadata)
+            )
     cause = f" ({failure['error']})" if failure.get("error") else ""
     raise Failure(
-        description=(f"{ref}: {len(failed)} partition(s) not compacted after every retry{cause}: "
-                     f"{', '.join(map(str, failed[:20]))}{' …' if len(failed) > 20 else ''}. What finished is "
-                     f"committed and validated ({len(done)} partition(s) recorded); re-run the failed ones."),
-        metadata={"partitions_failed": MetadataValue.json(failed), "partitions_done": MetadataValue.json(done),
-                  "failed_data_files_count": MetadataValue.int(int(failure.get("failed_data_files_count", 0)))},
+        description=(
+            f"{ref}: {len(failed)} partition(s) not compacted after every retry{cause}: "
+            f"{', '.join(map(str, failed[:20]))}{' …' if len(failed) > 20 else ''}. What finished is "
+            f"committed and validated ({len(done)} partition(s) recorded); re-run the failed ones."
+        ),
+        metadata={
+            "partitions_failed": MetadataValue.json(failed),
+            "partitions_done": MetadataValue.json(done),
+            "failed_data_files_count": MetadataValue.int(int(failure.get("failed_data_files_count", 0))),
+        },
         allow_retries=False,
     )
 
@@ -474,37 +647,73 @@ def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
     """The rewrite op: scoped to the run's partitions, retried with exponential backoff while
     partitions fail; on its last attempt it hands the failures on (validation runs first)."""
     layout: PartitionLayout | None = table.layout
-    retry = RetryPolicy(max_retries=partitions.max_retries, delay=partitions.retry_delay_seconds,
-                        backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS) if partitions.max_retries else None
+    retry = (
+        RetryPolicy(
+            max_retries=partitions.max_retries,
+            delay=partitions.retry_delay_seconds,
+            backoff=Backoff.EXPONENTIAL,
+            jitter=Jitter.PLUS_MINUS,
+        )
+        if partitions.max_retries
+        else None
+    )
 
     def scope(context: OpExecutionContext, state: dict[str, Any]) -> dict[str, Any]:
-        return {"scope": run_scope(context, layout, table.ref.catalog),
-                "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true"}
+        return {
+            "scope": run_scope(context, layout, table.ref.catalog),
+            "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true",
+        }
 
     def check(context: OpExecutionContext, outcome: runner.OpOutcome) -> None:
         res = outcome.result
         if "failed_partition_values" in res and layout is not None:
-            res["partition_keys_failed"] = sorted({str(k) for v in res["failed_partition_values"]
-                                                  if (k := partition_key(layout, tuple(v))) is not None})
-            res["partition_keys_rewritten"] = sorted({str(k) for v in res.get("rewritten_partition_values", [])
-                                                     if (k := partition_key(layout, tuple(v))) is not None})
+            res["partition_keys_failed"] = sorted(
+                {
+                    str(k)
+                    for v in res["failed_partition_values"]
+                    if (k := partition_key(layout, tuple(v))) is not None
+                }
+            )
+            res["partition_keys_rewritten"] = sorted(
+                {
+                    str(k)
+                    for v in res.get("rewritten_partition_values", [])
+                    if (k := partition_key(layout, tuple(v))) is not None
+                }
+            )
         failed = res.get("partitions_failed") or res.get("error")
         if failed and context.retry_number < partitions.max_retries:
-            raise Failure(description=f"{table.ref}: {outcome.reason}; retrying (attempt {context.retry_number + 1} "
-                                      f"of {partitions.max_retries})", allow_retries=True)
+            raise Failure(
+                description=f"{table.ref}: {outcome.reason}; retrying (attempt {context.retry_number + 1} "
+                f"of {partitions.max_retries})",
+                allow_retries=True,
+            )
 
-    return _op_step(table.ref, "rewrite_data_files", runner.rewrite_data_files, first=False,
-                    work_kwargs=scope, check=check, retry_policy=retry)
+    return _op_step(
+        table.ref,
+        "rewrite_data_files",
+        runner.rewrite_data_files,
+        first=False,
+        work_kwargs=scope,
+        check=check,
+        retry_policy=retry,
+    )
 
 
 def _rewrite_commits(context: OpExecutionContext, state: dict[str, Any]) -> dict[str, Any]:
     """The manifest op consolidates what a partial-progress rewrite of this run committed."""
-    return {"rewrite_commits": sum(int(o["result"].get("snapshots_committed", 0)) for o in state["ops"]
-                                   if o["op"] == "rewrite_data_files" and o["acted"])}
+    return {
+        "rewrite_commits": sum(
+            int(o["result"].get("snapshots_committed", 0))
+            for o in state["ops"]
+            if o["op"] == "rewrite_data_files" and o["acted"]
+        )
+    }
 
 
-def build_table_asset(table: DiscoveredTable, policy: Any = None,
-                      producers: Sequence[AssetKey] = ()) -> AssetsDefinition:
+def build_table_asset(
+    table: DiscoveredTable, policy: Any = None, producers: Sequence[AssetKey] = ()
+) -> AssetsDefinition:
     """``policy``: the table's EffectivePolicy, shown as metadata, owners and tags; its ``partitions``
     part sets the backfill policy and the rewrite's retries. ``producers``: asset keys of the assets
     that write the table (lineage); the graph shows them upstream, and maintenance runs after them
@@ -516,27 +725,35 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None,
     ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(producers)}
     expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True, after_upstream=bool(ins))
     # The orphan scan needs every known table (their files are never orphans of this one).
-    orphans = _op_step(ref, "remove_orphan_files",
-                       lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
-                           spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)),
-                       first=False, work_kwargs=lambda context, state: {"icelake": context.resources.icelake})
+    orphans = _op_step(
+        ref,
+        "remove_orphan_files",
+        lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
+            spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)
+        ),
+        first=False,
+        work_kwargs=lambda context, state: {"icelake": context.resources.icelake},
+    )
     rewrite = _rewrite_step(table, partitions)
-    manifests = _op_step(ref, "rewrite_manifests", runner.rewrite_manifests, first=False,
-                         work_kwargs=_rewrite_commits)
+    manifests = _op_step(
+        ref, "rewrite_manifests", runner.rewrite_manifests, first=False, work_kwargs=_rewrite_commits
+    )
     validate = _validate_op(ref)
 
     # A named graph: @graph_asset would derive its name from the key, refusing e.g. o'brien or café.
     @graph_multi_asset(
         name=ref.safe_name,
         ins=ins,
-        outs={"table": AssetOut(
-            key=table_asset_key(ref),
-            kinds={"iceberg", "spark"},
-            description=_describe(table),
-            metadata=_asset_metadata(table, policy),
-            tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
-            owners=list(policy.owners) if policy else None,
-        )},
+        outs={
+            "table": AssetOut(
+                key=table_asset_key(ref),
+                kinds={"iceberg", "spark"},
+                description=_describe(table),
+                metadata=_asset_metadata(table, policy),
+                tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
+                owners=list(policy.owners) if policy else None,
+            )
+        },
         group_name=re.sub(r"[^A-Za-z0-9_]+", "_", ref.namespace_name).strip("_") or "default",
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.multi_run(partitions.partitions_per_run) if partitions_def else None,
@@ -550,12 +767,15 @@ def build_table_asset(table: DiscoveredTable, policy: Any = None,
 
 def _describe(table: DiscoveredTable) -> str:
     comment = table.properties.get("comment") or table.properties.get("description")
-    lines = [comment or f"Iceberg table `{table.ref}`.", "",
-             "Health: see the `health` check (status, score, failing checks). A materialization here is a "
-             "maintenance run, not a write: 'Never materialized' only means no maintenance ran yet (writers "
-             "are the upstream assets). Maintenance runs on Spark: expire_snapshots → "
-             "remove_orphan_files → rewrite_data_files → rewrite_manifests → validate; each op acts "
-             "only past its own threshold."]
+    lines = [
+        comment or f"Iceberg table `{table.ref}`.",
+        "",
+        "Health: see the `health` check (status, score, failing checks). A materialization here is a "
+        "maintenance run, not a write: 'Never materialized' only means no maintenance ran yet (writers "
+        "are the upstream assets). Maintenance runs on Spark: expire_snapshots → "
+        "remove_orphan_files → rewrite_data_files → rewrite_manifests → validate; each op acts "
+        "only past its own threshold.",
+    ]
     return "\n".join(lines)
 
 

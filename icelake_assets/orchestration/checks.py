@@ -50,13 +50,20 @@ METADATA_CHECKS = {
 }
 # One summary per table: its status and score, every check's result and a link to the job that fixes it.
 HEALTH_CHECK = "health"
-HEALTH_CHECK_DESCRIPTION = ("The table's health at a glance: status (Healthy / Warning / Critical), "
-                            "score out of 100, and each failing check with a link to the maintenance "
-                            "job that fixes it.")
+HEALTH_CHECK_DESCRIPTION = (
+    "The table's health at a glance: status (Healthy / Warning / Critical), "
+    "score out of 100, and each failing check with a link to the maintenance "
+    "job that fixes it."
+)
 # The maintenance op that fixes each check when it fails (the others need a person: e.g. a property).
-FIXED_BY = {"small_files": "rewrite_data_files", "snapshot_retention": "expire_snapshots",
-            "manifest_fragmentation": "rewrite_manifests", "delete_files": "rewrite_data_files",
-            "layout_drift": "rewrite_data_files", ORPHAN_CHECK: "remove_orphan_files"}
+FIXED_BY = {
+    "small_files": "rewrite_data_files",
+    "snapshot_retention": "expire_snapshots",
+    "manifest_fragmentation": "rewrite_manifests",
+    "delete_files": "rewrite_data_files",
+    "layout_drift": "rewrite_data_files",
+    ORPHAN_CHECK: "remove_orphan_files",
+}
 OVERVIEW_KEY = AssetKey(["icelake", "health_overview"])
 
 
@@ -71,7 +78,15 @@ def _table_value(rows: Sequence[dict[str, object]]) -> MetadataValue:
     kinds = {"int": "int", "float": "float", "bool": "bool"}
     types = {c: kinds.get(type(rows[0][c]).__name__, "string") for c in columns}
     return MetadataValue.table(
-        records=[TableRecord({c: (cast(int | float | None, row[c]) if types[c] != "string" else str(row[c])) for c in columns}) for row in rows],
+        records=[
+            TableRecord(
+                {
+                    c: (cast(int | float | None, row[c]) if types[c] != "string" else str(row[c]))
+                    for c in columns
+                }
+            )
+            for row in rows
+        ],
         schema=TableSchema(columns=[TableColumn(c, types[c]) for c in columns]),
     )
 
@@ -92,8 +107,11 @@ def health_metadata(health: TableHealth) -> dict[str, MetadataValue]:
 
 def human_sizes(metrics: dict[str, int | float]) -> str:
     """The byte counts among ``metrics`` in human units, for people (the numbers stay for plots)."""
-    return ", ".join(f"{k.removesuffix('_bytes').replace('_', ' ')} {human_bytes(v)}"
-                     for k, v in metrics.items() if k.endswith("_bytes") and not isinstance(v, bool))
+    return ", ".join(
+        f"{k.removesuffix('_bytes').replace('_', ' ')} {human_bytes(v)}"
+        for k, v in metrics.items()
+        if k.endswith("_bytes") and not isinstance(v, bool)
+    )
 
 
 def fix_link(check: str, fix_job: str | None) -> str | None:
@@ -102,8 +120,9 @@ def fix_link(check: str, fix_job: str | None) -> str | None:
     return f"[{fix_job}](/guess/{fix_job}) ({op_name})" if op_name and fix_job else None
 
 
-def check_result(finding: Finding, asset_key, extra: Mapping[str, MetadataValue] | None = None,
-                 fix_job: str | None = None) -> AssetCheckResult:
+def check_result(
+    finding: Finding, asset_key, extra: Mapping[str, MetadataValue] | None = None, fix_job: str | None = None
+) -> AssetCheckResult:
     metadata: dict[str, Any] = {k: _number(v) for k, v in finding.metrics.items()}
     metadata.update(extra or {})
     metadata["summary"] = MetadataValue.text(finding.summary)
@@ -113,7 +132,9 @@ def check_result(finding: Finding, asset_key, extra: Mapping[str, MetadataValue]
     if not finding.passed and (link := fix_link(finding.check, fix_job)):
         metadata["fix"] = MetadataValue.md(f"Materialize the table: {link}")
     if finding.rows:
-        metadata["worst_partitions" if "partition" in finding.rows[0] else "sample"] = _table_value(finding.rows)
+        metadata["worst_partitions" if "partition" in finding.rows[0] else "sample"] = _table_value(
+            finding.rows
+        )
     return AssetCheckResult(
         asset_key=asset_key,
         check_name=finding.check,
@@ -128,8 +149,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def health_result(health: TableHealth, asset_key, extra: dict[str, MetadataValue] | None = None,
-                  fix_job: str | None = None) -> AssetCheckResult:
+def health_result(
+    health: TableHealth, asset_key, extra: dict[str, MetadataValue] | None = None, fix_job: str | None = None
+) -> AssetCheckResult:
     """The per-table summary: passes only when the table is Healthy; one row per check, with the job
     that fixes each failing one."""
     failing = [f for f in health.findings if not f.passed]
@@ -144,19 +166,31 @@ def health_result(health: TableHealth, asset_key, extra: dict[str, MetadataValue
     metadata["failing_checks"] = MetadataValue.int(len(failing))
     metadata["summary"] = MetadataValue.md(f"**{description}**\n\n" + "\n".join(rows))
     return AssetCheckResult(
-        asset_key=asset_key, check_name=HEALTH_CHECK, passed=not failing, metadata=metadata,
-        severity=(AssetCheckSeverity.ERROR if health.status is HealthStatus.CRITICAL
-                  else AssetCheckSeverity.WARN),
-        description=description)
+        asset_key=asset_key,
+        check_name=HEALTH_CHECK,
+        passed=not failing,
+        metadata=metadata,
+        severity=(
+            AssetCheckSeverity.ERROR if health.status is HealthStatus.CRITICAL else AssetCheckSeverity.WARN
+        ),
+        description=description,
+    )
 
 
-def metadata_check_results(health: TableHealth, asset_key, selected: set[str] | None = None,
-                           extra: dict[str, MetadataValue] | None = None,
-                           fix_job: str | None = None) -> list[AssetCheckResult]:
+def metadata_check_results(
+    health: TableHealth,
+    asset_key,
+    selected: set[str] | None = None,
+    extra: dict[str, MetadataValue] | None = None,
+    fix_job: str | None = None,
+) -> list[AssetCheckResult]:
     """The metadata checks' results (``selected`` names, default all) and the health summary."""
     extra = {**health_metadata(health), **(extra or {})}
-    results = [check_result(f, asset_key, extra, fix_job) for f in health.findings
-               if f.check in METADATA_CHECKS and (selected is None or f.check in selected)]
+    results = [
+        check_result(f, asset_key, extra, fix_job)
+        for f in health.findings
+        if f.check in METADATA_CHECKS and (selected is None or f.check in selected)
+    ]
     if selected is None or HEALTH_CHECK in selected:
         results.append(health_result(health, asset_key, extra, fix_job))
     return results
@@ -169,44 +203,69 @@ def build_table_checks(table: DiscoveredTable, fix_job: str | None = None) -> li
 
     @named_checks(
         name=f"{ref.safe_name}__metadata_checks",
-        specs=[*(AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()),
-               AssetCheckSpec(HEALTH_CHECK, asset=key, description=HEALTH_CHECK_DESCRIPTION)],
+        specs=[
+            *(AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()),
+            AssetCheckSpec(HEALTH_CHECK, asset=key, description=HEALTH_CHECK_DESCRIPTION),
+        ],
         can_subset=True,
         description=f"Health of {ref} from Iceberg metadata",
     )
-    def metadata_checks(context: AssetCheckExecutionContext, icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
+    def metadata_checks(
+        context: AssetCheckExecutionContext, icelake: IcelakeResource
+    ) -> Iterator[AssetCheckResult]:
         started = time.perf_counter()
         tbl = icelake.load_table(ref)
         health = table_health(icelake, tbl, ref, context.instance)
-        extra = {**health_metadata(health),
-                 "evaluation_ms": MetadataValue.float(round((time.perf_counter() - started) * 1000, 2))}
+        extra = {
+            **health_metadata(health),
+            "evaluation_ms": MetadataValue.float(round((time.perf_counter() - started) * 1000, 2)),
+        }
         selected = {k.name for k in context.selected_asset_check_keys}
         context.log.info(f"{ref}: {health.status.value}, score {health.score.score}")
         yield from metadata_check_results(health, key, selected, extra, fix_job)
 
     @named_checks(
         name=f"{ref.safe_name}__{ORPHAN_CHECK}",
-        specs=[AssetCheckSpec(ORPHAN_CHECK, asset=key, description="Files under the table location that no "
-                              "snapshot references, leaving hidden files and other tables' files aside "
-                              "(lists storage; never deletes).")],
+        specs=[
+            AssetCheckSpec(
+                ORPHAN_CHECK,
+                asset=key,
+                description="Files under the table location that no "
+                "snapshot references, leaving hidden files and other tables' files aside "
+                "(lists storage; never deletes).",
+            )
+        ],
     )
     def orphan_files(icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
         tbl = icelake.load_table(ref)
         policy = icelake.policy(tbl)
         scan = icelake.scan_orphans(ref, tbl, policy)
         orphans = scan.orphans
-        finding = orphan_finding(len(orphans), sum(o.size for o in orphans), policy,
-                                 [o.path for o in orphans], scan.hidden_files, scan.skipped, scan.refused)
-        extra = ({"skipped_sample": MetadataValue.json(cast(list[str], scan.summary()["skipped_sample"]))}
-                 if scan.skipped else {})
+        finding = orphan_finding(
+            len(orphans),
+            sum(o.size for o in orphans),
+            policy,
+            [o.path for o in orphans],
+            scan.hidden_files,
+            scan.skipped,
+            scan.refused,
+        )
+        extra = (
+            {"skipped_sample": MetadataValue.json(cast(list[str], scan.summary()["skipped_sample"]))}
+            if scan.skipped
+            else {}
+        )
         yield check_result(finding, key, extra, fix_job=fix_job)
 
     return [metadata_checks, orphan_files]
 
 
 def metadata_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:
-    return [AssetCheckKey(table_asset_key(t.ref), name)
-            for t in tables for name in (*METADATA_CHECKS, HEALTH_CHECK)]
+    return [
+        AssetCheckKey(table_asset_key(t.ref), name)
+        for t in tables
+        for name in (*METADATA_CHECKS, HEALTH_CHECK)
+    ]
 
 
 def orphan_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:
@@ -231,7 +290,7 @@ def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition
         # Named inputs: deps=[key] derives input names from the keys, refusing e.g. o'brien or café.
         ins={t.ref.safe_name: AssetIn(key=table_asset_key(t.ref), dagster_type=Nothing) for t in tables},
         description="What to fix first, and why: every table's health status and score, and the tables and "
-                    "partitions ranked by the file opens maintenance would save (pyiceberg metadata only).",
+        "partitions ranked by the file opens maintenance would save (pyiceberg metadata only).",
     )
     def health_overview(context: AssetExecutionContext, icelake: IcelakeResource) -> MaterializeResult:
         healths = []
@@ -246,11 +305,21 @@ def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition
         metadata: dict[str, Any] = {k: _number(v) for k, v in overview.metrics().items()}
         metadata["overview"] = MetadataValue.md(overview.markdown())
         if overview.tables:
-            metadata["ranking"] = _table_value([
-                {"table": t.table, "status": t.status.value, "score": t.score, "files_saved": t.files_saved,
-                 "manifests_saved": t.manifests_saved, "expirable_snapshots": t.expirable_snapshots,
-                 "rewrite_mb": round(t.rewrite_bytes / 1_048_576, 2), "why": t.why}
-                for t in overview.tables])
+            metadata["ranking"] = _table_value(
+                [
+                    {
+                        "table": t.table,
+                        "status": t.status.value,
+                        "score": t.score,
+                        "files_saved": t.files_saved,
+                        "manifests_saved": t.manifests_saved,
+                        "expirable_snapshots": t.expirable_snapshots,
+                        "rewrite_mb": round(t.rewrite_bytes / 1_048_576, 2),
+                        "why": t.why,
+                    }
+                    for t in overview.tables
+                ]
+            )
         return MaterializeResult(metadata=metadata)
 
     return health_overview

@@ -32,8 +32,10 @@ CONFIG_CHECK = "table_configuration"
 
 
 def _text_table(columns: list[str], rows: list[tuple[str, ...]]) -> MetadataValue:
-    return MetadataValue.table(records=[TableRecord(dict(zip(columns, row, strict=False))) for row in rows],
-                               schema=TableSchema(columns=[TableColumn(c, "string") for c in columns]))
+    return MetadataValue.table(
+        records=[TableRecord(dict(zip(columns, row, strict=False))) for row in rows],
+        schema=TableSchema(columns=[TableColumn(c, "string") for c in columns]),
+    )
 
 
 def configuration_finding(report: ConfigurationReport, effective: EffectivePolicy) -> Finding:
@@ -43,11 +45,18 @@ def configuration_finding(report: ConfigurationReport, effective: EffectivePolic
     if report.passed:
         return Finding(CONFIG_CHECK, Severity.OK, summary, "nothing to change")
     severity = Severity.ERROR if effective.policy.configuration.severity == "error" else Severity.WARN
-    return Finding(CONFIG_CHECK, severity, summary, "set the required table settings",
-                   {"violations": len(report.violations), "ignored_properties": len(report.problems)})
+    return Finding(
+        CONFIG_CHECK,
+        severity,
+        summary,
+        "set the required table settings",
+        {"violations": len(report.violations), "ignored_properties": len(report.problems)},
+    )
 
 
-def configuration_result(report: ConfigurationReport, effective: EffectivePolicy, asset_key) -> AssetCheckResult:
+def configuration_result(
+    report: ConfigurationReport, effective: EffectivePolicy, asset_key
+) -> AssetCheckResult:
     required = effective.policy.configuration
     summary = configuration_finding(report, effective).summary
     metadata: dict[str, Any] = {
@@ -58,7 +67,8 @@ def configuration_result(report: ConfigurationReport, effective: EffectivePolicy
     }
     if report.violations:
         metadata["violation_details"] = _text_table(
-            ["setting", "required", "actual"], [(v.setting, v.required, v.actual) for v in report.violations])
+            ["setting", "required", "actual"], [(v.setting, v.required, v.actual) for v in report.violations]
+        )
     if report.problems:
         metadata["problems"] = MetadataValue.md("\n".join(f"- {p}" for p in report.problems))
     return AssetCheckResult(
@@ -77,9 +87,16 @@ def build_config_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
 
     @named_checks(
         name=f"{ref.safe_name}__{CONFIG_CHECK}",
-        specs=[AssetCheckSpec(CONFIG_CHECK, asset=key, description=(
-            "Required table settings of the policy (format version, file format, write distribution "
-            "mode, properties) from Iceberg metadata; also lists policy properties the table sets wrongly."))],
+        specs=[
+            AssetCheckSpec(
+                CONFIG_CHECK,
+                asset=key,
+                description=(
+                    "Required table settings of the policy (format version, file format, write distribution "
+                    "mode, properties) from Iceberg metadata; also lists policy properties the table sets wrongly."
+                ),
+            )
+        ],
     )
     def table_configuration(icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
         tbl = icelake.load_table(ref)
@@ -96,7 +113,9 @@ def policy_asset_metadata(effective: EffectivePolicy) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "policy/mode": MetadataValue.text(f"{effective.mode} ({effective.source_of('mode')})"),
         "policy/effective": _text_table(
-            ["key", "value", "source"], [(v.key, format_value(v.value), v.source) for v in effective.overridden()]),
+            ["key", "value", "source"],
+            [(v.key, format_value(v.value), v.source) for v in effective.overridden()],
+        ),
     }
     if effective.problems:
         metadata["policy/problems"] = MetadataValue.md("\n".join(f"- {p}" for p in effective.problems))

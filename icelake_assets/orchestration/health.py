@@ -37,8 +37,14 @@ def recorded_orphan_finding(instance: DagsterInstance | None, ref: TableRef) -> 
     return Finding(ORPHAN_CHECK, severity, evaluation.description or "failed", "run remove_orphan_files")
 
 
-def table_health(icelake: IcelakeResource, table, ref: TableRef, instance: DagsterInstance | None = None,
-                 stats=None, orphans_removed: bool = False) -> TableHealth:
+def table_health(
+    icelake: IcelakeResource,
+    table,
+    ref: TableRef,
+    instance: DagsterInstance | None = None,
+    stats=None,
+    orphans_removed: bool = False,
+) -> TableHealth:
     """The table's findings (every check), score and status. ``stats``: already computed ones;
     ``orphans_removed``: a run just removed every orphan, so the recorded orphan result is stale."""
     effective = icelake.effective_policy(table)

@@ -40,8 +40,13 @@ from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.policies import configuration_report
 
 HEALTH_SENSOR = "icelake_health_sensor"
-_IN_PROGRESS = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-                DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+_IN_PROGRESS = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
 
 
 def tables_being_maintained(instance) -> set[str]:
@@ -52,28 +57,40 @@ def tables_being_maintained(instance) -> set[str]:
 
 def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
     assert result.asset_key is not None and result.check_name is not None  # check_result sets both
-    return AssetCheckEvaluation(asset_key=result.asset_key, check_name=result.check_name,
-                                passed=result.passed,
-                                metadata=result.metadata, severity=result.severity,
-                                description=result.description)
+    return AssetCheckEvaluation(
+        asset_key=result.asset_key,
+        check_name=result.check_name,
+        passed=result.passed,
+        metadata=result.metadata,
+        severity=result.severity,
+        description=result.description,
+    )
 
 
-def table_check_evaluations(icelake: IcelakeResource, ref: TableRef,
-                            fix_job: str | None = None) -> list[AssetCheckEvaluation]:
+def table_check_evaluations(
+    icelake: IcelakeResource, ref: TableRef, fix_job: str | None = None
+) -> list[AssetCheckEvaluation]:
     """What the table's metadata and configuration checks would report now."""
     table = icelake.load_table(ref)
     effective = icelake.effective_policy(table)
     health = evaluate(icelake.stats(table, effective.policy), effective.policy, name=str(ref))
     key = table_asset_key(ref)
-    results = [*metadata_check_results(health, key, fix_job=fix_job),
-               configuration_result(configuration_report(table.metadata.format_version, table.properties,
-                                                         effective), effective, key)]
+    results = [
+        *metadata_check_results(health, key, fix_job=fix_job),
+        configuration_result(
+            configuration_report(table.metadata.format_version, table.properties, effective), effective, key
+        ),
+    ]
     return [_evaluation(r) for r in results]
 
 
-def evaluate_health_tick(context: SensorEvaluationContext, icelake: IcelakeResource,
-                         tables: Sequence[DiscoveredTable], fix_jobs: Mapping[TableRef, str],
-                         budget_seconds: float) -> SensorResult:
+def evaluate_health_tick(
+    context: SensorEvaluationContext,
+    icelake: IcelakeResource,
+    tables: Sequence[DiscoveredTable],
+    fix_jobs: Mapping[TableRef, str],
+    budget_seconds: float,
+) -> SensorResult:
     started = time.monotonic()
     try:
         seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
@@ -109,18 +126,27 @@ def evaluate_health_tick(context: SensorEvaluationContext, icelake: IcelakeResou
     if not evaluated:
         return SensorResult(skip_reason="no table changed since the last tick", cursor=json.dumps(seen))
     elapsed = time.monotonic() - started
-    context.log.info(f"checks reported for {len(evaluated)} changed table(s) in {elapsed:.2f}s"
-                     + (f"; {left} left for the next tick" if left else ""))
+    context.log.info(
+        f"checks reported for {len(evaluated)} changed table(s) in {elapsed:.2f}s"
+        + (f"; {left} left for the next tick" if left else "")
+    )
     return SensorResult(asset_events=events, cursor=json.dumps(seen))
 
 
-def build_health_sensor(tables: Sequence[DiscoveredTable], fix_jobs: Mapping[TableRef, str],
-                        interval_seconds: int, budget_seconds: float) -> SensorDefinition:
+def build_health_sensor(
+    tables: Sequence[DiscoveredTable],
+    fix_jobs: Mapping[TableRef, str],
+    interval_seconds: int,
+    budget_seconds: float,
+) -> SensorDefinition:
     # Running by default whatever the maintenance sensor's status: it only reads metadata.
-    @sensor(name=HEALTH_SENSOR, minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING,
-            description="Reports every table's metadata checks and health summary when its metadata changed "
-                        "(pyiceberg only: no run, no Spark, nothing written).")
+    @sensor(
+        name=HEALTH_SENSOR,
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Reports every table's metadata checks and health summary when its metadata changed "
+        "(pyiceberg only: no run, no Spark, nothing written).",
+    )
     def health_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
         return evaluate_health_tick(context, icelake, tables, fix_jobs, budget_seconds)
 

@@ -53,11 +53,14 @@ def build_lineage(tables: Sequence[DiscoveredTable], policies: Mapping[TableRef,
 
     def claim_demo(ref: TableRef, key: AssetKey, role: str) -> None:
         if key not in (DEMO_PRODUCERS if role == "producers" else DEMO_CONSUMERS):
-            raise SettingsError(f"lineage of {ref}: the demo asset {key.to_user_string()} cannot be one "
-                                f"of its {role}")
+            raise SettingsError(
+                f"lineage of {ref}: the demo asset {key.to_user_string()} cannot be one of its {role}"
+            )
         if demo.setdefault(key, ref) != ref:
-            raise SettingsError(f"lineage: the demo asset {key.to_user_string()} is declared for both "
-                                f"{demo[key]} and {ref}; it serves one table")
+            raise SettingsError(
+                f"lineage: the demo asset {key.to_user_string()} is declared for both "
+                f"{demo[key]} and {ref}; it serves one table"
+            )
 
     for t in tables:
         declared = policies[t.ref].policy.lineage
@@ -78,8 +81,14 @@ def build_lineage(tables: Sequence[DiscoveredTable], policies: Mapping[TableRef,
                     deps.append(table_asset_key(t.ref))
     lineage.assets = [
         *(DEMO_BUILDERS[key](ref) for key, ref in demo.items()),
-        *(AssetSpec(key, deps=deps, group_name="lineage",
-                    description="Declared in icelake lineage; defined outside this project.")
-          for key, deps in external.items()),
+        *(
+            AssetSpec(
+                key,
+                deps=deps,
+                group_name="lineage",
+                description="Declared in icelake lineage; defined outside this project.",
+            )
+            for key, deps in external.items()
+        ),
     ]
     return lineage

@@ -19,8 +19,9 @@ def table_asset_key(ref: TableRef) -> AssetKey:
     return AssetKey(ref.asset_key_path)
 
 
-def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str | None = None,
-                 can_subset: bool = False) -> Callable[[Callable], AssetChecksDefinition]:
+def named_checks(
+    name: str, specs: Sequence[AssetCheckSpec], *, description: str | None = None, can_subset: bool = False
+) -> Callable[[Callable], AssetChecksDefinition]:
     """``@multi_asset_check`` with every Dagster name chosen here: the op is ``name``, its input
     and outputs are positional. (``@multi_asset_check`` and ``@asset_check`` name them after the
     asset key.) The decorated function yields ``AssetCheckResult``s, as for ``@multi_asset_check``."""
@@ -30,8 +31,11 @@ def named_checks(name: str, specs: Sequence[AssetCheckSpec], *, description: str
 
     def decorate(fn: Callable) -> AssetChecksDefinition:
         node = op(name=name, ins=ins, out=outs, description=description)(fn)
-        return AssetChecksDefinition.create(keys_by_input_name=dict(zip(ins, keys, strict=False)), node_def=node,
-                                            check_specs_by_output_name=dict(zip(outs, specs, strict=False)),
-                                            can_subset=can_subset)
+        return AssetChecksDefinition.create(
+            keys_by_input_name=dict(zip(ins, keys, strict=False)),
+            node_def=node,
+            check_specs_by_output_name=dict(zip(outs, specs, strict=False)),
+            can_subset=can_subset,
+        )
 
     return decorate

@@ -80,6 +80,7 @@ _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 # -- definitions ---------------------------------------------------------------------------------------
 
+
 def dimension_name(f: LayoutField) -> str:
     """The Dagster dimension name of a partition field (its Iceberg name, made name-safe)."""
     return _UNSAFE_NAME.sub("_", f.name)
@@ -129,6 +130,7 @@ def partitions_def_for(table: DiscoveredTable, now: datetime | None = None) -> P
 
 # -- keys <-> partition values ------------------------------------------------------------------------
 
+
 def _sub_key(f: LayoutField, value: str | None) -> str | None:
     if f.kind == "time":
         return value  # time partitions have no null key: rows with a null time are whole-table work
@@ -154,8 +156,11 @@ def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
     if len(dims) == 1:
         parts: Mapping[str, str] = {dimension_name(dims[0]): key}
     else:
-        parts = key.keys_by_dimension if isinstance(key, MultiPartitionKey) else dict(
-            zip(sorted(dimension_name(d) for d in dims), key.split("|"), strict=False))
+        parts = (
+            key.keys_by_dimension
+            if isinstance(key, MultiPartitionKey)
+            else dict(zip(sorted(dimension_name(d) for d in dims), key.split("|"), strict=False))
+        )
     out: list[str | None] = []
     for d in dims:
         sub = parts.get(dimension_name(d))
@@ -169,7 +174,9 @@ def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
     return tuple(out)
 
 
-def run_scope(context: OpExecutionContext, layout: PartitionLayout | None, catalog: str) -> PartitionScope | None:
+def run_scope(
+    context: OpExecutionContext, layout: PartitionLayout | None, catalog: str
+) -> PartitionScope | None:
     """The partitions of the op's run (one key or a range from a backfill), or None for a
     non-partitioned run, which maintains the whole table."""
     if layout is None or not layout.dimensions or not context.has_partitions:
@@ -183,8 +190,9 @@ def _layout_of(table: DiscoveredTable | Table) -> PartitionLayout | None:
     return partition_layout(table, with_earliest=False)
 
 
-def offending_partition_keys(table: DiscoveredTable | Table, stats: TableStats,
-                             partitions_def: PartitionsDefinition | None = None) -> list[str]:
+def offending_partition_keys(
+    table: DiscoveredTable | Table, stats: TableStats, partitions_def: PartitionsDefinition | None = None
+) -> list[str]:
     """Dagster keys of the table's compaction candidates, for sensors that request only those.
 
     Candidates that map to no key are left out: partitions of an older spec without the
@@ -204,12 +212,16 @@ def offending_partition_keys(table: DiscoveredTable | Table, stats: TableStats,
     return sorted(keys)
 
 
-def _time_key_held(layout: PartitionLayout, partitions_def: PartitionsDefinition | None,
-                   values: PartitionValues) -> bool:
+def _time_key_held(
+    layout: PartitionLayout, partitions_def: PartitionsDefinition | None, values: PartitionValues
+) -> bool:
     if partitions_def is None:
         return True
-    defs = ([d.partitions_def for d in partitions_def.partitions_defs]
-            if isinstance(partitions_def, MultiPartitionsDefinition) else [partitions_def])
+    defs = (
+        [d.partitions_def for d in partitions_def.partitions_defs]
+        if isinstance(partitions_def, MultiPartitionsDefinition)
+        else [partitions_def]
+    )
     windows = [d for d in defs if isinstance(d, TimeWindowPartitionsDefinition)]
     for dim, value in zip(layout.dimensions, values, strict=False):
         if dim.kind == "time" and windows and value is not None:
@@ -222,7 +234,10 @@ def _time_key_held(layout: PartitionLayout, partitions_def: PartitionsDefinition
 
 # -- dynamic keys ---------------------------------------------------------------------------------------
 
-def table_dynamic_keys(ref: TableRef, layout: PartitionLayout | None, stats: TableStats) -> dict[str, set[str]]:
+
+def table_dynamic_keys(
+    ref: TableRef, layout: PartitionLayout | None, stats: TableStats
+) -> dict[str, set[str]]:
     """Per dynamic partitions definition of the table, the keys of its live partitions."""
     if layout is None:
         return {}
@@ -238,8 +253,9 @@ def table_dynamic_keys(ref: TableRef, layout: PartitionLayout | None, stats: Tab
     return out
 
 
-def dynamic_partition_requests(table: DiscoveredTable, stats: TableStats, instance: DagsterInstance,
-                               keys: Iterable[str] | None = None) -> list[AddDynamicPartitionsRequest]:
+def dynamic_partition_requests(
+    table: DiscoveredTable, stats: TableStats, instance: DagsterInstance, keys: Iterable[str] | None = None
+) -> list[AddDynamicPartitionsRequest]:
     """Requests adding the table's dynamic keys the instance does not have yet: every live partition,
     or only those of ``keys`` (Dagster keys, e.g. from :func:`offending_partition_keys`)."""
     layout = table.layout
@@ -262,8 +278,9 @@ def dynamic_partition_requests(table: DiscoveredTable, stats: TableStats, instan
     return requests
 
 
-def register_partition_keys(instance: DagsterInstance, table: DiscoveredTable,
-                            stats: TableStats) -> dict[str, list[str]]:
+def register_partition_keys(
+    instance: DagsterInstance, table: DiscoveredTable, stats: TableStats
+) -> dict[str, list[str]]:
     """Add the table's missing dynamic keys to ``instance`` now; returns what was added per definition."""
     added = {}
     for req in dynamic_partition_requests(table, stats, instance):
@@ -272,18 +289,24 @@ def register_partition_keys(instance: DagsterInstance, table: DiscoveredTable,
     return added
 
 
-def build_partition_keys_sensor(tables: Sequence[DiscoveredTable],
-                                interval_seconds: int = 300) -> SensorDefinition | None:
+def build_partition_keys_sensor(
+    tables: Sequence[DiscoveredTable], interval_seconds: int = 300
+) -> SensorDefinition | None:
     """The sensor keeping the dynamic keys of identity/bucket/truncate-partitioned tables in step with
     their partitions (None when no table needs one). Metadata only: no Spark, no run launched."""
-    dynamic = [t for t in tables if t.layout is not None and any(d.kind != "time" for d in t.layout.dimensions)]
+    dynamic = [
+        t for t in tables if t.layout is not None and any(d.kind != "time" for d in t.layout.dimensions)
+    ]
     if not dynamic:
         return None
 
-    @sensor(name=PARTITION_KEYS_SENSOR, minimum_interval_seconds=interval_seconds,
-            default_status=DefaultSensorStatus.RUNNING,
-            description="Adds the partition keys of identity/bucket/truncate-partitioned tables as their "
-                        "partitions appear (Iceberg metadata only)")
+    @sensor(
+        name=PARTITION_KEYS_SENSOR,
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Adds the partition keys of identity/bucket/truncate-partitioned tables as their "
+        "partitions appear (Iceberg metadata only)",
+    )
     def partition_keys_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
         requests, failed = [], []
         for t in dynamic:
@@ -302,6 +325,7 @@ def build_partition_keys_sensor(tables: Sequence[DiscoveredTable],
 
 # -- jobs -------------------------------------------------------------------------------------------------
 
+
 def maintenance_job_name(asset: AssetsDefinition, name: str) -> str:
     """The whole-table maintenance job of ``asset`` among :func:`maintenance_jobs` ``name``."""
     if asset.partitions_def is None:
@@ -309,8 +333,9 @@ def maintenance_job_name(asset: AssetsDefinition, name: str) -> str:
     return f"{name}__{dagster_name(asset.key.path)}"
 
 
-def maintenance_jobs(assets: Sequence[AssetsDefinition], name: str,
-                     description: str = "") -> list[UnresolvedAssetJobDefinition]:
+def maintenance_jobs(
+    assets: Sequence[AssetsDefinition], name: str, description: str = ""
+) -> list[UnresolvedAssetJobDefinition]:
     """Whole-table maintenance jobs. Dagster refuses a job over assets with different partitions
     definitions (the code location then fails to load), so: ``name`` runs every unpartitioned table,
     and each partitioned table gets ``<name>__<table safe name>``; a run of those without a partition
@@ -321,6 +346,11 @@ def maintenance_jobs(assets: Sequence[AssetsDefinition], name: str,
         jobs.append(define_asset_job(name, selection=AssetSelection.assets(*plain), description=description))
     for a in assets:
         if a.partitions_def is not None:
-            jobs.append(define_asset_job(maintenance_job_name(a, name), selection=AssetSelection.assets(a),
-                                         description=f"{description} ({a.key.to_user_string()}, partitioned)"))
+            jobs.append(
+                define_asset_job(
+                    maintenance_job_name(a, name),
+                    selection=AssetSelection.assets(a),
+                    description=f"{description} ({a.key.to_user_string()}, partitioned)",
+                )
+            )
     return jobs

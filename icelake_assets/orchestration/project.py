@@ -56,31 +56,50 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     fix_jobs = {ref: maintenance_job_name(a, MAINTENANCE_JOB) for ref, a in table_assets.items()}
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
     jobs = [
-        define_asset_job(CHECKS_JOB, selection=AssetSelection.all_asset_checks(),
-                         description="Every table's health checks (pyiceberg metadata only, no Spark)"),
-        *maintenance_jobs(list(table_assets.values()), MAINTENANCE_JOB,
-                          description="Maintenance of every table, then its checks"),
-        define_asset_job(HEALTH_JOB,
-                         selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables),
-                         description="Metadata checks of every table and the lake-wide overview (no Spark)"),
-        define_asset_job(ORPHANS_JOB, selection=orphan_checks_selection(tables),
-                         description="Orphan check of every table: lists storage, never deletes"),
+        define_asset_job(
+            CHECKS_JOB,
+            selection=AssetSelection.all_asset_checks(),
+            description="Every table's health checks (pyiceberg metadata only, no Spark)",
+        ),
+        *maintenance_jobs(
+            list(table_assets.values()),
+            MAINTENANCE_JOB,
+            description="Maintenance of every table, then its checks",
+        ),
+        define_asset_job(
+            HEALTH_JOB,
+            selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables),
+            description="Metadata checks of every table and the lake-wide overview (no Spark)",
+        ),
+        define_asset_job(
+            ORPHANS_JOB,
+            selection=orphan_checks_selection(tables),
+            description="Orphan check of every table: lists storage, never deletes",
+        ),
     ]
-    sensors = [build_maintenance_sensor(tables, table_assets, settings, interval),
-               build_partition_keys_sensor(tables, interval),
-               build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds)]
+    sensors = [
+        build_maintenance_sensor(tables, table_assets, settings, interval),
+        build_partition_keys_sensor(tables, interval),
+        build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds),
+    ]
     return Definitions(
         assets=[*table_assets.values(), build_health_overview(tables), *lineage.assets],
-        asset_checks=[c for t in tables
-                      for c in (*build_table_checks(t, fix_jobs[t.ref]), *build_config_checks(t))],
+        asset_checks=[
+            c for t in tables for c in (*build_table_checks(t, fix_jobs[t.ref]), *build_config_checks(t))
+        ],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],
-        schedules=[*build_check_schedules(settings, *(next(j for j in jobs if j.name == n) for n in (HEALTH_JOB, ORPHANS_JOB))),
-                   *build_table_schedules(tables, table_assets, policies)],
+        schedules=[
+            *build_check_schedules(
+                settings, *(next(j for j in jobs if j.name == n) for n in (HEALTH_JOB, ORPHANS_JOB))
+            ),
+            *build_table_schedules(tables, table_assets, policies),
+        ],
         resources={
             "icelake": IcelakeResource(config_path=config_path),
-            "pyspark": IcebergSparkResource(spark_config=spark_config(settings, include_secrets=False),
-                                            config_path=config_path),
+            "pyspark": IcebergSparkResource(
+                spark_config=spark_config(settings, include_secrets=False), config_path=config_path
+            ),
         },
         executor=in_process_executor,
     )
@@ -88,10 +107,16 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
 
 def maintenance_job_names(defs: Definitions) -> list[str]:
     """The whole-table maintenance jobs: one for the unpartitioned tables, one per partitioned table."""
-    return sorted(j.name for j in defs.jobs or () if j.name == MAINTENANCE_JOB or j.name.startswith(MAINTENANCE_JOB + "__"))
+    return sorted(
+        j.name
+        for j in defs.jobs or ()
+        if j.name == MAINTENANCE_JOB or j.name.startswith(MAINTENANCE_JOB + "__")
+    )
 
 
 def execute_maintenance(defs: Definitions, instance, raise_on_error: bool = False) -> list:
     """Maintain every table in this process (headless demo, tests): each maintenance job once."""
-    return [defs.resolve_job_def(name).execute_in_process(instance=instance, raise_on_error=raise_on_error)
-            for name in maintenance_job_names(defs)]
+    return [
+        defs.resolve_job_def(name).execute_in_process(instance=instance, raise_on_error=raise_on_error)
+        for name in maintenance_job_names(defs)
+    ]

@@ -73,12 +73,18 @@ class IcelakeResource(ConfigurableResource):
         """Every table of every configured catalog (raises CatalogUnavailableError if one is down)."""
         return known_tables(self.settings, self.catalog)
 
-    def scan_orphans(self, ref: TableRef, table: Table, policy: Policy,
-                     known: list[KnownTable] | None = None) -> OrphanScan:
+    def scan_orphans(
+        self, ref: TableRef, table: Table, policy: Policy, known: list[KnownTable] | None = None
+    ) -> OrphanScan:
         """The table's orphans, leaving other tables' files alone; ``known``: from :meth:`known_tables`."""
         others = self.known_tables() if known is None else known
-        return scan_orphans(table, str(ref), policy.orphans.older_than_hours, others,
-                            default_locations(self.catalog(ref.catalog), ref))
+        return scan_orphans(
+            table,
+            str(ref),
+            policy.orphans.older_than_hours,
+            others,
+            default_locations(self.catalog(ref.catalog), ref),
+        )
 
     def stats(self, table: Table, policy: Policy | None = None) -> TableStats:
         with _LOCK:

@@ -64,8 +64,9 @@ def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
     return found
 
 
-def table_runs(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str],
-               now: float | None = None) -> dict[str, TableRuns]:
+def table_runs(
+    instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str], now: float | None = None
+) -> dict[str, TableRuns]:
     """Per table pool, its in-flight run or backfill and its recent finished runs. Three queries per
     tick, whatever the number of tables: runs not finished, backfills in progress, runs finished in
     the last day."""
@@ -129,12 +130,16 @@ def run_cap(instance: DagsterInstance) -> int | None:
 def maintenance_runs_in_flight(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str]) -> int:
     """Queued or running runs that maintain at least one of the tables (launched by anyone)."""
     wanted = set(pools_by_key.values())
-    return sum(1 for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES))
-               if _pools_of(run, pools_by_key) & wanted)
+    return sum(
+        1
+        for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES))
+        if _pools_of(run, pools_by_key) & wanted
+    )
 
 
-def free_slots(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str],
-               queued_ahead: int | None = None) -> tuple[int | None, str]:
+def free_slots(
+    instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str], queued_ahead: int | None = None
+) -> tuple[int | None, str]:
     """How many maintenance runs the sensor may request now, and why: the global cap, plus
     ``queued_ahead`` runs waiting in the queue (default: as many as the cap, so a slot that frees is
     refilled by the run queue within seconds instead of at the next sensor tick), minus the

@@ -120,8 +120,11 @@ def _metadata_file(location: str | None) -> str:
 
 
 def _decisions(stats: TableStats, policy: Policy, orphans: list | None) -> list[plan.Decision]:
-    decisions = [plan.decide_expire(stats, policy), plan.decide_rewrite(stats, policy),
-                 plan.decide_manifests(stats, policy)]
+    decisions = [
+        plan.decide_expire(stats, policy),
+        plan.decide_rewrite(stats, policy),
+        plan.decide_manifests(stats, policy),
+    ]
     if orphans is not None:  # listed this tick (a storage listing: at most every orphan_scan_hours)
         decisions.insert(1, plan.decide_orphans(len(orphans), sum(o.size for o in orphans), policy))
     return decisions
@@ -129,8 +132,12 @@ def _decisions(stats: TableStats, policy: Policy, orphans: list | None) -> list[
 
 def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: str) -> AssetObservation:
     numbers = {
-        "data_files": stats.data_files, "small_files": stats.small_files, "snapshots": stats.snapshots,
-        "manifests": stats.manifests, "records": stats.records, "data_bytes": stats.data_bytes,
+        "data_files": stats.data_files,
+        "small_files": stats.small_files,
+        "snapshots": stats.snapshots,
+        "manifests": stats.manifests,
+        "records": stats.records,
+        "data_bytes": stats.data_bytes,
         "delete_files": stats.position_delete_files + stats.equality_delete_files,
         "candidate_partitions": len(stats.compaction_candidates),
         "recent_writer_commits": getattr(stats, "recent_writer_commits", 0),
@@ -141,8 +148,9 @@ def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: st
     return AssetObservation(asset_key=key, metadata=metadata)
 
 
-def _relaunch_hold(context: SensorEvaluationContext, ref: TableRef, stats: TableStats,
-                   policy: Policy) -> str | None:
+def _relaunch_hold(
+    context: SensorEvaluationContext, ref: TableRef, stats: TableStats, policy: Policy
+) -> str | None:
     """The table's latest run that recorded an outcome (run tags, see maintenance/effect.py)."""
     records = context.instance.get_run_records(RunsFilter(tags={OUTCOME_TABLE_TAG: str(ref)}), limit=1)
     if not records:
@@ -153,27 +161,44 @@ def _relaunch_hold(context: SensorEvaluationContext, ref: TableRef, stats: Table
     return relaunch_hold(record.dagster_run.tags, stats.current_snapshot_id, policy, age_hours)
 
 
-def _run_requests(table: DiscoveredTable, asset: AssetsDefinition, stats: TableStats, ops: Sequence[str],
-                  tags: dict[str, str]) -> list[RunRequest]:
+def _run_requests(
+    table: DiscoveredTable,
+    asset: AssetsDefinition,
+    stats: TableStats,
+    ops: Sequence[str],
+    tags: dict[str, str],
+) -> list[RunRequest]:
     """One run per table, so one Spark application: the range of its offending time partitions (the
     rewrite takes only the candidates within it), the offending partition of a dynamic asset when
     there is one, or else the whole table (table-wide ops, several dynamic or multi-dimension keys)."""
     key = table_asset_key(table.ref)
     pdef = asset.partitions_def
-    keys = (offending_partition_keys(table, stats, pdef)
-            if pdef is not None and "rewrite_data_files" in ops else [])
+    keys = (
+        offending_partition_keys(table, stats, pdef)
+        if pdef is not None and "rewrite_data_files" in ops
+        else []
+    )
     if keys and isinstance(pdef, TimeWindowPartitionsDefinition) and len(keys) > 1:
         # Keys are Iceberg's own time values (2024-01-03, 2024-01-03-05, ...): they sort by time.
-        return [RunRequest(asset_selection=[key], tags={**tags, ASSET_PARTITION_RANGE_START_TAG: min(keys),
-                                                         ASSET_PARTITION_RANGE_END_TAG: max(keys)})]
+        return [
+            RunRequest(
+                asset_selection=[key],
+                tags={
+                    **tags,
+                    ASSET_PARTITION_RANGE_START_TAG: min(keys),
+                    ASSET_PARTITION_RANGE_END_TAG: max(keys),
+                },
+            )
+        ]
     if len(keys) == 1:
         return [RunRequest(asset_selection=[key], partition_key=keys[0], tags=tags)]
     return [RunRequest(asset_selection=[key], tags=tags)]
 
 
 def _audit(ref: TableRef, decision: str, reason: str, **fields: Any) -> AuditRecord:
-    return AuditRecord(table_name=str(ref), kind="decision", decision=decision, trigger="sensor", reason=reason,
-                       **fields)
+    return AuditRecord(
+        table_name=str(ref), kind="decision", decision=decision, trigger="sensor", reason=reason, **fields
+    )
 
 
 def _error(ref: TableRef, err: Exception, context: SensorEvaluationContext) -> TableEvaluation:
@@ -181,14 +206,21 @@ def _error(ref: TableRef, err: Exception, context: SensorEvaluationContext) -> T
     catalog unreachable): an error outcome for it alone; the tick goes on with the others."""
     reason = f"{type(err).__name__}: {str(err).splitlines()[0][:500] if str(err) else ''}"
     context.log.warning(f"{ref}: not evaluated: {reason}")
-    observation = AssetObservation(asset_key=table_asset_key(ref), metadata={
-        "sensor/outcome": MetadataValue.text("error"), "sensor/reason": MetadataValue.text(reason)})
+    observation = AssetObservation(
+        asset_key=table_asset_key(ref),
+        metadata={"sensor/outcome": MetadataValue.text("error"), "sensor/reason": MetadataValue.text(reason)},
+    )
     return TableEvaluation(ref, "error", reason, observation=observation, audit=_audit(ref, "error", reason))
 
 
-def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, table: DiscoveredTable,
-                   asset: AssetsDefinition, scan_orphans: bool = False,
-                   known: Callable[[], list[KnownTable]] | None = None) -> TableEvaluation:
+def evaluate_table(
+    context: SensorEvaluationContext,
+    icelake: IcelakeResource,
+    table: DiscoveredTable,
+    asset: AssetsDefinition,
+    scan_orphans: bool = False,
+    known: Callable[[], list[KnownTable]] | None = None,
+) -> TableEvaluation:
     """``known``: every table of every catalog (listed once per tick), for the orphan scan."""
     ref = table.ref
     key = table_asset_key(ref)
@@ -197,11 +229,19 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
     policy = effective.policy
     stats = icelake.stats(loaded, policy)
     # Only what removal may delete counts: not hidden files, not other tables', none of a refused table.
-    orphans = (icelake.scan_orphans(ref, loaded, policy, known() if known else None).removable
-               if scan_orphans else None)
+    orphans = (
+        icelake.scan_orphans(ref, loaded, policy, known() if known else None).removable
+        if scan_orphans
+        else None
+    )
     decisions = _decisions(stats, policy, orphans)
-    verdict = evaluate_guards(stats, decisions, policy.guards.quiet_period_minutes, policy.guards.max_rewrite_bytes,
-                              partitions=plan.plan_rewrite(stats, policy).partitions)
+    verdict = evaluate_guards(
+        stats,
+        decisions,
+        policy.guards.quiet_period_minutes,
+        policy.guards.max_rewrite_bytes,
+        partitions=plan.plan_rewrite(stats, policy).partitions,
+    )
     action = decide_action(effective.mode, verdict.action == "launch")
     outcome = {"defer": "deferred", "hold": "held", "skip": "skipped"}.get(verdict.action, "launched")
     if verdict.action == "launch":
@@ -209,23 +249,41 @@ def evaluate_table(context: SensorEvaluationContext, icelake: IcelakeResource, t
     if outcome == "launched" and (why := _relaunch_hold(context, ref, stats, policy)):
         outcome, verdict = "backoff", Verdict("skip", why, verdict.ops, verdict.details)
     observation = _observation(key, stats, verdict, outcome)
-    evaluation = TableEvaluation(ref, outcome, verdict.reason, observation=observation,
-                                 benefit=table_benefit(evaluate(stats, policy, name=str(ref))))
+    evaluation = TableEvaluation(
+        ref,
+        outcome,
+        verdict.reason,
+        observation=observation,
+        benefit=table_benefit(evaluate(stats, policy, name=str(ref))),
+    )
     if outcome == "launched":
         # Only the partitions the rewrite will take (Iceberg would skip the others: plan.plan_rewrite).
         planned = replace(stats, compaction_candidates=list(plan.plan_rewrite(stats, policy).partitions))
-        tags = {TABLE_TAG: str(ref), TRIGGER_TAG: "sensor", SIGNAL_TAG: verdict.reason[:200],
-                OPS_TAG: ",".join(verdict.ops)}
+        tags = {
+            TABLE_TAG: str(ref),
+            TRIGGER_TAG: "sensor",
+            SIGNAL_TAG: verdict.reason[:200],
+            OPS_TAG: ",".join(verdict.ops),
+        }
         evaluation.run_requests = _run_requests(table, asset, planned, verdict.ops, tags)
         keys = [k for r in evaluation.run_requests if (k := r.partition_key)]
         if keys and isinstance(asset.partitions_def, DynamicPartitionsDefinition):
-            evaluation.dynamic_requests = dynamic_partition_requests(table, stats, context.instance, keys=keys)
+            evaluation.dynamic_requests = dynamic_partition_requests(
+                table, stats, context.instance, keys=keys
+            )
     if outcome != "observed":
-        decision = {"launched": "launched", "proposed": "proposed", "deferred": "deferred", "held": "held"}.get(
-            outcome, "skipped")
+        decision = {
+            "launched": "launched",
+            "proposed": "proposed",
+            "deferred": "deferred",
+            "held": "held",
+        }.get(outcome, "skipped")
         evaluation.audit = _audit(
-            ref, decision, verdict.reason,
-            signals={d.op: d.signals for d in decisions}, policy=policy.model_dump(mode="json"),
+            ref,
+            decision,
+            verdict.reason,
+            signals={d.op: d.signals for d in decisions},
+            policy=policy.model_dump(mode="json"),
             partitions=tuple(_requested_partitions(evaluation.run_requests)),
             partitions_reason="compaction candidates" if evaluation.run_requests else None,
             writer_check={k: v for k, v in verdict.details.items() if "writer" in k or "quiet" in k},
@@ -245,8 +303,9 @@ def _requested_partitions(requests: Sequence[RunRequest]) -> list[str]:
     return out
 
 
-def _hold_back(evaluation: TableEvaluation, runs: TableRuns | None, now: float,
-               backoff_seconds: float) -> None:
+def _hold_back(
+    evaluation: TableEvaluation, runs: TableRuns | None, now: float, backoff_seconds: float
+) -> None:
     """A launch the run model forbids becomes a deferral: the table's maintenance is already queued or
     running (launched by anyone), or its last run failed and the backoff is not over."""
     if evaluation.outcome != "launched" or runs is None:
@@ -256,8 +315,10 @@ def _hold_back(evaluation: TableEvaluation, runs: TableRuns | None, now: float,
         reason = f"maintenance already queued or running ({runs.in_flight})"
         outcome = "in_flight"
     elif retry_at is not None and retry_at > now:
-        reason = (f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
-                  f"{datetime.fromtimestamp(retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC")
+        reason = (
+            f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
+            f"{datetime.fromtimestamp(retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC"
+        )
         outcome = "backoff"
     else:
         return
@@ -273,51 +334,69 @@ def _defer(evaluation: TableEvaluation, outcome: str, reason: str, **metadata: A
         md["sensor/outcome"], md["sensor/reason"] = MetadataValue.text(outcome), MetadataValue.text(reason)
         evaluation.observation = AssetObservation(asset_key=evaluation.observation.asset_key, metadata=md)
     if evaluation.audit is not None:
-        evaluation.audit = replace(evaluation.audit, decision="deferred", reason=reason, partitions=(),
-                                   partitions_reason=None)
+        evaluation.audit = replace(
+            evaluation.audit, decision="deferred", reason=reason, partitions=(), partitions_reason=None
+        )
 
 
 def _age(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 7200
-                                                     else f"{seconds / 3600:.1f} h")
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else (f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h")
+    )
 
 
-def _prioritize(wanting: list[TableEvaluation], found_at: dict[str, float], free: int | None, slots: str,
-                now: float) -> tuple[list[TableEvaluation], list[str]]:
+def _prioritize(
+    wanting: list[TableEvaluation], found_at: dict[str, float], free: int | None, slots: str, now: float
+) -> tuple[list[TableEvaluation], list[str]]:
     """Rank the tables that want a run by the overview's ranking (benefit, then the finding's age);
     the first ``free`` keep their run requests (tagged with ``dagster/priority`` so the run queue
     starts the most beneficial first), the others become ``queued_by_priority``. Returns the ranked
     evaluations and the ranking as log lines."""
-    ordered = sorted(wanting, key=lambda e: priority_key(e.benefit, found_at[str(e.ref)])
-                     if e.benefit is not None else (1,))
+    ordered = sorted(
+        wanting,
+        key=lambda e: priority_key(e.benefit, found_at[str(e.ref)]) if e.benefit is not None else (1,),
+    )
     lines = []
     for rank, e in enumerate(ordered, 1):
         benefit = e.benefit.benefit if e.benefit is not None else 0
         age = _age(now - found_at[str(e.ref)])
         why = f"priority {rank} of {len(ordered)}: {benefit} file opens saved per scan, finding {age} old"
-        extra = {"sensor/priority_rank": MetadataValue.int(rank),
-                 "sensor/benefit_files": MetadataValue.int(benefit)}
+        extra = {
+            "sensor/priority_rank": MetadataValue.int(rank),
+            "sensor/benefit_files": MetadataValue.int(benefit),
+        }
         if free is not None and rank > free:
-            _defer(e, "queued_by_priority",
-                   f"{why}; the free run slots went to higher-ranked tables ({slots}); "
-                   "ranked again on the next tick",
-                   **extra)
+            _defer(
+                e,
+                "queued_by_priority",
+                f"{why}; the free run slots went to higher-ranked tables ({slots}); "
+                "ranked again on the next tick",
+                **extra,
+            )
         else:
             tags = {PRIORITY_TAG: str(min(benefit, MAX_PRIORITY)), RANK_TAG: f"{rank}/{len(ordered)}"}
             e.run_requests = [r.with_replaced_attrs(tags={**r.tags, **tags}) for r in e.run_requests]
             if e.observation is not None:
-                e.observation = AssetObservation(asset_key=e.observation.asset_key,
-                                                 metadata={**e.observation.metadata, **extra})
+                e.observation = AssetObservation(
+                    asset_key=e.observation.asset_key, metadata={**e.observation.metadata, **extra}
+                )
             if e.audit is not None:
                 e.audit = replace(e.audit, reason=f"{why}; {e.audit.reason}")
         lines.append(f"{rank}. {e.ref} {e.outcome} ({benefit} files/scan, {age})")
     return ordered, lines
 
 
-def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, tables: Sequence[DiscoveredTable],
-                  assets: dict[TableRef, AssetsDefinition], budget_seconds: float,
-                  orphan_scan_seconds: float = 24 * 3600,
-                  backoff_seconds: float | None = None) -> SensorResult:
+def evaluate_tick(
+    context: SensorEvaluationContext,
+    icelake: IcelakeResource,
+    tables: Sequence[DiscoveredTable],
+    assets: dict[TableRef, AssetsDefinition],
+    budget_seconds: float,
+    orphan_scan_seconds: float = 24 * 3600,
+    backoff_seconds: float | None = None,
+) -> SensorResult:
     started = time.monotonic()
     backoff_seconds = run_model.FAILED_RUN_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
     cursor = TickCursor.loads(context.cursor)
@@ -361,11 +440,15 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         previous: list[Any] = cursor.seen.get(name) or []  # [] (never seen) is falsy like None
         # A table seen for the first time is scanned at a fixed point of the next interval (by its
         # name's hash), so 1,000 new tables spread their storage listings over the interval.
-        scanned = (float(previous[2]) if previous and len(previous) > 2
-                   else now - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds)))
+        scanned = (
+            float(previous[2])
+            if previous and len(previous) > 2
+            else now - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds))
+        )
         if table.ref.catalog in unreachable or location is None:
             missing = unreachable.get(table.ref.catalog) or TableMissingError(
-                f"{name} no longer exists in its catalog (skipped until the definitions reload)")
+                f"{name} no longer exists in its catalog (skipped until the definitions reload)"
+            )
             evaluation = _error(table.ref, missing, context)
             if previous and previous[1] == "error":
                 evaluation.audit = None  # recorded when it started failing
@@ -378,30 +461,42 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
         scan_orphans = now - scanned >= orphan_scan_seconds
         unchanged = bool(previous) and previous[0] == _metadata_file(location)
         # A launched table whose run failed since is looked at again (and retried after its backoff).
-        failed_since = (table_state is not None and not table_state.in_flight and table_state.failures_in_a_row > 0)
-        if (unchanged and not scan_orphans and previous[1] not in _RECHECK
-                and not (previous[1] == "launched" and failed_since)):
+        failed_since = (
+            table_state is not None and not table_state.in_flight and table_state.failures_in_a_row > 0
+        )
+        if (
+            unchanged
+            and not scan_orphans
+            and previous[1] not in _RECHECK
+            and not (previous[1] == "launched" and failed_since)
+        ):
             continue  # unchanged since the last tick: nothing to read
         try:
             evaluation = evaluate_table(context, icelake, table, assets[table.ref], scan_orphans, known)
         except Exception as err:  # missing/corrupt metadata, unreadable storage: this table only
             evaluation = _error(table.ref, err, context)
         _hold_back(evaluation, table_state, now, backoff_seconds)
-        evaluated.append((evaluation, previous, unchanged, _metadata_file(location),
-                          now if scan_orphans else scanned))
+        evaluated.append(
+            (evaluation, previous, unchanged, _metadata_file(location), now if scan_orphans else scanned)
+        )
         results.append(evaluation)
     cursor.offset = (start + visited) % n
 
     # When the finding was first seen (an older finding goes first among equal benefits).
-    found_at = {str(e.ref): float(p[3]) if p and len(p) > 3 and p[3] is not None and p[1] in _WAITING else now
-                for e, p, *_ in evaluated}
+    found_at = {
+        str(e.ref): float(p[3]) if p and len(p) > 3 and p[3] is not None and p[1] in _WAITING else now
+        for e, p, *_ in evaluated
+    }
     wanting = [e for e, *_ in evaluated if e.outcome == "launched"]
     if wanting:
         ahead = icelake.settings.automation.queued_runs_ahead
         free, slots = run_model.free_slots(context.instance, pools, ahead)
         wanting, ranking = _prioritize(wanting, found_at, free, slots, now)
-        context.log.info(f"launch order by benefit ({slots}): " + "; ".join(ranking[:20])
-                         + (f" and {len(ranking) - 20} more" if len(ranking) > 20 else ""))
+        context.log.info(
+            f"launch order by benefit ({slots}): "
+            + "; ".join(ranking[:20])
+            + (f" and {len(ranking) - 20} more" if len(ranking) > 20 else "")
+        )
     for evaluation, prior, unchanged, metadata_file, scanned in evaluated:
         # One audit record per change of decision: a table deferred tick after tick is recorded once.
         if unchanged and prior and prior[1] == evaluation.outcome:
@@ -414,8 +509,10 @@ def evaluate_tick(context: SensorEvaluationContext, icelake: IcelakeResource, ta
     acting = [f"{r.ref} {r.outcome}" for r in results if r.outcome != "skipped"]
     context.log.info(
         f"evaluated {len(results)} of {n} tables ({visited} visited) in {time.monotonic() - started:.2f}s "
-        f"{counts}" + (": " + ", ".join(acting[:20]) if acting else "")
-        + (f" and {len(acting) - 20} more" if len(acting) > 20 else ""))
+        f"{counts}"
+        + (": " + ", ".join(acting[:20]) if acting else "")
+        + (f" and {len(acting) - 20} more" if len(acting) > 20 else "")
+    )
     result = SensorResult(
         run_requests=[rr for r in wanting for rr in r.run_requests],  # best first
         cursor=cursor.dumps(),
@@ -445,11 +542,18 @@ def _record(context: SensorEvaluationContext, settings: Settings, records: list[
         context.log.error(f"metrics of this tick not written: {err}")
 
 
-def build_maintenance_sensor(tables: Sequence[DiscoveredTable], assets: dict[TableRef, AssetsDefinition],
-                             settings: Settings, interval_seconds: int) -> SensorDefinition:
+def build_maintenance_sensor(
+    tables: Sequence[DiscoveredTable],
+    assets: dict[TableRef, AssetsDefinition],
+    settings: Settings,
+    interval_seconds: int,
+) -> SensorDefinition:
     keys = [table_asset_key(t.ref) for t in tables]
-    status = (DefaultSensorStatus.RUNNING if settings.automation.sensor_default_status == "running"
-              else DefaultSensorStatus.STOPPED)
+    status = (
+        DefaultSensorStatus.RUNNING
+        if settings.automation.sensor_default_status == "running"
+        else DefaultSensorStatus.STOPPED
+    )
     budget = settings.automation.tick_budget_seconds
 
     @sensor(
@@ -458,31 +562,44 @@ def build_maintenance_sensor(tables: Sequence[DiscoveredTable], assets: dict[Tab
         asset_selection=AssetSelection.assets(*keys) if keys else AssetSelection.assets(),
         default_status=status,
         description="Reads every table's Iceberg metadata; launches maintenance where thresholds are crossed "
-                    "(guards: writer quiet period, cost cap; modes: observe / propose / enforce).",
+        "(guards: writer quiet period, cost cap; modes: observe / propose / enforce).",
     )
     def maintenance_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
-        return evaluate_tick(context, icelake, tables, assets, budget,
-                             settings.automation.orphan_scan_hours * 3600)
+        return evaluate_tick(
+            context, icelake, tables, assets, budget, settings.automation.orphan_scan_hours * 3600
+        )
 
     return maintenance_sensor
 
 
 def build_check_schedules(settings: Settings, checks_job, orphan_checks_job) -> list[ScheduleDefinition]:
     """Each schedule is named after the job it runs: ``<job>_schedule``."""
-    status = (DefaultScheduleStatus.RUNNING if settings.automation.schedules_default_status == "running"
-              else DefaultScheduleStatus.STOPPED)
+    status = (
+        DefaultScheduleStatus.RUNNING
+        if settings.automation.schedules_default_status == "running"
+        else DefaultScheduleStatus.STOPPED
+    )
     return [
-        ScheduleDefinition(name=f"{checks_job.name}_schedule", job=checks_job,
-                           cron_schedule=settings.automation.checks_cron, default_status=status,
-                           description="Every table's metadata checks (pyiceberg only, no Spark)"),
-        ScheduleDefinition(name=f"{orphan_checks_job.name}_schedule", job=orphan_checks_job,
-                           cron_schedule=settings.automation.orphan_checks_cron, default_status=status,
-                           description="Orphan-file checks: they list storage, so they run less often"),
+        ScheduleDefinition(
+            name=f"{checks_job.name}_schedule",
+            job=checks_job,
+            cron_schedule=settings.automation.checks_cron,
+            default_status=status,
+            description="Every table's metadata checks (pyiceberg only, no Spark)",
+        ),
+        ScheduleDefinition(
+            name=f"{orphan_checks_job.name}_schedule",
+            job=orphan_checks_job,
+            cron_schedule=settings.automation.orphan_checks_cron,
+            default_status=status,
+            description="Orphan-file checks: they list storage, so they run less often",
+        ),
     ]
 
 
-def build_table_schedules(tables: Sequence[DiscoveredTable], assets: dict[TableRef, AssetsDefinition],
-                          policies: dict[TableRef, Any]) -> list[ScheduleDefinition]:
+def build_table_schedules(
+    tables: Sequence[DiscoveredTable], assets: dict[TableRef, AssetsDefinition], policies: dict[TableRef, Any]
+) -> list[ScheduleDefinition]:
     """Cron as an alternative trigger: a table whose policy sets ``schedule.cron`` (and enforces) gets
     a schedule running its whole-table maintenance; each op still acts only past its threshold."""
     schedules = []
@@ -491,10 +608,19 @@ def build_table_schedules(tables: Sequence[DiscoveredTable], assets: dict[TableR
         cron = effective.policy.schedule.cron
         if not cron or effective.mode != "enforce":
             continue
-        job = define_asset_job(f"icelake_scheduled__{t.ref.safe_name}", selection=AssetSelection.assets(assets[t.ref]),
-                               tags={TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"})
-        schedules.append(ScheduleDefinition(
-            name=f"{t.ref.safe_name}__maintenance_schedule", job=job, cron_schedule=cron,
-            execution_timezone=effective.policy.schedule.timezone, default_status=DefaultScheduleStatus.RUNNING,
-            description=f"Maintenance of {t.ref} on its policy's cron ({cron})"))
+        job = define_asset_job(
+            f"icelake_scheduled__{t.ref.safe_name}",
+            selection=AssetSelection.assets(assets[t.ref]),
+            tags={TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"},
+        )
+        schedules.append(
+            ScheduleDefinition(
+                name=f"{t.ref.safe_name}__maintenance_schedule",
+                job=job,
+                cron_schedule=cron,
+                execution_timezone=effective.policy.schedule.timezone,
+                default_status=DefaultScheduleStatus.RUNNING,
+                description=f"Maintenance of {t.ref} on its policy's cron ({cron})",
+            )
+        )
     return schedules

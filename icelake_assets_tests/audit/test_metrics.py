@@ -56,7 +56,11 @@ def parse(text: str) -> dict[str, dict]:
             sample, label_text, value = m.group(1), m.group(3) or "", m.group(4)
             assert current is not None and families[current]["type"], f"{where}: sample before HELP/TYPE"
             fam = families[current]
-            allowed = {current} if fam["type"] != "histogram" else {f"{current}_{s}" for s in ("bucket", "sum", "count")}
+            allowed = (
+                {current}
+                if fam["type"] != "histogram"
+                else {f"{current}_{s}" for s in ("bucket", "sum", "count")}
+            )
             assert sample in allowed, f"{where}: sample {sample} outside its family {current}"
             pairs = _PAIR.findall(label_text)
             assert ",".join(f'{k}="{v}"' for k, v in pairs) == label_text, f"{where}: malformed labels"
@@ -79,7 +83,9 @@ def _check_histogram(name: str, samples: dict) -> None:
     for (sample, labels), v in samples.items():
         if sample.endswith("_bucket"):
             le = dict(labels)["le"]
-            series.setdefault(tuple(p for p in labels if p[0] != "le"), []).append((float(le.replace("Inf", "inf")), v))
+            series.setdefault(tuple(p for p in labels if p[0] != "le"), []).append(
+                (float(le.replace("Inf", "inf")), v)
+            )
     for labels, buckets in series.items():
         counts = [v for _, v in sorted(buckets)]
         assert counts == sorted(counts), f"{name}{labels}: buckets not cumulative"
@@ -100,11 +106,27 @@ T = {"catalog": "demo", "namespace": "taxi", "table": "trips"}
 
 
 def _rewrite(**kw) -> AuditRecord:
-    return AuditRecord(**{**dict(
-        table_name="demo.taxi.trips", kind="op", decision="acted", trigger="sensor", op="rewrite_data_files",
-        duration_s=7.5, partitions=("d=1", "d=2", "d=3"), failed_partitions=("d=3",),
-        results={"rewritten_data_files_count": 180, "added_data_files_count": 6, "rewritten_bytes_count": 1_000_000,
-                 "failed_data_files_count": 0}), **kw})
+    return AuditRecord(
+        **{
+            **dict(
+                table_name="demo.taxi.trips",
+                kind="op",
+                decision="acted",
+                trigger="sensor",
+                op="rewrite_data_files",
+                duration_s=7.5,
+                partitions=("d=1", "d=2", "d=3"),
+                failed_partitions=("d=3",),
+                results={
+                    "rewritten_data_files_count": 180,
+                    "added_data_files_count": 6,
+                    "rewritten_bytes_count": 1_000_000,
+                    "failed_data_files_count": 0,
+                },
+            ),
+            **kw,
+        }
+    )
 
 
 def test_every_family_is_announced_even_before_any_sample(tmp_path):
@@ -118,18 +140,67 @@ def test_every_family_is_announced_even_before_any_sample(tmp_path):
 def test_audit_records_become_metrics(tmp_path):
     with MetricsWriter(tmp_path) as m:
         m.record(_rewrite())
-        m.record(AuditRecord("demo.taxi.trips", "op", "acted", "sensor", op="expire_snapshots", duration_s=0.5,
-                             results={"snapshots_before": 30, "snapshots_after": 5, "deleted_data_files_count": 12,
-                                      "deleted_manifest_files_count": 3, "deleted_manifest_lists_count": 25}))
-        m.record(AuditRecord("demo.taxi.trips", "op", "acted", "sensor", op="remove_orphan_files",
-                             results={"orphans_found": 4, "orphans_removed": 4}))
-        m.record(AuditRecord("demo.taxi.trips", "op", "acted", "sensor", op="rewrite_manifests",
-                             results={"rewritten_manifests_count": 9, "added_manifests_count": 1}))
-        m.record(AuditRecord("demo.taxi.trips", "op", "skipped", "sensor", op="rewrite_manifests", duration_s=0.01))
-        m.record(AuditRecord("demo.taxi.trips", "op", "failed", "manual", op="rewrite_position_delete_files",
-                             partitions=("d=4", "d=5")))
-        m.record(AuditRecord("demo.taxi.trips", "validation", "partial", "sensor", op="validate",
-                             partitions=("d=1", "d=2"), failed_partitions=("d=2",)))
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "op",
+                "acted",
+                "sensor",
+                op="expire_snapshots",
+                duration_s=0.5,
+                results={
+                    "snapshots_before": 30,
+                    "snapshots_after": 5,
+                    "deleted_data_files_count": 12,
+                    "deleted_manifest_files_count": 3,
+                    "deleted_manifest_lists_count": 25,
+                },
+            )
+        )
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "op",
+                "acted",
+                "sensor",
+                op="remove_orphan_files",
+                results={"orphans_found": 4, "orphans_removed": 4},
+            )
+        )
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "op",
+                "acted",
+                "sensor",
+                op="rewrite_manifests",
+                results={"rewritten_manifests_count": 9, "added_manifests_count": 1},
+            )
+        )
+        m.record(
+            AuditRecord("demo.taxi.trips", "op", "skipped", "sensor", op="rewrite_manifests", duration_s=0.01)
+        )
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "op",
+                "failed",
+                "manual",
+                op="rewrite_position_delete_files",
+                partitions=("d=4", "d=5"),
+            )
+        )
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "validation",
+                "partial",
+                "sensor",
+                op="validate",
+                partitions=("d=1", "d=2"),
+                failed_partitions=("d=2",),
+            )
+        )
         m.record(AuditRecord("demo.taxi.trips", "rollback", "rolled_back", "sensor", rolled_back_to=1))
         for decision in ("deferred", "deferred", "held"):
             m.record(AuditRecord("demo.sales.orders", "decision", decision, "sensor"))
@@ -146,7 +217,9 @@ def test_audit_records_become_metrics(tmp_path):
     assert value(f, "icelake_manifests_rewritten_total", **T) == 9
     assert value(f, "icelake_partitions_total", **rw, outcome="succeeded") == 2
     assert value(f, "icelake_partitions_total", **rw, outcome="failed") == 1
-    assert value(f, "icelake_partitions_total", **T, op="rewrite_position_delete_files", outcome="failed") == 2
+    assert (
+        value(f, "icelake_partitions_total", **T, op="rewrite_position_delete_files", outcome="failed") == 2
+    )
     assert value(f, "icelake_partitions_total", **T, op="validate", outcome="failed") == 1
     assert value(f, "icelake_ops_total", **T, op="rewrite_manifests", outcome="skipped") == 1
     assert value(f, "icelake_ops_total", **T, op="rewrite_position_delete_files", outcome="failed") == 1
@@ -175,13 +248,17 @@ def test_counters_add_up_across_two_writer_instances(tmp_path):
         seen.append(parse(writer.flush().read_text()))
     compacted = [value(f, "icelake_files_compacted_total", **T, op="rewrite_data_files") for f in seen]
     assert compacted == [180, 360, 540, 720]
-    runs = [value(f, "icelake_run_duration_seconds", "icelake_run_duration_seconds_count", **T, outcome="failed")
-            for f in seen]
+    runs = [
+        value(f, "icelake_run_duration_seconds", "icelake_run_duration_seconds_count", **T, outcome="failed")
+        for f in seen
+    ]
     assert runs == [1, 2, 3, 4]
     # A new instance (a new process, a restart) continues from the stored totals.
     fresh = MetricsWriter(tmp_path)
-    assert parse(fresh.render()) and value(parse(fresh.render()), "icelake_files_compacted_total", **T,
-                                           op="rewrite_data_files") == 720
+    assert (
+        parse(fresh.render())
+        and value(parse(fresh.render()), "icelake_files_compacted_total", **T, op="rewrite_data_files") == 720
+    )
 
 
 def test_two_processes_flushing_at_once_lose_no_increment(tmp_path):
@@ -227,7 +304,10 @@ def test_readers_only_ever_see_a_complete_file(tmp_path):
     reader.join()
     assert errors == [] and len(reads) > 10
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".icelake.prom.lock", ".icelake.prom.state.json", "icelake.prom"]  # no temp file left behind
+        ".icelake.prom.lock",
+        ".icelake.prom.state.json",
+        "icelake.prom",
+    ]  # no temp file left behind
     assert stat.S_IMODE(m.path.stat().st_mode) == 0o644
 
 
@@ -268,18 +348,21 @@ def test_an_unreadable_state_is_set_aside_and_counting_restarts(tmp_path):
     assert json.loads(m.state_path.read_text())["version"] == 1
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda m: m.inc("icelake_nope_total", catalog="c"), "unknown metric 'icelake_nope_total'"),
-    (lambda m: m.inc("icelake_orphan_files_removed_total", catalog="c"), "takes labels"),
-    (lambda m: m.inc("icelake_orphan_files_removed_total", -1, **T), "counters never go down"),
-    (lambda m: m.inc("icelake_orphan_files_removed_total", math.nan, **T), "finite number"),
-    (lambda m: m.inc("icelake_orphan_files_removed_total", 1, **{**T, "table": ""}), "non-empty strings"),
-    (lambda m: m.set("icelake_orphan_files_removed_total", 1, **T), "is a counter: use inc()"),
-    (lambda m: m.inc("icelake_awaiting_approval", 1, **T), "is a gauge: use set()"),
-    (lambda m: m.run_finished("demo.taxi.trips", "great", 1.0), "run outcome must be one of"),
-    (lambda m: m.run_finished("trips", "failed", 1.0), "invalid table name 'trips'"),
-    (lambda m: m.record({"kind": "op"}), "expected an AuditRecord"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m: m.inc("icelake_nope_total", catalog="c"), "unknown metric 'icelake_nope_total'"),
+        (lambda m: m.inc("icelake_orphan_files_removed_total", catalog="c"), "takes labels"),
+        (lambda m: m.inc("icelake_orphan_files_removed_total", -1, **T), "counters never go down"),
+        (lambda m: m.inc("icelake_orphan_files_removed_total", math.nan, **T), "finite number"),
+        (lambda m: m.inc("icelake_orphan_files_removed_total", 1, **{**T, "table": ""}), "non-empty strings"),
+        (lambda m: m.set("icelake_orphan_files_removed_total", 1, **T), "is a counter: use inc()"),
+        (lambda m: m.inc("icelake_awaiting_approval", 1, **T), "is a gauge: use set()"),
+        (lambda m: m.run_finished("demo.taxi.trips", "great", 1.0), "run outcome must be one of"),
+        (lambda m: m.run_finished("trips", "failed", 1.0), "invalid table name 'trips'"),
+        (lambda m: m.record({"kind": "op"}), "expected an AuditRecord"),
+    ],
+)
 def test_bad_updates_are_refused_clearly(tmp_path, call, message):
     m = MetricsWriter(tmp_path)
     with pytest.raises(ValueError, match=message):

@@ -24,20 +24,43 @@ def _catalog_name(settings) -> str:
 
 
 def _records(cat: str, n: int, start: datetime = T0, **kw) -> list[AuditRecord]:
-    return [AuditRecord(f"{cat}.taxi.trips", "decision", "deferred", "sensor", reason=f"writer active {i}",
-                        writer_check={"quiet": False, "last_commit_minutes_ago": i},
-                        recorded_at=start + timedelta(minutes=i), **kw) for i in range(n)]
+    return [
+        AuditRecord(
+            f"{cat}.taxi.trips",
+            "decision",
+            "deferred",
+            "sensor",
+            reason=f"writer active {i}",
+            writer_check={"quiet": False, "last_commit_minutes_ago": i},
+            recorded_at=start + timedelta(minutes=i),
+            **kw,
+        )
+        for i in range(n)
+    ]
 
 
 def _full_record(cat: str) -> AuditRecord:
     return AuditRecord(
-        f"{cat}.taxi.trips", "op", "acted", "backfill", op="rewrite_data_files", run_id="run-42",
-        reason="6 partitions over 20 files", signals={"small_files": 180, "ratio": 0.5},
-        policy={"small_files": {"max_files_per_partition": 20}}, partitions=("d=1", "d=2"),
-        partitions_reason="most small files first", failed_partitions=("d=2",),
-        writer_check={"quiet": True}, cost_estimate_bytes=5_000_000, snapshot_before=2**62 + 3,
-        snapshot_after=99, results={"rewritten_data_files_count": 180, "added_data_files_count": 6},
-        rolled_back_to=None, duration_s=4.25, recorded_at=T0 - timedelta(days=1),
+        f"{cat}.taxi.trips",
+        "op",
+        "acted",
+        "backfill",
+        op="rewrite_data_files",
+        run_id="run-42",
+        reason="6 partitions over 20 files",
+        signals={"small_files": 180, "ratio": 0.5},
+        policy={"small_files": {"max_files_per_partition": 20}},
+        partitions=("d=1", "d=2"),
+        partitions_reason="most small files first",
+        failed_partitions=("d=2",),
+        writer_check={"quiet": True},
+        cost_estimate_bytes=5_000_000,
+        snapshot_before=2**62 + 3,
+        snapshot_after=99,
+        results={"rewritten_data_files_count": 180, "added_data_files_count": 6},
+        rolled_back_to=None,
+        duration_s=4.25,
+        recorded_at=T0 - timedelta(days=1),
     )
 
 
@@ -67,8 +90,15 @@ def test_round_trip_keeps_every_field_and_filters(lake):
     settings, log = lake
     cat = _catalog_name(settings)
     full = _full_record(cat)
-    other = AuditRecord(f"{cat}.sales.orders", "decision", "held", "sensor", cost_estimate_bytes=10**12,
-                        recorded_at=T0 + timedelta(hours=1), run_id="run-43")
+    other = AuditRecord(
+        f"{cat}.sales.orders",
+        "decision",
+        "held",
+        "sensor",
+        cost_estimate_bytes=10**12,
+        recorded_at=T0 + timedelta(hours=1),
+        run_id="run-43",
+    )
     deferred = _records(cat, 3)
     assert log.append([*deferred, full, other]) == 5
     assert log.records() == [full, *deferred, other]  # oldest first
@@ -127,8 +157,12 @@ def _append_many(settings_path: str, tag: str, batches: int, start) -> None:
     cat = next(iter(settings.catalogs))
     start.wait(60)
     for i in range(batches):
-        log.append([AuditRecord(f"{cat}.taxi.trips", "decision", "skipped", "sensor", reason=f"{tag}-{i}-{j}")
-                    for j in range(2)])
+        log.append(
+            [
+                AuditRecord(f"{cat}.taxi.trips", "decision", "skipped", "sensor", reason=f"{tag}-{i}-{j}")
+                for j in range(2)
+            ]
+        )
 
 
 def _conflict_once(monkeypatch, log: AuditLog, other: AuditLog, cat: str) -> None:
@@ -197,10 +231,20 @@ def test_spark_reads_the_audit_table(lake, spark_for):
     assert len(rows) == 4
     first = rows[0]
     assert (first.record_id, first.table_name, first.kind, first.decision, first.trigger, first.op) == (
-        full.record_id, f"{cat}.taxi.trips", "op", "acted", "backfill", "rewrite_data_files")
+        full.record_id,
+        f"{cat}.taxi.trips",
+        "op",
+        "acted",
+        "backfill",
+        "rewrite_data_files",
+    )
     assert first.partitions == ["d=1", "d=2"] and first.failed_partitions == ["d=2"]
-    assert first.snapshot_before == 2**62 + 3 and first.cost_estimate_bytes == 5_000_000 and first.files == "180"
-    counts = spark.sql(f"SELECT decision, count(*) AS n FROM `{cat}`.`icelake`.`audit_log` GROUP BY decision").collect()
+    assert (
+        first.snapshot_before == 2**62 + 3 and first.cost_estimate_bytes == 5_000_000 and first.files == "180"
+    )
+    counts = spark.sql(
+        f"SELECT decision, count(*) AS n FROM `{cat}`.`icelake`.`audit_log` GROUP BY decision"
+    ).collect()
     assert {r.decision: r.n for r in counts} == {"acted": 1, "deferred": 3}
 
 
@@ -222,10 +266,14 @@ def test_a_log_with_a_changed_column_type_is_refused(lake):
     settings, log = lake
     catalog = open_catalog(settings, _catalog_name(settings))
     catalog.create_namespace("icelake")
-    catalog.create_table(("icelake", "audit_log"), schema=Schema(
-        NestedField(1, "record_id", StringType(), required=True),
-        NestedField(2, "recorded_at", TimestamptzType(), required=True),
-        NestedField(3, "table_name", LongType(), required=False)))
+    catalog.create_table(
+        ("icelake", "audit_log"),
+        schema=Schema(
+            NestedField(1, "record_id", StringType(), required=True),
+            NestedField(2, "recorded_at", TimestamptzType(), required=True),
+            NestedField(3, "table_name", LongType(), required=False),
+        ),
+    )
     with pytest.raises(AuditLogError, match="column 'table_name' is long, expected string"):
         log.append(_records(_catalog_name(settings), 1))
 
@@ -247,12 +295,15 @@ def test_disabled_log_writes_nothing(make_lake):
     assert log.table(create=False) is None
 
 
-@pytest.mark.parametrize("table, message", [
-    ("audit_log", "expected namespace.table"),
-    ("other.audit_log", "must live in the 'icelake' namespace"),
-    ("icelake.audit;log", "expected namespace.table"),
-    ("icelake..audit", "expected namespace.table"),
-])
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ("audit_log", "expected namespace.table"),
+        ("other.audit_log", "must live in the 'icelake' namespace"),
+        ("icelake.audit;log", "expected namespace.table"),
+        ("icelake..audit", "expected namespace.table"),
+    ],
+)
 def test_bad_identifiers_are_refused(lake, table, message):
     _, log = lake
     with pytest.raises(ValueError, match=message):

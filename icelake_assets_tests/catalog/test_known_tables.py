@@ -48,6 +48,9 @@ def test_default_locations_cover_pyiceberg_and_iceberg_java_layouts(make_lake):
     cat.create_namespace(("a", "b"))
     wh = cat.properties["warehouse"].rstrip("/")
     assert default_locations(cat, TableRef(name, ("a", "b"), "t")) == [
-        f"{wh}/a.b/t", f"{wh}/a.b.db/t", f"{wh}/a/b/t"]
+        f"{wh}/a.b/t",
+        f"{wh}/a.b.db/t",
+        f"{wh}/a/b/t",
+    ]
     cat.create_namespace("n", {"location": "file:///custom/n/"})
     assert default_locations(cat, TableRef(name, ("n",), "t"))[0] == "file:///custom/n/t"

@@ -37,8 +37,11 @@ ROOT = Path(__file__).resolve().parents[2]
 DAYS = ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04")
 COMMITS = 22  # one small file per day per commit: 22 files per partition > 20, 22 snapshots > 20
 ROWS = 40  # per commit
-SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "ts", TimestampType()),
-                NestedField(3, "payload", StringType()))
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "ts", TimestampType()),
+    NestedField(3, "payload", StringType()),
+)
 SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="ts_day"))
 
 
@@ -55,8 +58,13 @@ def _batch(first: int) -> pa.Table:
     rng = np.random.default_rng(first)
     ids = np.arange(first, first + ROWS)
     days = np.array([np.datetime64(DAYS[i % len(DAYS)]) for i in range(ROWS)], dtype="datetime64[us]")
-    return pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array(days + np.timedelta64(3600, "s")),
-                     "payload": pa.array([rng.bytes(8).hex() for _ in ids])})
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array(days + np.timedelta64(3600, "s")),
+            "payload": pa.array([rng.bytes(8).hex() for _ in ids]),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +72,17 @@ def lake(pg, tmp_path_factory):
     folder = tmp_path_factory.mktemp("pglake")
     name = "pglake"
     pg.create_database("catalog")
-    thresholds = {**TEST_THRESHOLDS, "mode": "enforce", "guards": {"quiet_period_minutes": 0},
-                  "small_files": {**TEST_THRESHOLDS["small_files"], "max_concurrent_file_group_rewrites": 3,
-                                  # partial progress for these 4 groups: each commits on its own
-                                  "partial_progress_min_groups": 1}}
+    thresholds = {
+        **TEST_THRESHOLDS,
+        "mode": "enforce",
+        "guards": {"quiet_period_minutes": 0},
+        "small_files": {
+            **TEST_THRESHOLDS["small_files"],
+            "max_concurrent_file_group_rewrites": 3,
+            # partial progress for these 4 groups: each commits on its own
+            "partial_progress_min_groups": 1,
+        },
+    }
     path = write_settings(folder, name, thresholds)
     text = path.read_text().replace("sqlite:///lake/catalog.db", pg.sqlalchemy_url("catalog"))
     path.write_text(text)
@@ -84,11 +99,16 @@ def lake(pg, tmp_path_factory):
 @pytest.fixture(scope="module")
 def instance(pg):
     """The documented instance settings: dagster.yaml (run limits) + dagster.postgres.yaml (storage)."""
-    config = yaml.safe_load((ROOT / "dagster.yaml").read_text()
-                            + (ROOT / "dagster.postgres.yaml").read_text())
-    env = {"DAGSTER_PG_HOST": pg.host, "DAGSTER_PG_PORT": str(pg.port),
-           "DAGSTER_PG_DB": pg.create_database("dagster"),
-           "DAGSTER_PG_USER": pg.user, "DAGSTER_PG_PASSWORD": "unused-by-trust-auth"}
+    config = yaml.safe_load(
+        (ROOT / "dagster.yaml").read_text() + (ROOT / "dagster.postgres.yaml").read_text()
+    )
+    env = {
+        "DAGSTER_PG_HOST": pg.host,
+        "DAGSTER_PG_PORT": str(pg.port),
+        "DAGSTER_PG_DB": pg.create_database("dagster"),
+        "DAGSTER_PG_USER": pg.user,
+        "DAGSTER_PG_PASSWORD": "unused-by-trust-auth",
+    }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
@@ -110,11 +130,16 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
 
     # The sensor: one run over the range of the offending days, tagged with the table.
     sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
-    context = build_sensor_context(instance=instance, definitions=defs,
-                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    context = build_sensor_context(
+        instance=instance,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     tick = sensor.evaluate_tick(context)
-    assert [(r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG])
-            for r in tick.run_requests] == [(DAYS[0], DAYS[-1])]
+    assert [
+        (r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG])
+        for r in tick.run_requests
+    ] == [(DAYS[0], DAYS[-1])]
     assert {r.tags[TABLE_TAG] for r in tick.run_requests} == {str(ref)}
 
     # One whole-table run: the four days are four file groups, rewritten three at a time (a SQLite
@@ -143,9 +168,12 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
     # ... each in a commit of its own (partial progress): one `replace` adding one file per group.
     before = int(md["snapshot_id/before"].value)
     ids = [e.snapshot_id for e in table.metadata.snapshot_log]
-    since = [table.snapshot_by_id(i) for i in ids[ids.index(before) + 1:]]
-    group_commits = [s for s in since if s.summary.operation.value == "replace"
-                     and s.summary.get("added-data-files") == "1"]
+    since = [table.snapshot_by_id(i) for i in ids[ids.index(before) + 1 :]]
+    group_commits = [
+        s
+        for s in since
+        if s.summary.operation.value == "replace" and s.summary.get("added-data-files") == "1"
+    ]
     assert len(group_commits) == len(rewritten)
     assert md["rows/before"].value == md["rows/after"].value == COMMITS * ROWS
     # The run and its events are in PostgreSQL.

@@ -25,10 +25,14 @@ def test_the_writer_appends_micro_batches_that_create_small_files(lake):
     trips = load_table(open_catalog(settings, catalog_name(settings)), refs["trips"])
     files = int(trips.current_snapshot().summary["total-data-files"])
     snapshots = len(trips.snapshots())
-    result = materialize([build_demo_writer(refs["trips"])], instance=instance,
-                         resources={"icelake": IcelakeResource(config_path=settings.source)},
-                         run_config={"ops": {"icelake_demo__trips_writer": {"config": {
-                             "batches": 3, "rows_per_batch": 12, "days": 4}}}})
+    result = materialize(
+        [build_demo_writer(refs["trips"])],
+        instance=instance,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+        run_config={
+            "ops": {"icelake_demo__trips_writer": {"config": {"batches": 3, "rows_per_batch": 12, "days": 4}}}
+        },
+    )
     assert result.success
     trips.refresh()
     # One commit per batch, one file per day each batch touches; ids continue without overlap.
@@ -42,8 +46,12 @@ def test_the_writer_appends_micro_batches_that_create_small_files(lake):
 
 def test_the_writer_refuses_a_table_without_the_trips_schema(lake):
     settings, refs, instance = lake
-    result = materialize([build_demo_writer(refs["clicks"])], instance=instance, raise_on_error=False,
-                         resources={"icelake": IcelakeResource(config_path=settings.source)})
+    result = materialize(
+        [build_demo_writer(refs["clicks"])],
+        instance=instance,
+        raise_on_error=False,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "does not have the demo's taxi trips schema" in str(failure.event_specific_data.error)
@@ -54,9 +62,12 @@ def test_the_consumer_aggregates_the_table_with_spark(lake):
     trips = load_table(open_catalog(settings, catalog_name(settings)), refs["trips"])
     fares = trips.scan(selected_fields=("fare",)).to_arrow()["fare"]
     result = materialize(
-        [build_demo_consumer(refs["trips"])], instance=instance,
-        resources={"pyspark": IcebergSparkResource(spark_config=spark_config(settings),
-                                                   config_path=settings.source)})
+        [build_demo_consumer(refs["trips"])],
+        instance=instance,
+        resources={
+            "pyspark": IcebergSparkResource(spark_config=spark_config(settings), config_path=settings.source)
+        },
+    )
     assert result.success
     md = result.asset_materializations_for_node("icelake_demo__daily_revenue")[0].metadata
     assert md["days"].value == SCALES["test"].days

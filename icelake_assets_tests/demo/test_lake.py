@@ -163,7 +163,9 @@ def test_scales_are_validated() -> None:
     assert SCALES["demo"].trip_files == 3600
 
 
-def test_cli_builds_and_summarizes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_builds_and_summarizes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ICELAKE_CONFIG", raising=False)
     monkeypatch.setitem(SCALES, "test", TINY)

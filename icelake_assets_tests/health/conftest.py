@@ -37,12 +37,14 @@ def batch(ids, days, vendor: str = "a") -> pa.Table:
     ids = np.asarray(list(ids), dtype=np.int64)
     days = np.broadcast_to(np.asarray(days, dtype=np.int64), ids.shape)
     ts = START + (days * US_PER_DAY + (ids % 86_400) * 1_000_000).astype("timedelta64[us]")
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "ts": pa.array(ts, pa.timestamp("us")),
-        "vendor": pa.array([vendor] * len(ids), pa.string()),
-        "v": pa.array(ids * 1.5, pa.float64()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array(ts, pa.timestamp("us")),
+            "vendor": pa.array([vendor] * len(ids), pa.string()),
+            "v": pa.array(ids * 1.5, pa.float64()),
+        }
+    )
 
 
 def files_on_disk(table: Table) -> dict[str, int]:
@@ -67,9 +69,15 @@ def catalog(lake) -> Catalog:
 def new_table(catalog):
     """``new_table(spec=..., properties=...)`` creates a fresh, uniquely named table."""
 
-    def make(spec: PartitionSpec = BY_DAY, properties: dict[str, str] | None = None, schema: Schema = SCHEMA) -> Table:
-        return catalog.create_table(("health", f"t{next(_names)}_{os.getpid()}"), schema=schema, partition_spec=spec,
-                                    properties=properties or {})
+    def make(
+        spec: PartitionSpec = BY_DAY, properties: dict[str, str] | None = None, schema: Schema = SCHEMA
+    ) -> Table:
+        return catalog.create_table(
+            ("health", f"t{next(_names)}_{os.getpid()}"),
+            schema=schema,
+            partition_spec=spec,
+            properties=properties or {},
+        )
 
     return make
 

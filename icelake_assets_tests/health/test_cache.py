@@ -16,8 +16,14 @@ POLICY = Policy()
 
 def _same(a, b) -> None:
     """Two evaluations agree on everything but the time they ran and what they read."""
-    skip = {"evaluated_at", "manifests_read", "oldest_snapshot_age_hours", "newest_snapshot_age_hours",
-            "last_writer_commit_age_minutes", "last_maintenance_age_minutes"}
+    skip = {
+        "evaluated_at",
+        "manifests_read",
+        "oldest_snapshot_age_hours",
+        "newest_snapshot_age_hours",
+        "last_writer_commit_age_minutes",
+        "last_maintenance_age_minutes",
+    }
     left = {k: v for k, v in asdict(a).items() if k not in skip}
     right = {k: v for k, v in asdict(b).items() if k not in skip}
     assert left == right
@@ -36,7 +42,9 @@ def test_unchanged_tables_read_nothing_and_new_commits_read_only_new_manifests(n
     assert cold.manifests == 4 and cold.manifests_read == 4 and cache.reads == 4 and cache.list_reads == 1
 
     again = compute_table_stats(table, POLICY, cache)
-    assert again.manifests_read == 0 and cache.reads == 4 and cache.list_reads == 1  # not even the manifest list
+    assert (
+        again.manifests_read == 0 and cache.reads == 4 and cache.list_reads == 1
+    )  # not even the manifest list
     _same(cold, again)
 
     _fill(table, 1, start=1000)  # one commit: one new manifest, four kept
@@ -52,7 +60,8 @@ def test_expiry_changes_snapshots_but_reads_no_manifest(new_table):
     before = compute_table_stats(table, POLICY, cache)
     current = table.current_snapshot().snapshot_id
     table.maintenance.expire_snapshots().by_ids(
-        [s.snapshot_id for s in table.metadata.snapshots if s.snapshot_id != current]).commit()
+        [s.snapshot_id for s in table.metadata.snapshots if s.snapshot_id != current]
+    ).commit()
     after = compute_table_stats(table, POLICY, cache)
     assert table.metadata_location != before.metadata_location
     assert (before.snapshots, after.snapshots) == (3, 1)  # read fresh from the metadata, not from the cache
@@ -77,10 +86,15 @@ def test_policy_changes_recompute_from_cached_manifests(new_table):
     _fill(table, 2)
     cache = ManifestCache()
     first = compute_table_stats(table, POLICY, cache)
-    strict = POLICY.model_copy(update={"small_files": POLICY.small_files.model_copy(
-        update={"max_files_per_partition": 1})})
+    strict = POLICY.model_copy(
+        update={"small_files": POLICY.small_files.model_copy(update={"max_files_per_partition": 1})}
+    )
     second = compute_table_stats(table, strict, cache)
-    assert second.manifests_read == 0 and not first.compaction_candidates and len(second.compaction_candidates) == 3
+    assert (
+        second.manifests_read == 0
+        and not first.compaction_candidates
+        and len(second.compaction_candidates) == 3
+    )
 
 
 def test_the_disk_level_serves_a_new_process_and_stays_bounded(new_table, tmp_path):

@@ -56,6 +56,7 @@ def test_only_old_unreferenced_files_are_orphans_and_nothing_is_deleted(new_tabl
 
 # -- safety rules (issue 10, item 1) ----------------------------------------------------------------
 
+
 def _old_file(path: Path, days: float = 5) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"x" * 10)
@@ -65,8 +66,11 @@ def _old_file(path: Path, days: float = 5) -> str:
 
 
 def test_locations_are_compared_as_iceberg_compares_them():
-    assert file_key("file:/w/t/a.parquet") == file_key("file:///w/t//a.parquet") \
+    assert (
+        file_key("file:/w/t/a.parquet")
+        == file_key("file:///w/t//a.parquet")
         == file_key("file:/w/t/a.parquet/")
+    )
     assert file_key("/w/t/a.parquet").same_place(file_key("file:///w/t/a.parquet"))
     assert file_key("s3a://b/k/x") == file_key("s3n://b/k/x") == file_key("s3://b//k/x")
     assert not file_key("s3://other/k/x").same_place(file_key("s3://b/k/x"))  # another authority
@@ -76,14 +80,19 @@ def test_locations_are_compared_as_iceberg_compares_them():
 
 
 def test_hidden_files_and_folders_are_not_orphans_but_hidden_partitions_are_listed(new_table):
-    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(),
-                                        name="_id"))
+    spec = PartitionSpec(
+        PartitionField(source_id=1, field_id=1000, transform=IdentityTransform(), name="_id")
+    )
     table = new_table(spec=spec)
     table.append(batch(range(3), 0))
     root = data_dir(table)
-    hidden = [_old_file(root / "_SUCCESS"), _old_file(root / ".part-0.parquet.crc"),
-              _old_file(root / ".x"), _old_file(root / "_temporary" / "0" / "part-1.parquet"),
-              _old_file(local_path(table.metadata.location) / "metadata" / ".v1.metadata.json.crc")]
+    hidden = [
+        _old_file(root / "_SUCCESS"),
+        _old_file(root / ".part-0.parquet.crc"),
+        _old_file(root / ".x"),
+        _old_file(root / "_temporary" / "0" / "part-1.parquet"),
+        _old_file(local_path(table.metadata.location) / "metadata" / ".v1.metadata.json.crc"),
+    ]
     real = [_old_file(root / "_id=7" / "lost.parquet"), _old_file(root / "lost.parquet")]
     # a "_id=" partition folder is not hidden: its files are listed
     assert sorted(o.path for o in find_orphans(table, older_than_hours=72)) == sorted(real)
@@ -100,13 +109,15 @@ def test_a_referenced_file_seen_under_another_scheme_or_authority_is_an_error(ne
     real = orphans.referenced_locations(table)
     # A metadata file written with an s3:// location for what storage lists as a local file: S3 cannot
     # run here, so the reference is rewritten the way such a table's metadata would read.
-    monkeypatch.setattr(orphans, "referenced_locations",
-                        lambda t: real | {"s3://bucket" + local_path(planted[0]).as_posix()})
+    monkeypatch.setattr(
+        orphans, "referenced_locations", lambda t: real | {"s3://bucket" + local_path(planted[0]).as_posix()}
+    )
     with pytest.raises(PathMismatchError, match="scheme or authority"):
         scan_orphans(table, "t", older_than_hours=72)
     # file:/x//y names the listed file:///x/y: the same file, neither an orphan nor an error
-    monkeypatch.setattr(orphans, "referenced_locations",
-                        lambda t: real | {"file:" + planted[0].replace("/data/", "/data//")})
+    monkeypatch.setattr(
+        orphans, "referenced_locations", lambda t: real | {"file:" + planted[0].replace("/data/", "/data//")}
+    )
     assert [o.path for o in scan_orphans(table, "t", older_than_hours=72).orphans] == [planted[1]]
 
 
@@ -178,8 +189,12 @@ def test_the_listing_uses_the_catalogs_own_file_io_properties(tmp_path):
     root = tmp_path / "store"
     for folder in ("metadata", "data"):  # a SubTreeFileSystem creates no parent folders
         (root / "warehouse" / "ns" / "t" / folder).mkdir(parents=True)
-    catalog = SqlCatalog("rooted", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse="file:///warehouse",
-                         **{"py-io-impl": f"{__name__}.RootedFileIO", "rooted.root": str(root)})
+    catalog = SqlCatalog(
+        "rooted",
+        uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+        warehouse="file:///warehouse",
+        **{"py-io-impl": f"{__name__}.RootedFileIO", "rooted.root": str(root)},
+    )
     catalog.create_namespace("ns")
     table = catalog.create_table(("ns", "t"), schema=SCHEMA)
     table.append(batch(range(3), 0))

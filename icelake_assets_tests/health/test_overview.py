@@ -17,22 +17,38 @@ KB = 1024
 
 def table(name: str, parts: list[PartitionStats], **values) -> TableStats:
     return TableStats(
-        table=name, metadata_location="m", current_snapshot_id=1, target_file_size_bytes=128 * 1_048_576,
-        partitions={p.partition: p for p in parts}, data_files=sum(p.data_files for p in parts),
-        data_bytes=sum(p.data_bytes for p in parts), records=sum(p.records for p in parts),
+        table=name,
+        metadata_location="m",
+        current_snapshot_id=1,
+        target_file_size_bytes=128 * 1_048_576,
+        partitions={p.partition: p for p in parts},
+        data_files=sum(p.data_files for p in parts),
+        data_bytes=sum(p.data_bytes for p in parts),
+        records=sum(p.records for p in parts),
         small_files=sum(p.small_files for p in parts),
         position_delete_files=sum(p.position_delete_files for p in parts),
-        position_delete_records=sum(p.delete_records for p in parts), **values)
+        position_delete_records=sum(p.delete_records for p in parts),
+        **values,
+    )
 
 
 def small(partition: str, files: int, **extra) -> PartitionStats:
-    return PartitionStats(partition, data_files=files, data_bytes=files * KB, records=files * 10, small_files=files,
-                          **extra)
+    return PartitionStats(
+        partition, data_files=files, data_bytes=files * KB, records=files * 10, small_files=files, **extra
+    )
 
 
-A = table("a", [small("p=1", 30),
-                small("p=2", 3, delete_files=2, position_delete_files=2, delete_records=4, delete_bytes=2 * KB)],
-          manifests=3, manifest_bytes=30 * KB, snapshots=3, compaction_candidates=["p=1"])
+A = table(
+    "a",
+    [
+        small("p=1", 30),
+        small("p=2", 3, delete_files=2, position_delete_files=2, delete_records=4, delete_bytes=2 * KB),
+    ],
+    manifests=3,
+    manifest_bytes=30 * KB,
+    snapshots=3,
+    compaction_candidates=["p=1"],
+)
 B = table("b", [small("p=1", 10)], manifests=200, manifest_bytes=2000 * KB, snapshots=3)
 C = table("c", [small("p=1", 1)], manifests=1, manifest_bytes=KB, snapshots=1)
 
@@ -57,8 +73,12 @@ def test_tables_and_partitions_rank_by_expected_benefit():
     assert b.status is HealthStatus.CRITICAL and any("rewrite_manifests" in x for x in b.actions)
     assert [(p.table, p.partition) for p in overview.partitions] == [("a", "p=1"), ("b", "p=1"), ("a", "p=2")]
     metrics = overview.metrics()
-    assert (metrics["tables"], metrics["tables_critical"], metrics["tables_warning"], metrics["tables_healthy"]) == (
-        3, 1, 1, 1)
+    assert (
+        metrics["tables"],
+        metrics["tables_critical"],
+        metrics["tables_warning"],
+        metrics["tables_healthy"],
+    ) == (3, 1, 1, 1)
     assert metrics["files_saved"] == 40 and metrics["manifests_saved"] == 199
 
 

@@ -40,8 +40,10 @@ def test_only_snapshots_older_than_the_cutoff_and_beyond_the_newest_go():
 
 
 def test_tags_and_branches_keep_their_snapshots_and_unreferenced_ones_follow_the_age():
-    snaps = chain([50, 40, 30, 20, 1]) + (SnapshotPoint(9, 2, int(NOW - 45 * H)),  # an old side branch head
-                                          SnapshotPoint(10, 3, int(NOW - 60 * H)))  # rolled back, unreferenced
+    snaps = chain([50, 40, 30, 20, 1]) + (
+        SnapshotPoint(9, 2, int(NOW - 45 * H)),  # an old side branch head
+        SnapshotPoint(10, 3, int(NOW - 60 * H)),
+    )  # rolled back, unreferenced
     refs = (RefPoint("main", True, 5), RefPoint("audit", False, 2), RefPoint("side", True, 9))
     fc = forecast(snaps, refs, cutoff_hours=24, min_keep=1, now_ms=NOW)
     # kept: main's head 5 and 4 (20 h); tag on 2; branch head 9 (its old ancestor 1 goes). Gone: 1, 3, 10.
@@ -78,8 +80,14 @@ def test_the_forecast_matches_what_icebergs_expire_snapshots_removes(make_lake, 
     table.refresh()
     snaps, refs, max_ref_age = snapshot_points(table)
     now = datetime.now(UTC)
-    fc = forecast(snaps, refs, cutoff_hours=0, min_keep=2, now_ms=now.timestamp() * 1000,
-                  default_max_ref_age_ms=max_ref_age)
+    fc = forecast(
+        snaps,
+        refs,
+        cutoff_hours=0,
+        min_keep=2,
+        now_ms=now.timestamp() * 1000,
+        default_max_ref_age_ms=max_ref_age,
+    )
     # The tag's snapshot and the branch's stay, with the side branch's own newest 2 (ids[3], ids[2]).
     assert fc.expire == {ids[0], ids[4], ids[5]}
     procedures.expire_snapshots(spark, ref, now, retain_last=2)

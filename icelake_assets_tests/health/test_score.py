@@ -13,9 +13,17 @@ TARGET = 128 * MiB
 
 
 def stats(files: int, avg_bytes: float, records: int = 1000, eq: int = 0, pos: int = 0) -> TableStats:
-    return TableStats(table="t", metadata_location="m", current_snapshot_id=1, target_file_size_bytes=TARGET,
-                      data_files=files, data_bytes=int(files * avg_bytes), records=records,
-                      equality_delete_records=eq, position_delete_records=pos)
+    return TableStats(
+        table="t",
+        metadata_location="m",
+        current_snapshot_id=1,
+        target_file_size_bytes=TARGET,
+        data_files=files,
+        data_bytes=int(files * avg_bytes),
+        records=records,
+        equality_delete_records=eq,
+        position_delete_records=pos,
+    )
 
 
 def test_a_table_at_target_size_without_deletes_scores_100():

@@ -27,7 +27,9 @@ EQ_DELETED = (4, 7)  # both in partition cat = '1'
 def write_equality_deletes(spark, ref: TableRef, column: str, values, partition: dict[str, str]) -> None:
     """One equality delete file through Iceberg's Java API (what Flink upserts write), committed as a row delta."""
     jvm = spark._jvm
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table_identifier(ref))
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, table_identifier(ref)
+    )
     schema = table.schema()
     field_id = schema.findField(column).fieldId()
     ids = spark.sparkContext._gateway.new_array(jvm.int, 1)
@@ -35,14 +37,18 @@ def write_equality_deletes(spark, ref: TableRef, column: str, values, partition:
     selected = jvm.java.util.HashSet()
     selected.add(jvm.java.lang.Integer.valueOf(field_id))
     delete_schema = jvm.org.apache.iceberg.types.TypeUtil.select(schema, selected)
-    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(schema, table.spec(), ids, delete_schema, None)
+    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(
+        schema, table.spec(), ids, delete_schema, None
+    )
     key = jvm.org.apache.iceberg.PartitionKey(table.spec(), schema)
     row = jvm.org.apache.iceberg.data.GenericRecord.create(schema)
     for name, value in partition.items():
         row.setField(name, value)
     key.partition(row)
     location = table.locationProvider().newDataLocation(table.spec(), key, "eq-deletes-00001.parquet")
-    out = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(table.io().newOutputFile(location))
+    out = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
+        table.io().newOutputFile(location)
+    )
     writer = factory.newEqDeleteWriter(out, jvm.org.apache.iceberg.FileFormat.PARQUET, key)
     for value in values:
         record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
@@ -53,9 +59,11 @@ def write_equality_deletes(spark, ref: TableRef, column: str, values, partition:
 
 
 def spark_files(spark, ref: TableRef) -> list[dict]:
-    rows = spark.sql(f"SELECT content, spec_id, partition.cat AS cat, record_count, file_size_in_bytes, "
-                     f"readable_metrics.id.lower_bound AS lo, readable_metrics.id.upper_bound AS hi "
-                     f"FROM {table_identifier(ref)}.files").collect()
+    rows = spark.sql(
+        f"SELECT content, spec_id, partition.cat AS cat, record_count, file_size_in_bytes, "
+        f"readable_metrics.id.lower_bound AS lo, readable_metrics.id.upper_bound AS hi "
+        f"FROM {table_identifier(ref)}.files"
+    ).collect()
     return [r.asDict() for r in rows]
 
 
@@ -64,8 +72,14 @@ def overlapping_by_brute_force(files: list[dict]) -> int:
     data = [f for f in files if f["content"] == 0]
     hits = 0
     for f in data:
-        if any(g is not f and g["cat"] == f["cat"] and g["spec_id"] == f["spec_id"]
-               and f["lo"] < g["hi"] and g["lo"] < f["hi"] for g in data):
+        if any(
+            g is not f
+            and g["cat"] == f["cat"]
+            and g["spec_id"] == f["spec_id"]
+            and f["lo"] < g["hi"]
+            and g["lo"] < f["hi"]
+            for g in data
+        ):
             hits += 1
     return hits
 
@@ -78,41 +92,61 @@ def lake(tmp_path_factory):
     spark = IcebergSparkResource(spark_config=spark_config(settings)).spark_session
     ref = TableRef(name, ("spark",), "mor")
     t = table_identifier(ref)
-    spark.sql(f"CREATE TABLE {t} (id INT, cat STRING, v DOUBLE) USING iceberg PARTITIONED BY (cat) TBLPROPERTIES ("
-              "'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
-              "'write.merge.mode'='merge-on-read')")
-    spark.sql(f"INSERT INTO {t} SELECT CAST(id AS INT), CAST(id % 3 AS STRING), id * 1.0 FROM range(0, {ROWS})")
+    spark.sql(
+        f"CREATE TABLE {t} (id INT, cat STRING, v DOUBLE) USING iceberg PARTITIONED BY (cat) TBLPROPERTIES ("
+        "'format-version'='2', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
+        "'write.merge.mode'='merge-on-read')"
+    )
+    spark.sql(
+        f"INSERT INTO {t} SELECT CAST(id AS INT), CAST(id % 3 AS STRING), id * 1.0 FROM range(0, {ROWS})"
+    )
     spark.sql(f"DELETE FROM {t} WHERE id % 10 = 0")
     spark.sql(f"UPDATE {t} SET v = -1 WHERE id < 3")
     cat = open_catalog(settings, name)
     cache = ManifestCache()
-    stages = {"deletes": {"stats": compute_table_stats(load_table(cat, ref), settings.thresholds, cache),
-                          "files": spark_files(spark, ref), "count": spark.table(t).count()}}
+    stages = {
+        "deletes": {
+            "stats": compute_table_stats(load_table(cat, ref), settings.thresholds, cache),
+            "files": spark_files(spark, ref),
+            "count": spark.table(t).count(),
+        }
+    }
 
     write_equality_deletes(spark, ref, "id", EQ_DELETED, {"cat": "1"})
-    stages["equality"] = {"stats": compute_table_stats(load_table(cat, ref), settings.thresholds, cache),
-                          "files": spark_files(spark, ref), "count": spark.table(t).count()}
+    stages["equality"] = {
+        "stats": compute_table_stats(load_table(cat, ref), settings.thresholds, cache),
+        "files": spark_files(spark, ref),
+        "count": spark.table(t).count(),
+    }
 
     spark.sql(f"ALTER TABLE {t} WRITE ORDERED BY id")
     # Re-inserts ids inside the ranges the first insert covers: new and old files overlap on id.
     spark.sql(f"INSERT INTO {t} SELECT CAST(id AS INT), CAST(id % 3 AS STRING), 0.0 FROM range(50, 260, 10)")
     before_rewrite = load_table(cat, ref)
-    stages["sorted"] = {"stats": compute_table_stats(before_rewrite, settings.thresholds, cache),
-                        "files": spark_files(spark, ref),
-                        "manifests": {m.manifest_path
-                                      for m in before_rewrite.current_snapshot().manifests(before_rewrite.io)}}
+    stages["sorted"] = {
+        "stats": compute_table_stats(before_rewrite, settings.thresholds, cache),
+        "files": spark_files(spark, ref),
+        "manifests": {
+            m.manifest_path for m in before_rewrite.current_snapshot().manifests(before_rewrite.io)
+        },
+    }
 
     rewrite_data_files(spark, ref, strategy="sort", options={"rewrite-all": "true"})  # the table's sort order
     after = load_table(cat, ref)
-    stages["rewritten"] = {"stats": compute_table_stats(after, settings.thresholds, cache),
-                           "fresh": compute_table_stats(after, settings.thresholds, ManifestCache()),
-                           "files": spark_files(spark, ref),
-                           "manifests": {m.manifest_path for m in after.current_snapshot().manifests(after.io)}}
+    stages["rewritten"] = {
+        "stats": compute_table_stats(after, settings.thresholds, cache),
+        "fresh": compute_table_stats(after, settings.thresholds, ManifestCache()),
+        "files": spark_files(spark, ref),
+        "manifests": {m.manifest_path for m in after.current_snapshot().manifests(after.io)},
+    }
 
     spark.sql(f"ALTER TABLE {t} ADD PARTITION FIELD bucket(4, id)")
     spark.sql(f"INSERT INTO {t} SELECT CAST(id AS INT), CAST(id % 3 AS STRING), 0.0 FROM range(2000, 2030)")
-    stages["evolved"] = {"stats": compute_table_stats(load_table(cat, ref), settings.thresholds, cache),
-                         "files": spark_files(spark, ref), "table": load_table(cat, ref)}
+    stages["evolved"] = {
+        "stats": compute_table_stats(load_table(cat, ref), settings.thresholds, cache),
+        "files": spark_files(spark, ref),
+        "table": load_table(cat, ref),
+    }
     return {"settings": settings, "stages": stages}
 
 
@@ -132,8 +166,7 @@ def test_merge_on_read_position_deletes(lake):
     assert stats.records == ROWS + UPDATED  # the updated rows were written again
     assert stats.records - stats.position_delete_records == stage["count"] == ROWS - DELETED
     assert (stats.data_files, stats.records, stats.data_bytes) == spark[0]
-    assert (stats.position_delete_files, stats.position_delete_records,
-            stats.delete_bytes) == spark[1]
+    assert (stats.position_delete_files, stats.position_delete_records, stats.delete_bytes) == spark[1]
     assert stats.equality_delete_files == 0
     per_cat = Counter(f["cat"] for f in stage["files"] if f["content"] == 1)
     expected = {f"cat={c}": n for c, n in per_cat.items()}
@@ -169,10 +202,16 @@ def test_a_sort_compaction_is_maintenance_and_is_read_incrementally(lake):
     assert stats.unsorted_files == overlapping_by_brute_force(stages["rewritten"]["files"]) == 0
     assert stats.data_files == 3  # one file per partition: the tiny table fits in one file each
     assert stats.last_maintenance_age_minutes is not None and stats.last_maintenance_age_minutes < 30
-    assert stats.recent_writer_commits == stages["sorted"]["stats"].recent_writer_commits  # 'replace' is not a writer
+    assert (
+        stats.recent_writer_commits == stages["sorted"]["stats"].recent_writer_commits
+    )  # 'replace' is not a writer
     new_manifests = stages["rewritten"]["manifests"] - stages["sorted"]["manifests"]
     assert stats.manifests_read == len(new_manifests) > 0
-    assert (stats.data_files, stats.records, stats.partitions) == (fresh.data_files, fresh.records, fresh.partitions)
+    assert (stats.data_files, stats.records, stats.partitions) == (
+        fresh.data_files,
+        fresh.records,
+        fresh.partitions,
+    )
 
 
 def test_an_evolved_partition_spec_in_spark(lake):
@@ -181,8 +220,11 @@ def test_an_evolved_partition_spec_in_spark(lake):
     old = sum(1 for f in stage["files"] if f["content"] == 0 and f["spec_id"] == 0)
     assert stats.default_spec_id == 1 and old == 3
     assert stats.old_spec_files == old and stats.data_files == old + sum(
-        1 for f in stage["files"] if f["content"] == 0 and f["spec_id"] == 1)
-    assert any("/id_bucket_4=" in p for p in stats.partitions) and stats.partitions["cat=0"].old_spec_files == 1
+        1 for f in stage["files"] if f["content"] == 0 and f["spec_id"] == 1
+    )
+    assert (
+        any("/id_bucket_4=" in p for p in stats.partitions) and stats.partitions["cat=0"].old_spec_files == 1
+    )
     assert layout_drift_finding(stats, lake["settings"].thresholds).severity is not Severity.OK
 
 
@@ -194,9 +236,22 @@ def test_the_projected_reader_agrees_on_spark_written_manifests(lake):
     for manifest in {m.manifest_path: m for m in manifests}.values():
         spec = specs[manifest.partition_spec_id]
         summary = read_manifest(table.io, ManifestMeta.of(manifest), spec, schema)
-        ours = Counter(zip((summary.labels[i] for i in summary.part.tolist()), summary.size.tolist(),
-                           summary.records.tolist(), summary.content.tolist(), strict=False))
-        theirs = Counter((spec.partition_to_path(e.data_file.partition, schema), e.data_file.file_size_in_bytes,
-                          e.data_file.record_count, int(e.data_file.content))
-                         for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+        ours = Counter(
+            zip(
+                (summary.labels[i] for i in summary.part.tolist()),
+                summary.size.tolist(),
+                summary.records.tolist(),
+                summary.content.tolist(),
+                strict=False,
+            )
+        )
+        theirs = Counter(
+            (
+                spec.partition_to_path(e.data_file.partition, schema),
+                e.data_file.file_size_in_bytes,
+                e.data_file.record_count,
+                int(e.data_file.content),
+            )
+            for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+        )
         assert ours == theirs

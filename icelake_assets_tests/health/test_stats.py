@@ -71,7 +71,9 @@ def test_small_files_follow_the_table_target_and_the_distribution_is_exact(new_t
     assert stats.size_histogram["lt_1mb"] == (small < MiB) + (big < MiB)
     assert list(stats.partitions) == ["<unpartitioned>"]
 
-    policy = POLICY.model_copy(update={"small_files": POLICY.small_files.model_copy(update={"small_file_ratio": 1.0})})
+    policy = POLICY.model_copy(
+        update={"small_files": POLICY.small_files.model_copy(update={"small_file_ratio": 1.0})}
+    )
     assert compute_table_stats(table, policy).small_files == 1 + (big < target)
 
 
@@ -92,7 +94,9 @@ def test_snapshot_ages_growth_and_writer_activity_are_read_from_snapshots(new_ta
     later = stamps[-1] / 1000 + 25 * 3600
     stats = compute_table_stats(table, POLICY, now=later)
     assert stats.snapshots_last_24h == 0 and stats.recent_writer_commits == 0
-    narrow = POLICY.model_copy(update={"activity": POLICY.activity.model_copy(update={"window_minutes": 29.0})})
+    narrow = POLICY.model_copy(
+        update={"activity": POLICY.activity.model_copy(update={"window_minutes": 29.0})}
+    )
     assert compute_table_stats(table, narrow, now=now).recent_writer_commits == 0
 
 
@@ -178,12 +182,25 @@ def test_the_projected_reader_agrees_with_pyicebergs_full_reader(new_table):
     table.append(batch(range(30, 40), 4))
     specs, schema = table.specs(), table.schema()
     for manifest in table.current_snapshot().manifests(table.io):
-        summary = read_manifest(table.io, ManifestMeta.of(manifest), specs[manifest.partition_spec_id], schema)
-        ours = Counter(zip((summary.labels[i] for i in summary.part.tolist()), summary.size.tolist(),
-                           summary.records.tolist(), summary.content.tolist(), strict=False))
+        summary = read_manifest(
+            table.io, ManifestMeta.of(manifest), specs[manifest.partition_spec_id], schema
+        )
+        ours = Counter(
+            zip(
+                (summary.labels[i] for i in summary.part.tolist()),
+                summary.size.tolist(),
+                summary.records.tolist(),
+                summary.content.tolist(),
+                strict=False,
+            )
+        )
         theirs = Counter(
-            (specs[manifest.partition_spec_id].partition_to_path(e.data_file.partition, schema),
-             e.data_file.file_size_in_bytes, e.data_file.record_count, int(e.data_file.content))
+            (
+                specs[manifest.partition_spec_id].partition_to_path(e.data_file.partition, schema),
+                e.data_file.file_size_in_bytes,
+                e.data_file.record_count,
+                int(e.data_file.content),
+            )
             for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
         )
         assert ours == theirs
@@ -193,6 +210,6 @@ def test_a_target_size_over_the_bound_falls_back_to_the_policy(new_table):
     table = new_table(spec=UNPARTITIONED_PARTITION_SPEC)
     table.append(batch(range(5), 0))
     with table.transaction() as tx:
-        tx.set_properties({"write.target-file-size-bytes": str(10 ** 15)})  # every file would be "small"
+        tx.set_properties({"write.target-file-size-bytes": str(10**15)})  # every file would be "small"
     target = compute_table_stats(table, POLICY).target_file_size_bytes
     assert target == POLICY.small_files.target_file_size_bytes

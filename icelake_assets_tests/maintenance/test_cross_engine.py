@@ -24,8 +24,11 @@ def table(make_lake):
     settings = make_lake()
     cat = open_catalog(settings, catalog_name(settings), create=True)
     cat.create_namespace("ns")
-    schema = Schema(NestedField(1, "x", DoubleType()), NestedField(2, "name", StringType()),
-                    NestedField(3, "id", LongType()))
+    schema = Schema(
+        NestedField(1, "x", DoubleType()),
+        NestedField(2, "name", StringType()),
+        NestedField(3, "id", LongType()),
+    )
     t = cat.create_table(("ns", "t"), schema)
     for i in range(3):
         ids = pa.array([i, 100 + i], pa.int64())

@@ -20,14 +20,30 @@ POLICY = Policy.model_validate({"small_files": {"max_files_per_partition": 1}, "
 
 def _after(candidates: list[str], manifests: int = 1) -> TableStats:
     parts = {p: PartitionStats(p, data_files=2, small_files=2) for p in ("a", "b")}
-    return TableStats(table="ns.t", metadata_location="", current_snapshot_id=2, target_file_size_bytes=1000,
-                      partitions=parts, compaction_candidates=candidates, manifests=manifests, snapshots=3)
+    return TableStats(
+        table="ns.t",
+        metadata_location="",
+        current_snapshot_id=2,
+        target_file_size_bytes=1000,
+        partitions=parts,
+        compaction_candidates=candidates,
+        manifests=manifests,
+        snapshots=3,
+    )
 
 
 def _rewrite(committed: int = 1) -> dict:
-    return {"op": "rewrite_data_files", "acted": True,
-            "result": {"partitions_rewritten": ["a", "b"], "partitions_failed": [],
-                       "snapshots_committed": committed, "data_files_before": 4, "data_files_after": 2}}
+    return {
+        "op": "rewrite_data_files",
+        "acted": True,
+        "result": {
+            "partitions_rewritten": ["a", "b"],
+            "partitions_failed": [],
+            "snapshots_committed": committed,
+            "data_files_before": 4,
+            "data_files_after": 2,
+        },
+    }
 
 
 def test_a_rewrite_is_effective_partial_or_ineffective_by_its_partitions():
@@ -40,12 +56,17 @@ def test_a_rewrite_is_effective_partial_or_ineffective_by_its_partitions():
 
 
 def test_ops_that_did_not_act_have_no_effect_and_the_worst_effect_wins():
-    manifests = {"op": "rewrite_manifests", "acted": True,
-                 "result": {"manifests_before": 12, "manifests_after": 10}}
+    manifests = {
+        "op": "rewrite_manifests",
+        "acted": True,
+        "result": {"manifests_before": 12, "manifests_after": 10},
+    }
     skipped = {"op": "expire_snapshots", "acted": False, "result": {}}
     effects = verify_effects([skipped, _rewrite(), manifests], _after([], manifests=10), POLICY)
-    assert [(e.op, e.effect) for e in effects] == [("rewrite_data_files", "effective"),
-                                                   ("rewrite_manifests", "ineffective")]
+    assert [(e.op, e.effect) for e in effects] == [
+        ("rewrite_data_files", "effective"),
+        ("rewrite_manifests", "ineffective"),
+    ]
     assert "manifest_fragmentation still fails" in effects[1].reason
     assert run_outcome(effects) == "ineffective" and run_outcome([]) is None
 
@@ -68,8 +89,11 @@ def test_a_delete_applying_rewrite_that_left_delete_files_is_partial_not_effecti
     parts = {**clean.partitions, "a": replace(clean.partitions["a"], delete_files=3, position_delete_files=3)}
     after = replace(clean, partitions=parts, position_delete_files=3)
     rewrite = _rewrite()
-    rewrite["result"] = {**rewrite["result"], "options": {"delete-file-threshold": "1"},
-                         "dangling_deletes_error": "boom"}
+    rewrite["result"] = {
+        **rewrite["result"],
+        "options": {"delete-file-threshold": "1"},
+        "dangling_deletes_error": "boom",
+    }
     left = verify_effects([rewrite], after, POLICY)[0]
     assert left.effect == "partial" and left.check == "delete_files" and left.still_failing == ("a",)
     assert "still hold 3 delete files" in left.reason and "boom" in left.reason

@@ -41,8 +41,17 @@ from icelake_assets.maintenance.partition_filter import (
 from icelake_assets_tests.conftest import catalog_name, new_lake
 
 UTC = UTC
-TRICKY = ["it's \"quoted\" \\ back", "DROP TABLE t; -- SELECT * FROM x WHERE 1=1", "Ünïcødé ☕ 東京",
-          "a|b...c", "~tilde", "null", "", " padded ", None]
+TRICKY = [
+    'it\'s "quoted" \\ back',
+    "DROP TABLE t; -- SELECT * FROM x WHERE 1=1",
+    "Ünïcødé ☕ 東京",
+    "a|b...c",
+    "~tilde",
+    "null",
+    "",
+    " padded ",
+    None,
+]
 
 
 def _f(name, transform, source_type, source=None, source_id=1, earliest=None) -> LayoutField:
@@ -55,6 +64,7 @@ def _layout(*fields: LayoutField) -> PartitionLayout:
 
 # -- pure ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("value", TRICKY)
 def test_every_value_has_a_dagster_safe_key_that_maps_back_exactly(value):
     key = value_key(value)
@@ -63,23 +73,28 @@ def test_every_value_has_a_dagster_safe_key_that_maps_back_exactly(value):
 
 
 def test_plain_values_are_their_own_keys_and_null_is_distinct_from_the_string_null():
-    for value in ("it's \"quoted\" \\ back", "DROP TABLE t; --", "Ünïcødé ☕ 東京", "null"):
+    for value in ('it\'s "quoted" \\ back', "DROP TABLE t; --", "Ünïcødé ☕ 東京", "null"):
         assert value_key(value) == value
     assert value_key(None) != value_key("null")
 
 
-@pytest.mark.parametrize("transform,value,start,end", [
-    ("hour", "2024-01-03-23", datetime(2024, 1, 3, 23, tzinfo=UTC), datetime(2024, 1, 4, tzinfo=UTC)),
-    ("day", "2024-12-31", datetime(2024, 12, 31, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
-    ("month", "2024-02", datetime(2024, 2, 1, tzinfo=UTC), datetime(2024, 3, 1, tzinfo=UTC)),
-    ("year", "2024", datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
-])
+@pytest.mark.parametrize(
+    "transform,value,start,end",
+    [
+        ("hour", "2024-01-03-23", datetime(2024, 1, 3, 23, tzinfo=UTC), datetime(2024, 1, 4, tzinfo=UTC)),
+        ("day", "2024-12-31", datetime(2024, 12, 31, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+        ("month", "2024-02", datetime(2024, 2, 1, tzinfo=UTC), datetime(2024, 3, 1, tzinfo=UTC)),
+        ("year", "2024", datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),
+    ],
+)
 def test_time_windows_follow_icebergs_partition_values(transform, value, start, end):
     assert time_window(transform, value) == (start, end)
 
 
 def test_a_malformed_time_value_is_refused_with_the_expected_format():
-    with pytest.raises(PartitionFilterError, match=r"'2024-1-3x' is not a day partition \(expected %Y-%m-%d\)"):
+    with pytest.raises(
+        PartitionFilterError, match=r"'2024-1-3x' is not a day partition \(expected %Y-%m-%d\)"
+    ):
         time_window("day", "2024-1-3x")
 
 
@@ -96,7 +111,8 @@ def test_timestamp_without_zone_uses_ntz_literals_and_nested_columns_are_quoted_
     f = LayoutField("pickup_hour", 7, ("trip", "pick`up"), "timestamp", "hour")
     assert where_clause(_layout(f), "c", [("2024-01-03-05",)]) == (
         "`trip`.`pick``up` >= TIMESTAMP_NTZ '2024-01-03 05:00:00.000000' "
-        "AND `trip`.`pick``up` < TIMESTAMP_NTZ '2024-01-03 06:00:00.000000'")
+        "AND `trip`.`pick``up` < TIMESTAMP_NTZ '2024-01-03 06:00:00.000000'"
+    )
 
 
 def test_identity_bucket_truncate_and_null_predicates():
@@ -114,8 +130,10 @@ def test_identity_bucket_truncate_and_null_predicates():
 def test_two_dimensions_group_by_the_non_time_value():
     layout = _layout(_f("ts_day", "day", "date", "ts", 1), _f("v", "identity", "long", "v", 2))
     where = where_clause(layout, "c", [("2024-01-01", "7"), ("2024-01-02", "7"), ("2024-01-01", "8")])
-    assert where == ("(`v` = 7 AND `ts` >= DATE '2024-01-01' AND `ts` < DATE '2024-01-03') OR "
-                     "(`v` = 8 AND `ts` >= DATE '2024-01-01' AND `ts` < DATE '2024-01-02')")
+    assert where == (
+        "(`v` = 7 AND `ts` >= DATE '2024-01-01' AND `ts` < DATE '2024-01-03') OR "
+        "(`v` = 8 AND `ts` >= DATE '2024-01-01' AND `ts` < DATE '2024-01-02')"
+    )
 
 
 def test_dimension_rules():
@@ -154,24 +172,32 @@ def test_a_scope_needs_partitions():
 
 # -- layouts of real tables (pyiceberg, no Spark) -----------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
     settings = new_lake(tmp_path_factory, thresholds={"small_files": {"max_files_per_partition": 2}})
-    Path(settings.catalogs[catalog_name(settings)]["uri"][len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    Path(settings.catalogs[catalog_name(settings)]["uri"][len("sqlite:///") :]).parent.mkdir(
+        parents=True, exist_ok=True
+    )
     cat = open_catalog(settings, catalog_name(settings), create=True)
     cat.create_namespace("ns")
     return settings, cat
 
 
 def _ts(*days_hours):
-    return pa.array([datetime(2024, 1, d, h, tzinfo=UTC) for d, h in days_hours], pa.timestamp("us", tz="UTC"))
+    return pa.array(
+        [datetime(2024, 1, d, h, tzinfo=UTC) for d, h in days_hours], pa.timestamp("us", tz="UTC")
+    )
 
 
 def test_evolved_spec_day_to_month_maps_old_days_into_their_month(lake):
     settings, cat = lake
     schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()))
-    t = cat.create_table(("ns", "evolved"), schema=schema,
-                         partition_spec=PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day")))
+    t = cat.create_table(
+        ("ns", "evolved"),
+        schema=schema,
+        partition_spec=PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day")),
+    )
     append(t, pa.table({"id": pa.array([1, 2], pa.int64()), "ts": _ts((3, 5), (4, 1))}))
     with t.update_spec() as spec:
         spec.remove_field("ts_day")
@@ -182,44 +208,81 @@ def test_evolved_spec_day_to_month_maps_old_days_into_their_month(lake):
     assert layout.evolved and [f.name for f in layout.dimensions] == ["ts_month"]
     assert layout.dimensions[0].earliest == "2024-01"  # from the old day partitions' summaries
     stats = compute_table_stats(t, settings.thresholds)
-    mapped = {label: partition_values(layout, label, p.spec_id, p.values) for label, p in stats.partitions.items()}
-    assert mapped == {"ts_day=2024-01-03": (("2024-01",),), "ts_day=2024-01-04": (("2024-01",),),
-                      "ts_month=2024-01": (("2024-01",),)}
+    mapped = {
+        label: partition_values(layout, label, p.spec_id, p.values) for label, p in stats.partitions.items()
+    }
+    assert mapped == {
+        "ts_day=2024-01-03": (("2024-01",),),
+        "ts_day=2024-01-04": (("2024-01",),),
+        "ts_month=2024-01": (("2024-01",),),
+    }
 
 
 def test_an_older_unpartitioned_spec_belongs_to_no_partition(lake):
     settings, cat = lake
     schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType()))
     t = cat.create_table(("ns", "late_partitioned"), schema=schema)
-    append(t, pa.table({"id": pa.array([1], pa.int64()), "ts": pa.array([datetime(2024, 1, 1)], pa.timestamp("us"))}))
+    append(
+        t,
+        pa.table(
+            {"id": pa.array([1], pa.int64()), "ts": pa.array([datetime(2024, 1, 1)], pa.timestamp("us"))}
+        ),
+    )
     with t.update_spec() as spec:
         spec.add_field("ts", HourTransform(), "ts_hour")
-    append(t, pa.table({"id": pa.array([2], pa.int64()), "ts": pa.array([datetime(2024, 1, 2, 7)], pa.timestamp("us"))}))
+    append(
+        t,
+        pa.table(
+            {"id": pa.array([2], pa.int64()), "ts": pa.array([datetime(2024, 1, 2, 7)], pa.timestamp("us"))}
+        ),
+    )
     t.refresh()
     layout = partition_layout(t)
     assert layout.live_spec_ids == (0, 1) and layout.dimensions[0].earliest == "2024-01-02-07"
     stats = compute_table_stats(t, settings.thresholds)
-    mapped = {label: partition_values(layout, label, p.spec_id, p.values) for label, p in stats.partitions.items()}
+    mapped = {
+        label: partition_values(layout, label, p.spec_id, p.values) for label, p in stats.partitions.items()
+    }
     assert mapped == {"<unpartitioned>": (), "ts_hour=2024-01-02-07": (("2024-01-02-07",),)}
 
 
 # -- the filters through real Spark -----------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def spark_tables(lake):
     """``ns.tricky``: identity(category) over TRICKY values plus day(ts) on timestamptz;
     ``ns.bucketed``: bucket(4, id), three files per bucket."""
     settings, cat = lake
-    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType()),
-                    NestedField(3, "category", StringType()))
-    tricky = cat.create_table(("ns", "tricky"), schema=schema, partition_spec=PartitionSpec(
-        PartitionField(3, 1000, IdentityTransform(), "category"), PartitionField(2, 1001, DayTransform(), "ts_day")))
+    schema = Schema(
+        NestedField(1, "id", LongType()),
+        NestedField(2, "ts", TimestamptzType()),
+        NestedField(3, "category", StringType()),
+    )
+    tricky = cat.create_table(
+        ("ns", "tricky"),
+        schema=schema,
+        partition_spec=PartitionSpec(
+            PartitionField(3, 1000, IdentityTransform(), "category"),
+            PartitionField(2, 1001, DayTransform(), "ts_day"),
+        ),
+    )
     n = len(TRICKY)
-    append(tricky, pa.table({"id": pa.array(range(2 * n), pa.int64()),
-                             "ts": _ts(*[(1 + i % 2, 23) for i in range(2 * n)]),
-                             "category": pa.array(TRICKY + TRICKY, pa.string())}))
-    bucketed = cat.create_table(("ns", "bucketed"), schema=Schema(NestedField(1, "id", LongType())),
-                                partition_spec=PartitionSpec(PartitionField(1, 1000, BucketTransform(4), "id_bucket")))
+    append(
+        tricky,
+        pa.table(
+            {
+                "id": pa.array(range(2 * n), pa.int64()),
+                "ts": _ts(*[(1 + i % 2, 23) for i in range(2 * n)]),
+                "category": pa.array(TRICKY + TRICKY, pa.string()),
+            }
+        ),
+    )
+    bucketed = cat.create_table(
+        ("ns", "bucketed"),
+        schema=Schema(NestedField(1, "id", LongType())),
+        partition_spec=PartitionSpec(PartitionField(1, 1000, BucketTransform(4), "id_bucket")),
+    )
     for c in range(3):
         append(bucketed, pa.table({"id": pa.array(range(c * 40, c * 40 + 40), pa.int64())}))
     return settings, tricky, bucketed
@@ -242,11 +305,17 @@ def test_each_identity_filter_selects_exactly_its_rows_in_spark(spark_tables, sp
 def test_rewrite_under_a_bucket_filter_compacts_exactly_that_bucket(spark_tables, spark_for):
     settings, _, bucketed = spark_tables
     ref = TableRef(catalog_name(settings), ("ns",), "bucketed")
-    before = {k: p.data_files for k, p in compute_table_stats(bucketed, settings.thresholds).partitions.items()}
+    before = {
+        k: p.data_files for k, p in compute_table_stats(bucketed, settings.thresholds).partitions.items()
+    }
     assert set(before.values()) == {3} and len(before) == 4
     where = PartitionScope(partition_layout(bucketed), ref.catalog, frozenset({("2",)})).where()
-    res = procedures.rewrite_data_files(spark_for(settings), ref, options={"min-input-files": "2"}, where=where)
+    res = procedures.rewrite_data_files(
+        spark_for(settings), ref, options={"min-input-files": "2"}, where=where
+    )
     bucketed.refresh()
-    after = {k: p.data_files for k, p in compute_table_stats(bucketed, settings.thresholds).partitions.items()}
+    after = {
+        k: p.data_files for k, p in compute_table_stats(bucketed, settings.thresholds).partitions.items()
+    }
     assert res["rewritten_data_files_count"] == 3
     assert after == {**before, "id_bucket=2": 1}

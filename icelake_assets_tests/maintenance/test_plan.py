@@ -25,7 +25,10 @@ def test_300_fresh_snapshots_are_over_the_count_but_none_may_go():
     stats = history(300, 1.0)  # the demo: 300 snapshots written within the last hour
     decision = decide_expire(stats, POLICY)
     assert not decision.act
-    assert "300 snapshots > 100, but none may go yet: 5 of the newest 5 kept, 295 younger than 24 h" in decision.reason
+    assert (
+        "300 snapshots > 100, but none may go yet: 5 of the newest 5 kept, 295 younger than 24 h"
+        in decision.reason
+    )
     assert decision.signals["expirable_snapshots"] == 0
     now = datetime.fromtimestamp(stats.evaluated_at, UTC)
     assert expire_cutoff(stats, POLICY) == now - timedelta(hours=24)  # not `now`: the minimum age holds
@@ -41,7 +44,9 @@ def test_over_the_count_only_what_is_older_than_the_minimum_age_goes():
 def test_under_the_count_the_age_limit_decides():
     assert not decide_expire(history(50, 119.0), POLICY).act
     old = decide_expire(history(50, 121.0), POLICY)
-    assert old.act and old.signals["expirable_snapshots"] == 45 and old.signals["expire_older_than_hours"] == 120
+    assert (
+        old.act and old.signals["expirable_snapshots"] == 45 and old.signals["expire_older_than_hours"] == 120
+    )
 
 
 KB = 1024
@@ -49,12 +54,19 @@ KB = 1024
 
 def _stats(parts: dict[str, tuple[int, int]], target: int = 128 * 1024 * KB, **kw) -> TableStats:
     """parts: label -> (data files, small files); every file is 3 KB."""
-    partitions = {label: PartitionStats(label, data_files=n, data_bytes=3 * KB * n, small_files=s, **kw)
-                  for label, (n, s) in parts.items()}
-    return TableStats(table="ns.t", metadata_location="", current_snapshot_id=1,
-                      target_file_size_bytes=target, partitions=partitions,
-                      data_files=sum(p.data_files for p in partitions.values()),
-                      compaction_candidates=sorted(partitions))
+    partitions = {
+        label: PartitionStats(label, data_files=n, data_bytes=3 * KB * n, small_files=s, **kw)
+        for label, (n, s) in parts.items()
+    }
+    return TableStats(
+        table="ns.t",
+        metadata_location="",
+        current_snapshot_id=1,
+        target_file_size_bytes=target,
+        partitions=partitions,
+        data_files=sum(p.data_files for p in partitions.values()),
+        compaction_candidates=sorted(partitions),
+    )
 
 
 def _policy(**small_files) -> Policy:
@@ -106,8 +118,9 @@ def test_partial_progress_only_past_the_group_or_byte_threshold():
 
 
 def test_manifests_are_consolidated_after_partial_progress_commits():
-    stats = TableStats(table="ns.t", metadata_location="", current_snapshot_id=1, target_file_size_bytes=1,
-                       manifests=5)
+    stats = TableStats(
+        table="ns.t", metadata_location="", current_snapshot_id=1, target_file_size_bytes=1, manifests=5
+    )
     assert not decide_manifests(stats, Policy()).act
     assert not decide_manifests(stats, Policy(), rewrite_commits=1).act
     decision = decide_manifests(stats, Policy(), rewrite_commits=4)

@@ -16,8 +16,10 @@ def test_identifiers_and_literals_are_escaped():
     assert procedures.sql_string("it's \\ ok") == "'it\\'s \\\\ ok'"
     ref = TableRef("demo", ("we`ird",), "o'brien")
     assert procedures.table_identifier(ref) == "`demo`.`we``ird`.`o'brien`"
-    assert procedures.sql_value(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == \
-        "TIMESTAMP '2026-01-02 03:04:05.000000'"
+    assert (
+        procedures.sql_value(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+        == "TIMESTAMP '2026-01-02 03:04:05.000000'"
+    )
     assert procedures.sql_value({"k'": "v"}) == "map('k\\'', 'v')"
     assert procedures.sql_value(True) == "true"
     with pytest.raises(TypeError):
@@ -32,7 +34,9 @@ def test_procedures_run_on_a_table_whose_name_needs_quoting(make_lake, spark_for
     cat = open_catalog(settings, catalog_name, create=True)
     namespace, name = "odd ns", "o'brien`s table"
     cat.create_namespace(namespace)
-    table = cat.create_table((namespace, name), Schema(NestedField(1, "id", LongType()), NestedField(2, "s", StringType())))
+    table = cat.create_table(
+        (namespace, name), Schema(NestedField(1, "id", LongType()), NestedField(2, "s", StringType()))
+    )
     for i in range(6):
         table.append(pa.table({"id": pa.array([i], pa.int64()), "s": pa.array(["x'; DROP TABLE t; --"])}))
     ref = TableRef(catalog_name, (namespace,), name)

@@ -51,8 +51,12 @@ def _remove(lake, short: str) -> runner.OpOutcome:
     known = known_tables(lake["settings"])
     where = default_locations(lake["catalog"], ref)
     return runner.remove_orphan_files(
-        lambda: lake["spark"], ref, table, policy,
-        lambda t: scan_orphans(t, str(ref), policy.orphans.older_than_hours, known, where))
+        lambda: lake["spark"],
+        ref,
+        table,
+        policy,
+        lambda t: scan_orphans(t, str(ref), policy.orphans.older_than_hours, known, where),
+    )
 
 
 def _count(lake, short: str) -> int:
@@ -115,7 +119,10 @@ def test_a_referenced_file_missing_after_removal_fails_the_op(lake):
         _remove(lake, "v")
 
 
-QUIET = {"small_files": {"max_files_per_partition": 1000}, "manifests": {"max_count": 1000}}  # only expiry acts
+QUIET = {
+    "small_files": {"max_files_per_partition": 1000},
+    "manifests": {"max_count": 1000},
+}  # only expiry acts
 
 
 def _table(settings, commits: int):
@@ -128,21 +135,28 @@ def _table(settings, commits: int):
 
 
 def _run(settings):
-    results = execute_maintenance(build_definitions(settings), DagsterInstance.ephemeral(), raise_on_error=True)
+    results = execute_maintenance(
+        build_definitions(settings), DagsterInstance.ephemeral(), raise_on_error=True
+    )
     events = [e for r in results for e in r.get_asset_materialization_events()]
     checks = {e.check_name: e for r in results for e in r.get_asset_check_evaluations()}
     return events[0].materialization.metadata, checks
 
 
 def test_fresh_snapshots_over_the_count_are_kept_and_the_check_agrees(make_lake):
-    settings = make_lake({**QUIET, "snapshots": {"max_count": 20, "min_keep": 5}})  # min_age_hours: default 24
+    settings = make_lake(
+        {**QUIET, "snapshots": {"max_count": 20, "min_keep": 5}}
+    )  # min_age_hours: default 24
     table = _table(settings, 30)
     md, checks = _run(settings)
     assert md["why/expire"].value.startswith("skipped: ")
     assert "none may go yet: 5 of the newest 5 kept, 25 younger than 24 h" in md["why/expire"].value
     table.refresh()
     assert len(table.metadata.snapshots) == 30
-    assert checks["snapshot_retention"].passed and "none may expire yet" in checks["snapshot_retention"].description
+    assert (
+        checks["snapshot_retention"].passed
+        and "none may expire yet" in checks["snapshot_retention"].description
+    )
 
 
 def test_a_tagged_old_snapshot_survives_expiry(make_lake):
@@ -184,8 +198,9 @@ def test_a_tag_created_between_decision_and_expiry_is_recorded_as_a_forecast_mis
     assert outcome.acted and res["snapshots_forecast"] == 25 and res["snapshots_expired"] == 24
     assert res["forecast_mismatches"] == 1 and res["forecast_not_expired"] == [first]
     assert res["expired_not_forecast"] == [] and res["deleted_manifest_lists_count"] == 24
-    assert res["forecast_mismatch"] == (f"forecast 25 snapshots, Iceberg expired 24: 1 forecast that were "
-                                        f"kept (e.g. {first})")
+    assert res["forecast_mismatch"] == (
+        f"forecast 25 snapshots, Iceberg expired 24: 1 forecast that were kept (e.g. {first})"
+    )
     assert "forecast mismatch: forecast 25 snapshots, Iceberg expired 24" in outcome.reason
 
 
@@ -194,8 +209,11 @@ SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=Identi
 
 
 def _append(table, regions, start):
-    table.append(pa.table({"id": pa.array(range(start, start + len(regions)), pa.int64()),
-                           "region": pa.array(regions)}))
+    table.append(
+        pa.table(
+            {"id": pa.array(range(start, start + len(regions)), pa.int64()), "region": pa.array(regions)}
+        )
+    )
 
 
 def test_a_whole_table_rewrite_takes_only_the_priced_partitions(make_lake, spark_for):
@@ -220,11 +238,15 @@ def test_a_whole_table_rewrite_takes_only_the_priced_partitions(make_lake, spark
     res = outcome.result
     assert res["rewritten_data_files_count"] == 50  # the 2 x 25 files priced, nothing else
     assert res["rewritten_bytes_count"] <= outcome.signals["estimated_rewrite_bytes"]
-    assert outcome.signals["estimated_rewrite_bytes"] == sum(before.partitions[p].data_bytes
-                                                             for p in before.compaction_candidates)
+    assert outcome.signals["estimated_rewrite_bytes"] == sum(
+        before.partitions[p].data_bytes for p in before.compaction_candidates
+    )
     after = stats_fn(table)
     assert {p: after.partitions[p].data_files for p in after.partitions} == {
-        "region=r0": 1, "region=r1": 1, **{f"region=r{i}": 6 for i in range(2, 6)}}
+        "region=r0": 1,
+        "region=r1": 1,
+        **{f"region=r{i}": 6 for i in range(2, 6)},
+    }
     assert "r0" in res["where"] and "r2" not in res["where"]
 
 

@@ -49,27 +49,41 @@ def _materialize_in_child(config_path: str, table: str, out: str) -> None:
     started = time.monotonic()
     with DagsterInstance.ephemeral() as instance:
         result = job.execute_in_process(instance=instance, asset_selection=[key], raise_on_error=False)
-    md = {k: getattr(v, "value", None) for e in result.get_asset_materialization_events()
-          for k, v in e.materialization.metadata.items()}
+    md = {
+        k: getattr(v, "value", None)
+        for e in result.get_asset_materialization_events()
+        for k, v in e.materialization.metadata.items()
+    }
     session = SparkSession.getActiveSession()
-    Path(out).write_text(json.dumps({
-        "success": result.success,
-        "checks": {e.check_name: e.passed for e in result.get_asset_check_evaluations()},
-        "metadata": {k: v for k, v in md.items() if isinstance(v, (int, float, str))},
-        "master": session.sparkContext.master if session else None,
-        "app_id": session.sparkContext.applicationId if session else None,
-        "run_seconds": round(time.monotonic() - started, 1),
-    }))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "success": result.success,
+                "checks": {e.check_name: e.passed for e in result.get_asset_check_evaluations()},
+                "metadata": {k: v for k, v in md.items() if isinstance(v, (int, float, str))},
+                "master": session.sparkContext.master if session else None,
+                "app_id": session.sparkContext.applicationId if session else None,
+                "run_seconds": round(time.monotonic() - started, 1),
+            }
+        )
+    )
 
 
 def _degraded_table(make_lake, master: str) -> tuple[Settings, TableRef, int]:
     from icelake_assets.catalog.connection import open_catalog
     from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch
 
-    spark = {"master": master, "config": {
-        # Executors connect back to the driver: keep everything on the loopback interface.
-        "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-        "spark.executor.memory": "768m", "spark.cores.max": "1", "spark.driver.memory": "1g"}}
+    spark = {
+        "master": master,
+        "config": {
+            # Executors connect back to the driver: keep everything on the loopback interface.
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.executor.memory": "768m",
+            "spark.cores.max": "1",
+            "spark.driver.memory": "1g",
+        },
+    }
     policy = {"mode": "enforce", "guards": {"quiet_period_minutes": 0}}
     settings = make_lake(thresholds={**TEST_THRESHOLDS, **policy}, extra={"spark": spark})
     cat = open_catalog(settings, catalog_name(settings), create=True)
@@ -82,8 +96,14 @@ def _degraded_table(make_lake, master: str) -> tuple[Settings, TableRef, int]:
 
 def _run_child(code: str, timeout: float) -> tuple[int, str]:
     """``python -c code`` in a process group of its own: on timeout its driver JVM dies with it."""
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -98,13 +118,17 @@ def _run_child(code: str, timeout: float) -> tuple[int, str]:
 def test_full_maintenance_of_a_degraded_table_runs_on_a_standalone_cluster(make_lake, cluster, tmp_path):
     settings, ref, rows = _degraded_table(make_lake, cluster.master_url)
     out = tmp_path / "result.json"
-    code = (f"from {__name__} import _materialize_in_child as m; "
-            f"m({settings.source!r}, {str(ref)!r}, {str(out)!r})")
+    code = (
+        f"from {__name__} import _materialize_in_child as m; "
+        f"m({settings.source!r}, {str(ref)!r}, {str(out)!r})"
+    )
     started = time.monotonic()
     returncode, stderr = _run_child(code, timeout=300)
     assert returncode == 0 and out.exists(), stderr[-5000:]
     result = json.loads(out.read_text())
-    print(f"cluster run: child process {time.monotonic() - started:.1f} s, Dagster run {result['run_seconds']} s")
+    print(
+        f"cluster run: child process {time.monotonic() - started:.1f} s, Dagster run {result['run_seconds']} s"
+    )
 
     assert result["success"], stderr[-5000:]
     assert result["master"] == cluster.master_url

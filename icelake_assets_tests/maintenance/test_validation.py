@@ -23,8 +23,10 @@ def _spark_table(spark, settings, name: str, props: dict[str, str], id_type: str
     ref = TableRef(catalog_name(settings), ("ns",), name)
     open_catalog(settings, ref.catalog, create=True).create_namespace_if_not_exists("ns")
     tblprops = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
-    spark.sql(f"CREATE TABLE {table_identifier(ref)} (id {id_type}, v STRING) USING iceberg "
-              f"TBLPROPERTIES ({tblprops})")
+    spark.sql(
+        f"CREATE TABLE {table_identifier(ref)} (id {id_type}, v STRING) USING iceberg "
+        f"TBLPROPERTIES ({tblprops})"
+    )
     for c in range(COMMITS):
         values = ", ".join(f"({c * 5 + i}, 'v{c * 5 + i}')" for i in range(5))
         spark.sql(f"INSERT INTO {table_identifier(ref)} VALUES {values}")
@@ -40,9 +42,13 @@ def _write_equality_deletes(spark, ref: TableRef, ids: list[int]) -> None:
     field_ids = spark.sparkContext._gateway.new_array(jvm.int, 1)
     field_ids[0] = schema.findField("id").fieldId()
     delete_schema = schema.select(jvm.java.util.Collections.singletonList("id"))
-    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(schema, table.spec(), field_ids, delete_schema, None)
+    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(
+        schema, table.spec(), field_ids, delete_schema, None
+    )
     path = table.locationProvider().newDataLocation("eq-deletes-00001.parquet")
-    out = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(table.io().newOutputFile(path))
+    out = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
+        table.io().newOutputFile(path)
+    )
     writer = factory.newEqDeleteWriter(out, jvm.org.apache.iceberg.FileFormat.PARQUET, None)
     record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
     for value in ids:
@@ -56,12 +62,20 @@ def _compact_through_dagster(settings, ref: TableRef):
     table = load_table(open_catalog(settings, ref.catalog), ref)
     before = table.current_snapshot()
     results = execute_maintenance(build_definitions(settings), DagsterInstance.ephemeral())
-    failures = [str(e.event_specific_data.error) for r in results for e in r.all_events
-                if e.event_type_value == "STEP_FAILURE"]
+    failures = [
+        str(e.event_specific_data.error)
+        for r in results
+        for e in r.all_events
+        if e.event_type_value == "STEP_FAILURE"
+    ]
     assert all(r.success for r in results), failures
     table.refresh()
-    md = next(e.materialization.metadata for r in results for e in r.get_asset_materialization_events()
-              if e.asset_key.path[-1] == ref.name)
+    md = next(
+        e.materialization.metadata
+        for r in results
+        for e in r.get_asset_materialization_events()
+        if e.asset_key.path[-1] == ref.name
+    )
     return table, before, md
 
 
@@ -70,7 +84,9 @@ def test_a_table_with_deletes_is_compacted_and_validated_without_rollback(make_l
     settings = make_lake()
     spark = spark_for(settings)
     props = {**MOR, "format-version": "3" if kind == "deletion_vectors" else "2"}
-    ref = _spark_table(spark, settings, kind, props, id_type="INT" if kind == "equality_deletes" else "BIGINT")
+    ref = _spark_table(
+        spark, settings, kind, props, id_type="INT" if kind == "equality_deletes" else "BIGINT"
+    )
     if kind == "equality_deletes":
         _write_equality_deletes(spark, ref, list(range(0, COMMITS * 5, 3)) + [10_000])  # one matches nothing
     else:
@@ -80,7 +96,9 @@ def test_a_table_with_deletes_is_compacted_and_validated_without_rollback(make_l
     summary = table.current_snapshot().summary
     # The snapshot's total-records counts the deleted rows: the old validation compared it with a scan.
     assert int(summary["total-records"]) == COMMITS * 5 and count_rows(spark, ref) == live
-    assert int(summary["total-equality-deletes" if kind == "equality_deletes" else "total-position-deletes"]) > 0
+    assert (
+        int(summary["total-equality-deletes" if kind == "equality_deletes" else "total-position-deletes"]) > 0
+    )
 
     table, before, md = _compact_through_dagster(settings, ref)
 
@@ -102,7 +120,8 @@ def test_a_table_with_deletes_is_compacted_and_validated_without_rollback(make_l
 
 
 def test_writer_deletes_count_as_writer_rows_and_a_rewrite_changing_live_rows_is_named(
-        make_lake, spark_for, monkeypatch):
+    make_lake, spark_for, monkeypatch
+):
     """Commits since the before-snapshot: a rewrite that keeps the delete files (rewrite_manifests),
     then a writer's merge-on-read DELETE. Summaries see no change at all (total-records counts
     deleted rows); live counts see the writer's -24 rows, and a rewrite losing one row is caught."""
@@ -123,8 +142,9 @@ def test_writer_deletes_count_as_writer_rows_and_a_rewrite_changing_live_rows_is
 
     real = validation.count_rows
     # Injected: the rewrite's snapshot reads one row short.
-    monkeypatch.setattr(validation, "count_rows",
-                        lambda s, r, snap=None: real(s, r, snap) - (1 if snap == rewrite else 0))
+    monkeypatch.setattr(
+        validation, "count_rows", lambda s, r, snap=None: real(s, r, snap) - (1 if snap == rewrite else 0)
+    )
     result = validate_row_counts(spark, ref, table, before)
     assert not result.ok and result.rewrite_changes == [[rewrite, rewrite, -1]]
     assert f"rewrite commit(s) {rewrite} changed the live rows by -1" in result.mismatch(ref)

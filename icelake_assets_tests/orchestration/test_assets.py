@@ -13,17 +13,40 @@ from icelake_assets.maintenance.validation import ValidationResult
 from icelake_assets.orchestration.assets import LastEffective, _run_metadata, last_effective_run
 from icelake_assets.orchestration.display import human_bytes, human_duration
 
-BEFORE = {"data_files": 180, "small_files": 180, "snapshots": 30, "manifests": 30, "records": 1800,
-          "data_bytes": 16_118_266, "delete_files": 0}
-AFTER = SimpleNamespace(data_files=6, small_files=0, snapshots=7, manifests=1, records=1800,
-                        data_bytes=15_000_000, position_delete_files=0, equality_delete_files=0)
+BEFORE = {
+    "data_files": 180,
+    "small_files": 180,
+    "snapshots": 30,
+    "manifests": 30,
+    "records": 1800,
+    "data_bytes": 16_118_266,
+    "delete_files": 0,
+}
+AFTER = SimpleNamespace(
+    data_files=6,
+    small_files=0,
+    snapshots=7,
+    manifests=1,
+    records=1800,
+    data_bytes=15_000_000,
+    position_delete_files=0,
+    equality_delete_files=0,
+)
 POLICY = SimpleNamespace(small_files=SimpleNamespace(partial_progress_max_commits=10))
 HEALTH = SimpleNamespace(score=SimpleNamespace(score=100), status=SimpleNamespace(value="Healthy"))
 
 
 def _op(name: str, acted: bool, reason: str, duration: float, **result) -> dict:
-    return {"op": name, "acted": acted, "reason": reason, "duration_s": duration, "result": result,
-            "signals": {}, "snapshot_before": 1, "snapshot_after": 2 if acted else 1}
+    return {
+        "op": name,
+        "acted": acted,
+        "reason": reason,
+        "duration_s": duration,
+        "result": result,
+        "signals": {},
+        "snapshot_before": 1,
+        "snapshot_after": 2 if acted else 1,
+    }
 
 
 def _validation(rows: int = 1800, same: bool = False) -> ValidationResult:
@@ -31,39 +54,74 @@ def _validation(rows: int = 1800, same: bool = False) -> ValidationResult:
 
 
 def _acting_state() -> dict:
-    return {"before": BEFORE, "ops": [
-        _op("expire_snapshots", True, "30 snapshots > 20", 8.729, snapshots_expired=25, snapshots_before=30,
-            snapshots_after=5),
-        _op("remove_orphan_files", False, "0 orphan files older than 72 h ≤ 0", 0.144, orphans_found=0),
-        _op("rewrite_data_files", True, "6 partitions with > 20 small files", 125.3,
-            rewritten_data_files_count=180, added_data_files_count=6, rewritten_bytes_count=16_118_266,
-            failed_data_files_count=0, partitions_rewritten=["d=1", "d=2"], partitions_failed=[]),
-        _op("rewrite_manifests", True, "31 manifests > 10", 3.882, rewritten_manifests_count=31,
-            added_manifests_count=1)]}
+    return {
+        "before": BEFORE,
+        "ops": [
+            _op(
+                "expire_snapshots",
+                True,
+                "30 snapshots > 20",
+                8.729,
+                snapshots_expired=25,
+                snapshots_before=30,
+                snapshots_after=5,
+            ),
+            _op("remove_orphan_files", False, "0 orphan files older than 72 h ≤ 0", 0.144, orphans_found=0),
+            _op(
+                "rewrite_data_files",
+                True,
+                "6 partitions with > 20 small files",
+                125.3,
+                rewritten_data_files_count=180,
+                added_data_files_count=6,
+                rewritten_bytes_count=16_118_266,
+                failed_data_files_count=0,
+                partitions_rewritten=["d=1", "d=2"],
+                partitions_failed=[],
+            ),
+            _op(
+                "rewrite_manifests",
+                True,
+                "31 manifests > 10",
+                3.882,
+                rewritten_manifests_count=31,
+                added_manifests_count=1,
+            ),
+        ],
+    }
 
 
 def _noop_state() -> dict:
-    return {"before": BEFORE, "ops": [_op(name, False, f"{name} below its threshold", 0.01) for name in
-                                      ("expire_snapshots", "remove_orphan_files", "rewrite_data_files",
-                                       "rewrite_manifests")]}
+    return {
+        "before": BEFORE,
+        "ops": [
+            _op(name, False, f"{name} below its threshold", 0.01)
+            for name in ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
+        ],
+    }
 
 
 def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_for_plots():
-    effects = [OpEffect("expire_snapshots", "effective", "ok"),
-               OpEffect("rewrite_data_files", "effective", "ok"),
-               OpEffect("rewrite_manifests", "ineffective", "still 12 manifests")]
+    effects = [
+        OpEffect("expire_snapshots", "effective", "ok"),
+        OpEffect("rewrite_data_files", "effective", "ok"),
+        OpEffect("rewrite_manifests", "ineffective", "still 12 manifests"),
+    ]
     md = _run_metadata(_acting_state(), AFTER, _validation(), effects, "ineffective", HEALTH, POLICY, None)
     assert list(md)[0] == "summary"
     summary = md["summary"].value
     assert len(summary) < 1000  # the UI shows markdown under 1000 characters inline
-    assert ("| rewrite_data_files | **acted** | effective | 180 → 6 data files, 16.1 MB rewritten | 2m5s |"
-            in summary)
+    assert (
+        "| rewrite_data_files | **acted** | effective | 180 → 6 data files, 16.1 MB rewritten | 2m5s |"
+        in summary
+    )
     assert "| remove_orphan_files | skipped |  | 0 orphan files older than 72 h ≤ 0 | 144ms |" in summary
     assert "size 16.1 MB → 15.0 MB" in summary and "16118266" not in summary
     assert md["change"].value == (
         "expire_snapshots: 25 snapshots expired (30 → 5); rewrite_data_files: 180 → 6 data files, 16.1 MB "
         "rewritten; rewrite_manifests: 31 → 1 manifests; table: data files 180 → 6, snapshots 30 → 7, "
-        "manifests 30 → 1, size 16.1 MB → 15.0 MB")
+        "manifests 30 → 1, size 16.1 MB → 15.0 MB"
+    )
     # The numbers stay numbers, under short grouped keys.
     assert isinstance(md["bytes/rewritten"], IntMetadataValue) and md["bytes/rewritten"].value == 16_118_266
     assert md["files/before"].value == 180 and md["files/after"].value == 6
@@ -82,8 +140,10 @@ def test_a_run_where_nothing_acted_says_so_and_points_to_the_last_run_that_did()
     last = LastEffective("0f1e2d3c-aaaa-bbbb-cccc-000000000001", 1_795_462_189.0, "data files 180 → 6")
     md = _run_metadata(_noop_state(), AFTER, _validation(same=True), [], None, HEALTH, POLICY, last)
     summary = md["summary"].value
-    assert summary.startswith("**Nothing to do** (40ms): expire_snapshots: expire_snapshots below its "
-                              "threshold; remove_orphan_files: ")
+    assert summary.startswith(
+        "**Nothing to do** (40ms): expire_snapshots: expire_snapshots below its "
+        "threshold; remove_orphan_files: "
+    )
     assert f"Last run that acted: [0f1e2d3c](/runs/{last.run_id}), 2026-11-23 " in summary
     assert md["outcome"].value == "nothing to do" and md["ops/acted"].value == "none"
     assert md["last_effective_run"].value == last.run_id and md["last_effective_at"].value == last.at

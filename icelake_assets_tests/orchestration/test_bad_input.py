@@ -1,6 +1,5 @@
 """Bad input gets a clear error naming the cause, and nothing is half-written."""
 
-
 import pyarrow as pa
 import pytest
 from dagster import DagsterInstance
@@ -29,7 +28,9 @@ def _table_with_files(settings, name: str, files: int):
 
 def test_a_missing_catalog_database_is_named(tmp_path):
     settings = load_settings(write_settings(tmp_path, "gone"))
-    with pytest.raises(CatalogUnavailableError, match=r"catalog 'gone': SQLite database .*catalog.db does not exist"):
+    with pytest.raises(
+        CatalogUnavailableError, match=r"catalog 'gone': SQLite database .*catalog.db does not exist"
+    ):
         build_definitions(settings)
 
 
@@ -59,7 +60,8 @@ def test_a_table_dropped_after_discovery_fails_its_run_by_name(make_lake):
     defs = build_definitions(settings)
     open_catalog(settings, catalog_name(settings)).drop_table(("ns", "dropped"))
     result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
-        instance=DagsterInstance.ephemeral(), raise_on_error=False)
+        instance=DagsterInstance.ephemeral(), raise_on_error=False
+    )
     assert not result.success
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failures and all("dropped" in e.step_key for e in failures)
@@ -74,11 +76,15 @@ def test_a_validation_mismatch_rolls_back_to_the_before_snapshot(make_lake, monk
     before = table.current_snapshot().snapshot_id
     real = validation.count_rows
     # Injected: scans of any snapshot but the before-snapshot count one row too many.
-    monkeypatch.setattr(validation, "count_rows",
-                        lambda spark, ref, snap=None: real(spark, ref, snap) + (0 if snap == before else 1))
+    monkeypatch.setattr(
+        validation,
+        "count_rows",
+        lambda spark, ref, snap=None: real(spark, ref, snap) + (0 if snap == before else 1),
+    )
     defs = build_definitions(settings)
     result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
-        instance=DagsterInstance.ephemeral(), raise_on_error=False)
+        instance=DagsterInstance.ephemeral(), raise_on_error=False
+    )
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert failure.step_key.endswith("__validate")
@@ -89,8 +95,10 @@ def test_a_validation_mismatch_rolls_back_to_the_before_snapshot(make_lake, monk
     assert table.current_snapshot().snapshot_id == before
     assert table.scan().to_arrow().num_rows == 25
     records = AuditLog.from_settings(settings).records(table=f"{catalog_name(settings)}.ns.small")
-    assert [(r.kind, r.decision) for r in records if r.kind in ("validation", "rollback")] == \
-        [("validation", "failed"), ("rollback", "rolled_back")]
+    assert [(r.kind, r.decision) for r in records if r.kind in ("validation", "rollback")] == [
+        ("validation", "failed"),
+        ("rollback", "rolled_back"),
+    ]
 
 
 def test_table_names_are_validated():

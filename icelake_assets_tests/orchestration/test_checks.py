@@ -40,7 +40,9 @@ def _evaluations(result):
 def test_every_table_gets_one_result_per_metadata_check(run):
     evaluations = _evaluations(run["health"])
     assert run["health"].success
-    assert set(evaluations) == {(t, c) for t in ("trips", "clicks", "orders") for c in (*METADATA_CHECKS, HEALTH_CHECK)}
+    assert set(evaluations) == {
+        (t, c) for t in ("trips", "clicks", "orders") for c in (*METADATA_CHECKS, HEALTH_CHECK)
+    }
 
 
 def test_each_table_has_one_health_summary_linking_failing_checks_to_the_job_that_fixes_them(run):
@@ -52,13 +54,20 @@ def test_each_table_has_one_health_summary_linking_failing_checks_to_the_job_tha
     summary = trips.metadata["summary"].value
     # trips is partitioned: its own whole-table maintenance job fixes it.
     job = f"{MAINTENANCE_JOB}__{dagster_name([name, 'taxi', 'trips'])}"
-    assert "| small_files | **WARN** |" in summary and f"[{job}](/guess/{job}) (rewrite_data_files)" in summary
+    assert (
+        "| small_files | **WARN** |" in summary and f"[{job}](/guess/{job}) (rewrite_data_files)" in summary
+    )
     assert "| delete_files | passed |" in summary
     assert f"(/guess/{job})" in evaluations[("trips", "small_files")].metadata["fix"].value
     assert "fix" not in evaluations[("trips", "delete_files")].metadata
     clicks = evaluations[("clicks", HEALTH_CHECK)]
-    assert clicks.severity is AssetCheckSeverity.ERROR and clicks.metadata["health_status"].value == "Critical"
-    assert f"[{MAINTENANCE_JOB}](/guess/{MAINTENANCE_JOB}) (expire_snapshots)" in clicks.metadata["summary"].value
+    assert (
+        clicks.severity is AssetCheckSeverity.ERROR and clicks.metadata["health_status"].value == "Critical"
+    )
+    assert (
+        f"[{MAINTENANCE_JOB}](/guess/{MAINTENANCE_JOB}) (expire_snapshots)"
+        in clicks.metadata["summary"].value
+    )
     orders = evaluations[("orders", HEALTH_CHECK)]
     assert orders.passed and orders.description.endswith("every check passes")
     assert orders.metadata["failing_checks"].value == 0 and orders.metadata["health_score"].value == 100
@@ -116,18 +125,25 @@ def test_maintenance_does_not_materialize_the_overview(run):
 
 def _statuses(result):
     """Per table: the health_status its metadata checks report, and the overview's status."""
-    checks = {e.asset_key.path[-1]: e.metadata["health_status"].value
-              for e in result.get_asset_check_evaluations() if "health_status" in e.metadata}
+    checks = {
+        e.asset_key.path[-1]: e.metadata["health_status"].value
+        for e in result.get_asset_check_evaluations()
+        if "health_status" in e.metadata
+    }
     event = next(e for e in result.get_asset_materialization_events() if e.asset_key == OVERVIEW_KEY)
-    overview = {r.data["table"].rsplit(".", 1)[-1]: r.data["status"]
-                for r in event.materialization.metadata["ranking"].value.records}
+    overview = {
+        r.data["table"].rsplit(".", 1)[-1]: r.data["status"]
+        for r in event.materialization.metadata["ranking"].value.records
+    }
     return checks, overview
 
 
 def test_a_failing_orphan_check_sets_the_status_everywhere(run):
     # orders passes every metadata check, but its orphan check (run by the fixture) failed.
     again = run["defs"].resolve_job_def(HEALTH_JOB).execute_in_process(instance=run["instance"])
-    orders = {e.check_name: e for e in again.get_asset_check_evaluations() if e.asset_key.path[-1] == "orders"}
+    orders = {
+        e.check_name: e for e in again.get_asset_check_evaluations() if e.asset_key.path[-1] == "orders"
+    }
     assert all(e.passed for name, e in orders.items() if name != HEALTH_CHECK)
     assert not orders[HEALTH_CHECK].passed  # the summary counts the failing orphan check
     checks, overview = _statuses(again)
@@ -136,8 +152,14 @@ def test_a_failing_orphan_check_sets_the_status_everywhere(run):
 
 
 def test_a_failing_configuration_check_sets_the_status_everywhere(tmp_path_factory):
-    settings = new_lake(tmp_path_factory, extra={"policies": {"defaults": {
-        "configuration": {"write_distribution_mode": "hash", "severity": "error"}}}})
+    settings = new_lake(
+        tmp_path_factory,
+        extra={
+            "policies": {
+                "defaults": {"configuration": {"write_distribution_mode": "hash", "severity": "error"}}
+            }
+        },
+    )
     build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
     instance = DagsterInstance.ephemeral()
     defs = build_definitions(settings)

@@ -61,14 +61,18 @@ def test_a_writer_appending_while_compaction_runs_loses_and_duplicates_nothing(m
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        result = build_definitions(settings).resolve_job_def(MAINTENANCE_JOB).execute_in_process(
-            instance=DagsterInstance.ephemeral(), raise_on_error=False)
+        result = (
+            build_definitions(settings)
+            .resolve_job_def(MAINTENANCE_JOB)
+            .execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
+        )
     finally:
         stop.set()
         thread.join(timeout=60)
     assert not errors
-    assert result.success, [str(e.event_specific_data.error) for e in result.all_events
-                            if e.event_type_value == "STEP_FAILURE"]
+    assert result.success, [
+        str(e.event_specific_data.error) for e in result.all_events if e.event_type_value == "STEP_FAILURE"
+    ]
     md = result.get_asset_materialization_events()[0].materialization.metadata
     assert "rewrite_data_files" in md["ops/acted"].value
     assert appended, "the writer never committed during the run"

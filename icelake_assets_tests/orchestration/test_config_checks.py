@@ -36,8 +36,12 @@ def lake(tmp_path_factory):
     _create(catalog, "gov.good", {"write.distribution-mode": "hash"})
     _create(catalog, "gov.legacy", {"format-version": "1", "icelake.orphans.older_than_hours": "1"})
     _create(catalog, "free.loose", {"format-version": "1"})
-    return {"settings": settings, "catalog": catalog, "name": catalog_name(settings),
-            "instance": DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))}
+    return {
+        "settings": settings,
+        "catalog": catalog,
+        "name": catalog_name(settings),
+        "instance": DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home"))),
+    }
 
 
 def _spec(defs: Definitions, key: AssetKey):
@@ -45,8 +49,9 @@ def _spec(defs: Definitions, key: AssetKey):
 
 
 def _run_config_checks(defs: Definitions, keys: list[AssetKey], instance):
-    job = define_asset_job("config_checks_only", selection=AssetSelection.checks(
-        *[AssetCheckKey(k, CONFIG_CHECK) for k in keys]))
+    job = define_asset_job(
+        "config_checks_only", selection=AssetSelection.checks(*[AssetCheckKey(k, CONFIG_CHECK) for k in keys])
+    )
     merged = Definitions.merge(defs, Definitions(jobs=[job]))
     result = merged.resolve_job_def("config_checks_only").execute_in_process(instance=instance)
     return {e.asset_key.path[-1]: e for e in result.get_asset_check_evaluations()}
@@ -63,8 +68,10 @@ def test_table_configuration_check_reports_violations_from_metadata(lake):
 
     legacy = evals["legacy"]
     assert not legacy.passed and legacy.severity.value == "ERROR"
-    rows = [(r.data["setting"], r.data["required"], r.data["actual"])
-            for r in legacy.metadata["violation_details"].value.records]
+    rows = [
+        (r.data["setting"], r.data["required"], r.data["actual"])
+        for r in legacy.metadata["violation_details"].value.records
+    ]
     assert rows == [("format-version", ">= 2", "1"), ("write.distribution-mode", "hash", "unset")]
     assert legacy.metadata["ignored_properties"].value == 1
     assert "icelake.orphans.older_than_hours='1' ignored" in legacy.metadata["problems"].value
@@ -83,8 +90,14 @@ def test_a_new_table_in_a_governed_namespace_inherits_its_policy_after_a_reload(
     assert spec.tags["icelake/mode"] == "enforce" and spec.tags["tier"] == "gold"
     assert spec.owners == ["team:platform"]
     assert spec.metadata["policy/mode"].value == "enforce (icelake.yaml policies.namespaces['gov'].mode)"
-    effective = {r.data["key"]: (r.data["value"], r.data["source"]) for r in spec.metadata["policy/effective"].value.records}
-    assert effective["snapshots.min_keep"] == ("7", "icelake.yaml policies.namespaces['gov'].snapshots.min_keep")
+    effective = {
+        r.data["key"]: (r.data["value"], r.data["source"])
+        for r in spec.metadata["policy/effective"].value.records
+    }
+    assert effective["snapshots.min_keep"] == (
+        "7",
+        "icelake.yaml policies.namespaces['gov'].snapshots.min_keep",
+    )
     assert effective["configuration.min_format_version"][0] == "2"
     # The check of the new table exists and passes: it carries what the namespace requires.
     assert _run_config_checks(after, [key], lake["instance"])["fresh"].passed
@@ -113,15 +126,30 @@ def _ref(lake, ns, table):
 def test_a_table_writer_cannot_overrule_the_operator(tmp_path_factory):
     """Issue 10 item 2 through the definitions: a table's properties switch nothing on and loosen nothing;
     the table_configuration check says what was ignored and why."""
-    settings = new_lake(tmp_path_factory, extra={"policies": {"defaults": {
-        "operations": {"enabled": ["expire_snapshots"]}, "guards": {"quiet_period_minutes": 30}}}})
+    settings = new_lake(
+        tmp_path_factory,
+        extra={
+            "policies": {
+                "defaults": {
+                    "operations": {"enabled": ["expire_snapshots"]},
+                    "guards": {"quiet_period_minutes": 30},
+                }
+            }
+        },
+    )
     name = catalog_name(settings)
     catalog = open_catalog(settings, name, create=True)
     catalog.create_namespace("free")
-    rogue = {"icelake.mode": "enforce", "icelake.operations.enabled": "rewrite_data_files",
-             "icelake.guards.quiet_period_minutes": "0", "icelake.guards.max_rewrite_bytes": str(10 ** 18),
-             "icelake.partitions.max_retries": "1000000", "icelake.sensor.interval_seconds": "30",
-             "icelake.schedule.cron": "* * * * *", "icelake.snapshots.min_keep": "9"}
+    rogue = {
+        "icelake.mode": "enforce",
+        "icelake.operations.enabled": "rewrite_data_files",
+        "icelake.guards.quiet_period_minutes": "0",
+        "icelake.guards.max_rewrite_bytes": str(10**18),
+        "icelake.partitions.max_retries": "1000000",
+        "icelake.sensor.interval_seconds": "30",
+        "icelake.schedule.cron": "* * * * *",
+        "icelake.snapshots.min_keep": "9",
+    }
     _create(catalog, "free.rogue", rogue)
     defs = build_definitions(settings)
     key = AssetKey([name, "free", "rogue"])
@@ -138,12 +166,14 @@ def test_a_table_writer_cannot_overrule_the_operator(tmp_path_factory):
     result = _run_config_checks(defs, [key], DagsterInstance.ephemeral())["rogue"]
     assert not result.passed and result.metadata["ignored_properties"].value == 7
     problems = result.metadata["problems"].value
-    for expected in ("icelake.mode='enforce' ignored: only the settings file sets the mode",
-                     "icelake.operations.enabled='rewrite_data_files' ignored: only the settings file",
-                     "icelake.guards.quiet_period_minutes='0' ignored: a table property may only raise",
-                     "icelake.guards.max_rewrite_bytes='1000000000000000000' ignored: "
-                     "guards.max_rewrite_bytes: Input should be less than or equal to",
-                     "icelake.partitions.max_retries='1000000' ignored: only the settings file sets",
-                     "icelake.sensor.interval_seconds='30' ignored: only the settings file sets the sensor",
-                     "icelake.schedule.cron='* * * * *' ignored: only the settings file sets schedules"):
+    for expected in (
+        "icelake.mode='enforce' ignored: only the settings file sets the mode",
+        "icelake.operations.enabled='rewrite_data_files' ignored: only the settings file",
+        "icelake.guards.quiet_period_minutes='0' ignored: a table property may only raise",
+        "icelake.guards.max_rewrite_bytes='1000000000000000000' ignored: "
+        "guards.max_rewrite_bytes: Input should be less than or equal to",
+        "icelake.partitions.max_retries='1000000' ignored: only the settings file sets",
+        "icelake.sensor.interval_seconds='30' ignored: only the settings file sets the sensor",
+        "icelake.schedule.cron='* * * * *' ignored: only the settings file sets schedules",
+    ):
         assert expected in problems

@@ -46,9 +46,14 @@ def test_a_run_killed_mid_rewrite_leaves_the_table_intact_and_the_next_run_heals
     # written its new files: the kill lands between the writes and the commit, every time.
     lock = sqlite3.connect(catalog_db, isolation_level=None)
     lock.execute("BEGIN IMMEDIATE")
-    child = subprocess.Popen([sys.executable, "-c", CHILD, settings.source], cwd=ROOT, start_new_session=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, settings.source],
+        cwd=ROOT,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 90
         while not (_data_files(table) - written_before):
@@ -70,8 +75,11 @@ def test_a_run_killed_mid_rewrite_leaves_the_table_intact_and_the_next_run_heals
     assert table.current_snapshot().snapshot_id == before  # the last committed snapshot ...
     assert table.scan().to_arrow().num_rows == rows  # ... with every row
 
-    result = build_definitions(settings).resolve_job_def(MAINTENANCE_JOB).execute_in_process(
-        instance=DagsterInstance.ephemeral())
+    result = (
+        build_definitions(settings)
+        .resolve_job_def(MAINTENANCE_JOB)
+        .execute_in_process(instance=DagsterInstance.ephemeral())
+    )
     assert result.success
     table = cat.load_table(ref.identifier)
     assert len(list(table.scan().plan_files())) == 1 and table.scan().to_arrow().num_rows == rows
@@ -89,9 +97,15 @@ def test_an_op_that_raises_still_leaves_its_audit_record(make_lake, monkeypatch)
         raise ConnectionRefusedError("py4j: the Java gateway died")
 
     monkeypatch.setattr(runner, "rewrite_manifests", dead_jvm)  # the op's work, bound when definitions build
-    result = build_definitions(settings).resolve_job_def(MAINTENANCE_JOB).execute_in_process(
-        instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    result = (
+        build_definitions(settings)
+        .resolve_job_def(MAINTENANCE_JOB)
+        .execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    )
     assert not result.success
     [record] = [r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "op"]
     assert (record.op, record.decision) == ("rewrite_manifests", "failed")
-    assert "ConnectionRefusedError: py4j: the Java gateway died" in record.reason and record.run_id == result.run_id
+    assert (
+        "ConnectionRefusedError: py4j: the Java gateway died" in record.reason
+        and record.run_id == result.run_id
+    )

@@ -25,8 +25,12 @@ def lake(make_lake, tmp_path):
 
 
 def _tick(settings, defs, instance, cursor=None):
-    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    context = build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     return defs.get_sensor_def(HEALTH_SENSOR).evaluate_tick(context)
 
 
@@ -36,8 +40,9 @@ def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(
     assert defs.get_sensor_def(HEALTH_SENSOR).default_status.value == "RUNNING"
     first = _tick(settings, defs, instance)
     events = {(e.asset_key.path[-1], e.check_name): e for e in first.asset_events}
-    assert set(events) == {(t, c) for t in ("trips", "clicks", "orders")
-                           for c in (*METADATA_CHECKS, HEALTH_CHECK, CONFIG_CHECK)}
+    assert set(events) == {
+        (t, c) for t in ("trips", "clicks", "orders") for c in (*METADATA_CHECKS, HEALTH_CHECK, CONFIG_CHECK)
+    }
     assert not events[("trips", "small_files")].passed
     assert events[("clicks", HEALTH_CHECK)].severity is AssetCheckSeverity.ERROR
     assert f"/guess/{MAINTENANCE_JOB})" in events[("clicks", HEALTH_CHECK)].metadata["summary"].value
@@ -55,8 +60,14 @@ def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(
 def test_a_table_under_maintenance_is_reported_once_its_run_ended(lake):
     settings, defs, instance = lake
     name = f"{catalog_name(settings)}.events.clicks"
-    run = instance.add_run(DagsterRun(job_name="icelake_maintenance", run_id=make_new_run_id(),
-                                      status=DagsterRunStatus.STARTED, tags={TABLE_TAG: name}))
+    run = instance.add_run(
+        DagsterRun(
+            job_name="icelake_maintenance",
+            run_id=make_new_run_id(),
+            status=DagsterRunStatus.STARTED,
+            tags={TABLE_TAG: name},
+        )
+    )
     during = _tick(settings, defs, instance)
     assert {e.asset_key.path[-1] for e in during.asset_events} == {"trips", "orders"}
     instance.report_run_failed(run)  # the run ended (how does not matter)

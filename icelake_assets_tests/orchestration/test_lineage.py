@@ -13,8 +13,10 @@ from icelake_assets_tests.conftest import catalog_name
 
 def _parents(defs) -> dict[str, set[str]]:
     graph = defs.resolve_asset_graph()
-    return {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
-            for k in graph.get_all_asset_keys()}
+    return {
+        k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
+        for k in graph.get_all_asset_keys()
+    }
 
 
 def _lake(make_lake, tables_policy):
@@ -24,11 +26,18 @@ def _lake(make_lake, tables_policy):
 
 
 def test_declared_producers_and_consumers_become_graph_edges(make_lake):
-    settings, cat = _lake(make_lake, {
-        "taxi.trips": {"lineage": {"producers": ["icelake_demo/trips_writer", "ingest/kafka_trips"],
-                                   "consumers": ["icelake_demo/daily_revenue", "bi/dashboard"]}},
-        "sales.orders": {"lineage": {"consumers": ["bi/dashboard"]}},
-    })
+    settings, cat = _lake(
+        make_lake,
+        {
+            "taxi.trips": {
+                "lineage": {
+                    "producers": ["icelake_demo/trips_writer", "ingest/kafka_trips"],
+                    "consumers": ["icelake_demo/daily_revenue", "bi/dashboard"],
+                }
+            },
+            "sales.orders": {"lineage": {"consumers": ["bi/dashboard"]}},
+        },
+    )
     parents = _parents(build_definitions(settings))
     trips, orders = f"{cat}/taxi/trips", f"{cat}/sales/orders"
     assert parents[trips] == {"icelake_demo/trips_writer", "ingest/kafka_trips"}
@@ -52,8 +61,12 @@ def test_lineage_from_a_table_property(make_lake):
     settings, cat = _lake(make_lake, {})
     tbl = open_catalog(settings, cat).load_table(("taxi", "trips"))
     with tbl.transaction() as tx:
-        tx.set_properties({"icelake.lineage.producers": "ingest/trips, ingest/late_trips",
-                           "icelake.lineage.consumers": "icelake_demo/daily_revenue"})
+        tx.set_properties(
+            {
+                "icelake.lineage.producers": "ingest/trips, ingest/late_trips",
+                "icelake.lineage.consumers": "icelake_demo/daily_revenue",
+            }
+        )
     defs = build_definitions(settings)
     parents = _parents(defs)
     assert parents[f"{cat}/taxi/trips"] == {"ingest/trips", "ingest/late_trips"}
@@ -77,12 +90,22 @@ def test_an_invalid_key_in_the_settings_names_the_key(make_lake):
         make_lake(extra={"policies": {"tables": {"taxi.trips": {"lineage": {"consumers": ["bi//x"]}}}}})
 
 
-@pytest.mark.parametrize("tables_policy, message", [
-    ({"taxi.trips": {"lineage": {"producers": ["icelake_demo/daily_revenue"]}}},
-     "cannot be one of its producers"),
-    ({"taxi.trips": {"lineage": {"producers": ["icelake_demo/trips_writer"]}},
-      "sales.orders": {"lineage": {"producers": ["icelake_demo/trips_writer"]}}}, "declared for both"),
-])
+@pytest.mark.parametrize(
+    "tables_policy, message",
+    [
+        (
+            {"taxi.trips": {"lineage": {"producers": ["icelake_demo/daily_revenue"]}}},
+            "cannot be one of its producers",
+        ),
+        (
+            {
+                "taxi.trips": {"lineage": {"producers": ["icelake_demo/trips_writer"]}},
+                "sales.orders": {"lineage": {"producers": ["icelake_demo/trips_writer"]}},
+            },
+            "declared for both",
+        ),
+    ],
+)
 def test_impossible_declarations_are_refused_with_the_cause(make_lake, tables_policy, message):
     settings, _ = _lake(make_lake, tables_policy)
     with pytest.raises(SettingsError, match=message):

@@ -26,22 +26,33 @@ from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import catalog_name
 
-SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "region", StringType()),
-                NestedField(3, "payload", StringType()))
+SCHEMA = Schema(
+    NestedField(1, "id", LongType()),
+    NestedField(2, "region", StringType()),
+    NestedField(3, "payload", StringType()),
+)
 SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
 REGIONS = [f"r{i}" for i in range(6)]
 
 
 def _batch(start: int, rows_per_region: int = 5) -> pa.Table:
     ids = list(range(start, start + rows_per_region * len(REGIONS)))
-    return pa.table({"id": pa.array(ids, pa.int64()),
-                     "region": pa.array([REGIONS[i % len(REGIONS)] for i in range(len(ids))]),
-                     "payload": pa.array([f"p{i}" for i in ids])})
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "region": pa.array([REGIONS[i % len(REGIONS)] for i in range(len(ids))]),
+            "payload": pa.array([f"p{i}" for i in ids]),
+        }
+    )
 
 
 def _twelve_file_lake(make_lake, **policy):
-    thresholds = {"mode": "enforce", "guards": {"quiet_period_minutes": 0},
-                  "small_files": {"max_files_per_partition": 1}, **policy}
+    thresholds = {
+        "mode": "enforce",
+        "guards": {"quiet_period_minutes": 0},
+        "small_files": {"max_files_per_partition": 1},
+        **policy,
+    }
     settings = make_lake(thresholds=thresholds)
     cat = open_catalog(settings, catalog_name(settings), create=True)
     cat.create_namespace("ns")
@@ -91,14 +102,17 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     assert run.tags[OUTCOME_TAG] == "effective"
     # Spark, pyiceberg and DuckDB read the compacted table alike (60 rows, sum(id) of both batches).
     expected = f"60 rows, sum(id) = {sum(range(30)) + sum(range(1000, 1030))}"
-    assert md["cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg",
-                                                                                        "duckdb"))
+    assert md["cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg", "duckdb"))
 
 
 def _tick(settings, instance, cursor=None):
     defs = build_definitions(settings)
-    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    context = build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     return defs, defs.get_sensor_def(MAINTENANCE_SENSOR).evaluate_tick(context)
 
 
@@ -120,8 +134,9 @@ def _manifest_lake(make_lake):
 
 def _run(defs, instance, request):
     job = defs.resolve_implicit_global_asset_job_def()
-    return job.execute_in_process(instance=instance, asset_selection=request.asset_selection,
-                                  tags=request.tags, raise_on_error=False)
+    return job.execute_in_process(
+        instance=instance, asset_selection=request.asset_selection, tags=request.tags, raise_on_error=False
+    )
 
 
 def test_a_forced_no_op_is_reported_ineffective_and_not_relaunched(make_lake, instance):
@@ -165,9 +180,15 @@ def test_a_forced_no_op_is_reported_ineffective_and_not_relaunched(make_lake, in
 
 def test_partial_progress_commits_are_followed_by_a_manifest_rewrite(make_lake, instance, spark_for):
     # 8 day partitions of 6 files; partial progress past 2 groups, at most 4 commits.
-    thresholds = {"mode": "enforce", "guards": {"quiet_period_minutes": 0},
-                  "small_files": {"max_files_per_partition": 5, "partial_progress_min_groups": 2,
-                                  "partial_progress_max_commits": 4}}
+    thresholds = {
+        "mode": "enforce",
+        "guards": {"quiet_period_minutes": 0},
+        "small_files": {
+            "max_files_per_partition": 5,
+            "partial_progress_min_groups": 2,
+            "partial_progress_max_commits": 4,
+        },
+    }
     settings = make_lake(thresholds=thresholds)
     ref = TableRef(catalog_name(settings), ("ns",), "many")
     cat = open_catalog(settings, ref.catalog, create=True)

@@ -49,8 +49,15 @@ def run(tmp_path_factory):
     maintenance = execute_maintenance(defs, instance)
     for t in tables.values():
         t.refresh()
-    return {"settings": settings, "defs": defs, "instance": instance, "tables": tables, "before": before,
-            "checks": checks, "maintenance": maintenance}
+    return {
+        "settings": settings,
+        "defs": defs,
+        "instance": instance,
+        "tables": tables,
+        "before": before,
+        "checks": checks,
+        "maintenance": maintenance,
+    }
 
 
 def test_maintenance_run_succeeds_and_records_one_materialization_per_table(run):
@@ -64,8 +71,13 @@ def test_maintenance_run_succeeds_and_records_one_materialization_per_table(run)
 def test_checks_fail_on_the_degraded_lake_and_pass_after_maintenance(run):
     before, after = _evaluations(run["checks"]), _evaluations(run["maintenance"])
     failing = {k for k, e in before.items() if not e.passed}
-    assert {("trips", "small_files"), ("trips", "snapshot_retention"), ("trips", "manifest_fragmentation"),
-            ("clicks", "snapshot_retention"), ("orders", "orphan_files")} <= failing
+    assert {
+        ("trips", "small_files"),
+        ("trips", "snapshot_retention"),
+        ("trips", "manifest_fragmentation"),
+        ("clicks", "snapshot_retention"),
+        ("orders", "orphan_files"),
+    } <= failing
     assert set(after) == set(before)
     assert [(k, e.description) for k, e in after.items() if not e.passed] == []
     small = before[("trips", "small_files")].metadata
@@ -85,8 +97,9 @@ def test_compaction_leaves_far_fewer_files_with_identical_rows(run):
 
 
 def _materialization(run, table):
-    return next(e for e in _materializations(run["maintenance"])
-                if e.asset_key.path[-1] == table).materialization.metadata
+    return next(
+        e for e in _materializations(run["maintenance"]) if e.asset_key.path[-1] == table
+    ).materialization.metadata
 
 
 def test_snapshot_expiry_keeps_the_configured_minimum(run):
@@ -111,8 +124,9 @@ def test_orphan_removal_deletes_old_orphans_and_nothing_referenced(run):
 
 
 def test_a_second_run_finds_nothing_to_do_says_so_and_points_to_the_last_run_that_acted(run):
-    first = {e.asset_key: (r.run_id, e) for r in run["maintenance"]
-             for e in r.get_asset_materialization_events()}
+    first = {
+        e.asset_key: (r.run_id, e) for r in run["maintenance"] for e in r.get_asset_materialization_events()
+    }
     for _ in range(2):  # the second no-op run finds the acting run through the first no-op run
         again = execute_maintenance(run["defs"], run["instance"], raise_on_error=True)
         for event in _materializations(again):
@@ -120,8 +134,12 @@ def test_a_second_run_finds_nothing_to_do_says_so_and_points_to_the_last_run_tha
             assert md["ops/acted"].value == "none" and md["outcome"].value == "nothing to do", event.asset_key
             assert md["summary"].value.startswith("**Nothing to do**")
             assert not [k for k in md if k.endswith("/before")]  # nothing that reads like a change
-            assert md["files/after"].value == compute_table_stats(
-                run["tables"][event.asset_key.path[-1]], run["settings"].thresholds).data_files
+            assert (
+                md["files/after"].value
+                == compute_table_stats(
+                    run["tables"][event.asset_key.path[-1]], run["settings"].thresholds
+                ).data_files
+            )
             assert md["last_effective_run"].value == acted_run
             assert md["last_effective_change"].value == acted.materialization.metadata["change"].value
             assert f"(/runs/{acted_run})" in md["summary"].value

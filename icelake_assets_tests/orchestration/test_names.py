@@ -16,7 +16,10 @@ NAMES = ("o'brien", "café", "my-table", "my_table")
 
 
 def test_safe_names_are_valid_distinct_and_readable():
-    refs = [TableRef("c", ("ns",), n) for n in NAMES] + [TableRef("c", ("a", "b"), "c"), TableRef("c", ("a",), "b.c")]
+    refs = [TableRef("c", ("ns",), n) for n in NAMES] + [
+        TableRef("c", ("a", "b"), "c"),
+        TableRef("c", ("a",), "b.c"),
+    ]
     names = [r.safe_name for r in refs]
     assert len(set(names)) == len(names)
     assert all(n.replace("_", "").isalnum() and n.isascii() for n in names)
@@ -32,8 +35,9 @@ def test_tables_with_any_legal_name_load_run_their_checks_and_maintenance(make_l
     warehouse = Path(settings.source).parent / "lake" / "warehouse"
     for i, name in enumerate(NAMES):
         # pyarrow cannot write under a non-ASCII file URI: an ASCII location, the Iceberg name unchanged.
-        table = cat.create_table(("ns", name), Schema(NestedField(1, "id", LongType())),
-                                 location=str(warehouse / f"t{i}"))
+        table = cat.create_table(
+            ("ns", name), Schema(NestedField(1, "id", LongType())), location=str(warehouse / f"t{i}")
+        )
         for j in range(25 if name == "o'brien" else 1):  # o'brien is over the small-file threshold
             table.append(pa.table({"id": pa.array([j], pa.int64())}))
     defs = build_definitions(settings)

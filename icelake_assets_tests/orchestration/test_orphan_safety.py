@@ -30,8 +30,14 @@ def run(tmp_path_factory):
     instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
     checks = defs.resolve_job_def(ORPHANS_JOB).execute_in_process(instance=instance)
     maintenance = execute_maintenance(defs, instance)
-    return {**lake, "settings": settings, "spark": spark, "before": before, "checks": checks,
-            "maintenance": maintenance}
+    return {
+        **lake,
+        "settings": settings,
+        "spark": spark,
+        "before": before,
+        "checks": checks,
+        "maintenance": maintenance,
+    }
 
 
 def _check(run, short: str):
@@ -41,8 +47,12 @@ def _check(run, short: str):
 
 def _materialization(run, short: str):
     key = run["refs"][short].asset_key_path
-    return next(e.materialization.metadata for r in run["maintenance"]
-                for e in r.get_asset_materialization_events() if e.asset_key.path == key)
+    return next(
+        e.materialization.metadata
+        for r in run["maintenance"]
+        for e in r.get_asset_materialization_events()
+        if e.asset_key.path == key
+    )
 
 
 def test_the_orphan_check_counts_neither_hidden_files_nor_another_tables_files(run):
@@ -72,8 +82,11 @@ def test_true_orphans_go_and_gc_disabled_tables_stay(run):
 
 def test_the_audit_says_why_a_table_was_not_cleaned(run):
     ref = run["refs"]["b"]
-    [record] = [r for r in AuditLog.from_settings(run["settings"]).records(table=str(ref))
-                if r.op == "remove_orphan_files"]
+    [record] = [
+        r
+        for r in AuditLog.from_settings(run["settings"]).records(table=str(ref))
+        if r.op == "remove_orphan_files"
+    ]
     assert record.decision == "skipped" and "never cleaned" in record.reason
     assert str(run["refs"]["c"]) in record.reason
     assert record.results["refused"] and record.results["orphans_found"] == 3

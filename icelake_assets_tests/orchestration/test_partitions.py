@@ -55,10 +55,10 @@ THRESHOLDS = {
 }
 # Values of the identity-partitioned table: quotes and a backslash with SQL keywords, unicode, a value
 # Dagster refuses in keys ('|', '...'), a prefix of another value, the string 'null', a real null.
-QUOTED = "it's \"quoted\" \\ DROP TABLE t; --"
+QUOTED = 'it\'s "quoted" \\ DROP TABLE t; --'
 UNICODE = "Ünïcødé ☕ 東京"
 ESCAPED = "a|b...c"
-CATEGORIES = [QUOTED, "it's \"quoted\"", "SELECT", UNICODE, ESCAPED, "null", None]
+CATEGORIES = [QUOTED, 'it\'s "quoted"', "SELECT", UNICODE, ESCAPED, "null", None]
 
 
 def _lake(tmp_path_factory, thresholds=THRESHOLDS):
@@ -85,32 +85,58 @@ def _rows(table):
 
 # -- the mapping (pyiceberg metadata only) ------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
     """Small tables of every partition shape, each with two commits per partition."""
-    settings, cat = _lake(tmp_path_factory, thresholds={**THRESHOLDS, "small_files": {"max_files_per_partition": 1}})
+    settings, cat = _lake(
+        tmp_path_factory, thresholds={**THRESHOLDS, "small_files": {"max_files_per_partition": 1}}
+    )
     ts = pa.array([datetime(2024, 1, 2, 7), datetime(2024, 3, 5, 1)], pa.timestamp("us"))
-    tstz = pa.array([datetime(2023, 6, 1, tzinfo=UTC), datetime(2024, 1, 1, tzinfo=UTC)], pa.timestamp("us", tz="UTC"))
+    tstz = pa.array(
+        [datetime(2023, 6, 1, tzinfo=UTC), datetime(2024, 1, 1, tzinfo=UTC)], pa.timestamp("us", tz="UTC")
+    )
     days = pa.array([date(2024, 2, 29), date(2024, 4, 1)], pa.date32())
     ids = pa.array([1, 2], pa.int64())
     specs = {
-        "hourly": (Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType())),
-                   PartitionSpec(PartitionField(2, 1000, HourTransform(), "ts_hour")), {"id": ids, "ts": ts}),
-        "monthly": (Schema(NestedField(1, "id", LongType()), NestedField(2, "d", DateType())),
-                    PartitionSpec(PartitionField(2, 1000, MonthTransform(), "d_month")), {"id": ids, "d": days}),
-        "yearly": (Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType())),
-                   PartitionSpec(PartitionField(2, 1000, YearTransform(), "ts_year")), {"id": ids, "ts": tstz}),
-        "by_vendor": (Schema(NestedField(1, "id", LongType()), NestedField(2, "vendor", StringType())),
-                      PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "vendor")),
-                      {"id": ids, "vendor": pa.array(["it's", UNICODE])}),
-        "day_vendor": (Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType()),
-                              NestedField(3, "vendor", StringType())),
-                       PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day"),
-                                     PartitionField(3, 1001, IdentityTransform(), "vendor")),
-                       {"id": ids, "ts": ts, "vendor": pa.array(["it's", ESCAPED])}),
+        "hourly": (
+            Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType())),
+            PartitionSpec(PartitionField(2, 1000, HourTransform(), "ts_hour")),
+            {"id": ids, "ts": ts},
+        ),
+        "monthly": (
+            Schema(NestedField(1, "id", LongType()), NestedField(2, "d", DateType())),
+            PartitionSpec(PartitionField(2, 1000, MonthTransform(), "d_month")),
+            {"id": ids, "d": days},
+        ),
+        "yearly": (
+            Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestamptzType())),
+            PartitionSpec(PartitionField(2, 1000, YearTransform(), "ts_year")),
+            {"id": ids, "ts": tstz},
+        ),
+        "by_vendor": (
+            Schema(NestedField(1, "id", LongType()), NestedField(2, "vendor", StringType())),
+            PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "vendor")),
+            {"id": ids, "vendor": pa.array(["it's", UNICODE])},
+        ),
+        "day_vendor": (
+            Schema(
+                NestedField(1, "id", LongType()),
+                NestedField(2, "ts", TimestampType()),
+                NestedField(3, "vendor", StringType()),
+            ),
+            PartitionSpec(
+                PartitionField(2, 1000, DayTransform(), "ts_day"),
+                PartitionField(3, 1001, IdentityTransform(), "vendor"),
+            ),
+            {"id": ids, "ts": ts, "vendor": pa.array(["it's", ESCAPED])},
+        ),
         "plain": (Schema(NestedField(1, "id", LongType())), PartitionSpec(), {"id": ids}),
-        "empty_daily": (Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType())),
-                        PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day")), None),
+        "empty_daily": (
+            Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType())),
+            PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day")),
+            None,
+        ),
     }
     tables = {}
     for name, (schema, spec, data) in specs.items():
@@ -123,8 +149,11 @@ def shapes(tmp_path_factory):
 
 def test_time_transforms_become_time_window_partitions_from_the_earliest_partition(shapes):
     _, tables = shapes
-    expected = {"hourly": ("%Y-%m-%d-%H", "2024-01-02-07"), "monthly": ("%Y-%m", "2024-02"),
-                "yearly": ("%Y", "2023")}
+    expected = {
+        "hourly": ("%Y-%m-%d-%H", "2024-01-02-07"),
+        "monthly": ("%Y-%m", "2024-02"),
+        "yearly": ("%Y", "2023"),
+    }
     for name, (fmt, first) in expected.items():
         pdef = partitions_def_for(tables[name][1])
         assert isinstance(pdef, TimeWindowPartitionsDefinition) and pdef.fmt == fmt, name
@@ -152,7 +181,9 @@ def test_identity_becomes_dynamic_two_fields_multi_and_unpartitioned_none(shapes
     multi = partitions_def_for(tables["day_vendor"][1])
     assert isinstance(multi, MultiPartitionsDefinition)
     assert {d.name: type(d.partitions_def) for d in multi.partitions_defs} == {
-        "ts_day": DailyPartitionsDefinition, "vendor": DynamicPartitionsDefinition}
+        "ts_day": DailyPartitionsDefinition,
+        "vendor": DynamicPartitionsDefinition,
+    }
     assert partitions_def_for(tables["plain"][1]) is None
 
 
@@ -160,7 +191,10 @@ def test_offending_keys_of_a_multi_partitioned_table_round_trip_to_their_values(
     settings, tables = shapes
     t, discovered = tables["day_vendor"]
     stats = compute_table_stats(t, settings.thresholds)
-    assert sorted(stats.compaction_candidates) == ["ts_day=2024-01-02/vendor=it%27s", "ts_day=2024-03-05/vendor=a%7Cb...c"]
+    assert sorted(stats.compaction_candidates) == [
+        "ts_day=2024-01-02/vendor=it%27s",
+        "ts_day=2024-03-05/vendor=a%7Cb...c",
+    ]
     keys = offending_partition_keys(discovered, stats)
     assert keys == ["2024-01-02|it's", "2024-03-05|~s:a%7Cb%2E%2E%2Ec"]
     layout = discovered.layout
@@ -169,12 +203,14 @@ def test_offending_keys_of_a_multi_partitioned_table_round_trip_to_their_values(
     # the same from the pyiceberg table (what a sensor holds), and a partitions definition that
     # starts later leaves the earlier day out
     assert offending_partition_keys(t, stats) == keys
-    later = MultiPartitionsDefinition({"ts_day": DailyPartitionsDefinition("2024-02-01"),
-                                       "vendor": DynamicPartitionsDefinition(name="x")})
+    later = MultiPartitionsDefinition(
+        {"ts_day": DailyPartitionsDefinition("2024-02-01"), "vendor": DynamicPartitionsDefinition(name="x")}
+    )
     assert offending_partition_keys(discovered, stats, later) == keys[1:]
 
 
 # -- end to end ------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
@@ -187,18 +223,33 @@ def lake(tmp_path_factory):
     categories = cat.create_table(
         ("ns", "categories"),
         schema=Schema(NestedField(1, "id", LongType()), NestedField(2, "category", StringType())),
-        partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "category")))
+        partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "category")),
+    )
     for c in range(COMMITS):
         append(days30, trips_batch(rng, c * 30, 30, 30))
         append(fragile, trips_batch(rng, c * 4, 4, 4))
         n = len(CATEGORIES)
-        append(categories, pa.table({"id": pa.array(range(c * n, (c + 1) * n), pa.int64()),
-                                     "category": pa.array(CATEGORIES, pa.string())}))
+        append(
+            categories,
+            pa.table(
+                {
+                    "id": pa.array(range(c * n, (c + 1) * n), pa.int64()),
+                    "category": pa.array(CATEGORIES, pa.string()),
+                }
+            ),
+        )
     defs = build_definitions(settings)
     instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
-    ref = {name: TableRef(catalog_name(settings), ("ns",), name) for name in ("days30", "fragile", "categories")}
-    return {"settings": settings, "defs": defs, "instance": instance, "ref": ref,
-            "tables": {"days30": days30, "fragile": fragile, "categories": categories}}
+    ref = {
+        name: TableRef(catalog_name(settings), ("ns",), name) for name in ("days30", "fragile", "categories")
+    }
+    return {
+        "settings": settings,
+        "defs": defs,
+        "instance": instance,
+        "ref": ref,
+        "tables": {"days30": days30, "fragile": fragile, "categories": categories},
+    }
 
 
 def _key(ref: TableRef) -> AssetKey:
@@ -210,16 +261,21 @@ def _run(lake, name: str, keys: list[str]):
     key = _key(lake["ref"][name])
     job = lake["defs"].resolve_implicit_job_def_def_for_assets([key])
     if len(keys) == 1:
-        return job.execute_in_process(instance=lake["instance"], asset_selection=[key], partition_key=keys[0],
-                                      raise_on_error=False)
-    return job.execute_in_process(instance=lake["instance"], asset_selection=[key], raise_on_error=False,
-                                  tags={ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]})
+        return job.execute_in_process(
+            instance=lake["instance"], asset_selection=[key], partition_key=keys[0], raise_on_error=False
+        )
+    return job.execute_in_process(
+        instance=lake["instance"],
+        asset_selection=[key],
+        raise_on_error=False,
+        tags={ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]},
+    )
 
 
 def _backfill(lake, name: str, keys: list[str]):
     """What a backfill with the asset's BackfillPolicy.multi_run(N) launches: one run per N keys."""
     n = lake["defs"].resolve_assets_def(_key(lake["ref"][name])).backfill_policy.max_partitions_per_run
-    return [_run(lake, name, keys[i:i + n]) for i in range(0, len(keys), n)]
+    return [_run(lake, name, keys[i : i + n]) for i in range(0, len(keys), n)]
 
 
 def _materialized(lake, name: str) -> list[str]:
@@ -228,8 +284,12 @@ def _materialized(lake, name: str) -> list[str]:
 
 
 def _rewrite_md(result, name: str) -> dict:
-    return {k: v.value for e in result.get_asset_materialization_events()
-            for k, v in e.materialization.metadata.items() if k.startswith(("partitions/", "files/"))}
+    return {
+        k: v.value
+        for e in result.get_asset_materialization_events()
+        for k, v in e.materialization.metadata.items()
+        if k.startswith(("partitions/", "files/"))
+    }
 
 
 def test_the_assets_carry_partitions_and_the_configured_backfill_and_retry_policies(lake):
@@ -241,7 +301,9 @@ def test_the_assets_carry_partitions_and_the_configured_backfill_and_retry_polic
     rewrite = days30.node_def.node_dict[f"{ref['days30'].safe_name}__rewrite_data_files"].definition
     assert rewrite.retry_policy.max_retries == 1 and rewrite.retry_policy.backoff.value == "EXPONENTIAL"
     categories = defs.resolve_assets_def(_key(ref["categories"]))
-    assert categories.partitions_def.name == dynamic_partitions_name(ref["categories"], lake_layout(lake).fields[0])
+    assert categories.partitions_def.name == dynamic_partitions_name(
+        ref["categories"], lake_layout(lake).fields[0]
+    )
 
 
 def test_whole_table_jobs_load_beside_differently_partitioned_tables(lake):
@@ -268,7 +330,9 @@ def test_a_backfill_of_5_days_compacts_exactly_those_days_with_one_materializati
     after = _files(table)
     compacted = {f"pickup_at_day={d}" for d in days}
     assert {k: v for k, v in after.items() if k in compacted} == dict.fromkeys(compacted, 1)
-    assert {k: v for k, v in after.items() if k not in compacted} == {k: v for k, v in before.items() if k not in compacted}
+    assert {k: v for k, v in after.items() if k not in compacted} == {
+        k: v for k, v in before.items() if k not in compacted
+    }
     assert _materialized(lake, "days30") == days
     md = _rewrite_md(runs[0], "days30")
     assert md["partitions/rewritten_keys"] == days[:2] and md["partitions/failed_keys"] == []
@@ -276,34 +340,57 @@ def test_a_backfill_of_5_days_compacts_exactly_those_days_with_one_materializati
     assert _rows(table).equals(rows)
     # each op of the table's graph ran once per run; table-wide ones only act past their own threshold
     for r in runs:
-        ops = [e.step_key.rsplit("__", 1)[1] for e in r.all_events
-               if e.event_type == DagsterEventType.STEP_START and "." in e.step_key]  # graph-asset ops
+        ops = [
+            e.step_key.rsplit("__", 1)[1]
+            for e in r.all_events
+            if e.event_type == DagsterEventType.STEP_START and "." in e.step_key
+        ]  # graph-asset ops
         assert sorted(ops) == sorted(
-            ["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "validate"])
+            ["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "validate"]
+        )
 
 
 def test_dynamic_keys_follow_the_table_through_the_sensor(lake):
     settings, instance = lake["settings"], lake["instance"]
     sensor = build_partition_keys_sensor(discover_tables(settings))
-    ctx = build_sensor_context(instance=instance, resources={"icelake": IcelakeResource(config_path=settings.source)})
+    ctx = build_sensor_context(
+        instance=instance, resources={"icelake": IcelakeResource(config_path=settings.source)}
+    )
     requests = sensor.evaluate_tick(ctx).dynamic_partitions_requests
     name = dynamic_partitions_name(lake["ref"]["categories"], lake_layout(lake).fields[0])
     assert [r.partitions_def_name for r in requests] == [name]
     assert sorted(requests[0].partition_keys) == sorted(
-        ["it's \"quoted\" \\ DROP TABLE t; --", "it's \"quoted\"", "SELECT", UNICODE, "~s:a%7Cb%2E%2E%2Ec", "null", "~null"])
+        [
+            'it\'s "quoted" \\ DROP TABLE t; --',
+            'it\'s "quoted"',
+            "SELECT",
+            UNICODE,
+            "~s:a%7Cb%2E%2E%2Ec",
+            "null",
+            "~null",
+        ]
+    )
     instance.add_dynamic_partitions(name, list(requests[0].partition_keys))
     assert sensor.evaluate_tick(ctx).dynamic_partitions_requests == []  # nothing new on the next tick
     table = lake["tables"]["categories"]
-    assert register_partition_keys(instance, next(t for t in discover_tables(settings) if t.ref.name == "categories"),
-                                   compute_table_stats(table, _policy())) == {}
+    assert (
+        register_partition_keys(
+            instance,
+            next(t for t in discover_tables(settings) if t.ref.name == "categories"),
+            compute_table_stats(table, _policy()),
+        )
+        == {}
+    )
 
 
 def test_identity_partitions_with_quotes_unicode_and_sql_keywords_compact_exactly_the_asked_ones(lake):
     instance, table = lake["instance"], lake["tables"]["categories"]
     name = dynamic_partitions_name(lake["ref"]["categories"], lake_layout(lake).fields[0])
     if not instance.get_dynamic_partitions(name):  # the sensor test registers them; alone, register here
-        instance.add_dynamic_partitions(name, sorted({"~null" if c is None else c for c in CATEGORIES}
-                                                     - {ESCAPED} | {"~s:a%7Cb%2E%2E%2Ec"}))
+        instance.add_dynamic_partitions(
+            name,
+            sorted({"~null" if c is None else c for c in CATEGORIES} - {ESCAPED} | {"~s:a%7Cb%2E%2E%2Ec"}),
+        )
     before, rows = _files(table), _rows(table)
     # health keys partitions by label, where null and 'null' both read category=null
     assert before.pop("category=null") == 2 * COMMITS
@@ -317,9 +404,11 @@ def test_identity_partitions_with_quotes_unicode_and_sql_keywords_compact_exactl
     two = _run(lake, "categories", pair)
     assert one.success and two.success
     after = _files(table)
-    labels = {QUOTED: "category=it%27s+%22quoted%22+%5C+DROP+TABLE+t%3B+--",
-              UNICODE: "category=%C3%9Cn%C3%AFc%C3%B8d%C3%A9+%E2%98%95+%E6%9D%B1%E4%BA%AC",
-              ESCAPED: "category=a%7Cb...c"}
+    labels = {
+        QUOTED: "category=it%27s+%22quoted%22+%5C+DROP+TABLE+t%3B+--",
+        UNICODE: "category=%C3%9Cn%C3%AFc%C3%B8d%C3%A9+%E2%98%95+%E6%9D%B1%E4%BA%AC",
+        ESCAPED: "category=a%7Cb...c",
+    }
     assert {k: after[k] for k in labels.values()} == dict.fromkeys(labels.values(), 1)
     untouched = {k: v for k, v in before.items() if k not in labels.values()}
     assert len(untouched) == 2 and {k: after[k] for k in untouched} == untouched  # the prefix, the keyword
@@ -333,8 +422,13 @@ def test_a_failing_partition_does_not_undo_the_others_and_reruns_after_repair(la
     before, rows = _files(table), _rows(table)
     days = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
     assert before == {f"pickup_at_day={d}": COMMITS for d in days}
-    victim = local_path(next(p for p in table.inspect.files().column("file_path").to_pylist()
-                             if "pickup_at_day=2024-01-02" in p))
+    victim = local_path(
+        next(
+            p
+            for p in table.inspect.files().column("file_path").to_pylist()
+            if "pickup_at_day=2024-01-02" in p
+        )
+    )
     good = victim.read_bytes()
     victim.write_bytes(b"not a parquet file")  # a corrupt data file in 2024-01-02 only
     try:
@@ -343,8 +437,12 @@ def test_a_failing_partition_does_not_undo_the_others_and_reruns_after_repair(la
         victim.write_bytes(good)  # repair
     assert not first.success and second.success
     after = _files(table)
-    assert after == {"pickup_at_day=2024-01-01": 1, "pickup_at_day=2024-01-02": COMMITS,
-                     "pickup_at_day=2024-01-03": 1, "pickup_at_day=2024-01-04": 1}
+    assert after == {
+        "pickup_at_day=2024-01-01": 1,
+        "pickup_at_day=2024-01-02": COMMITS,
+        "pickup_at_day=2024-01-03": 1,
+        "pickup_at_day=2024-01-04": 1,
+    }
     assert _materialized(lake, "fragile") == ["2024-01-01", "2024-01-03", "2024-01-04"]
     failure = next(e for e in first.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
     assert failure.step_key.endswith("__validate")

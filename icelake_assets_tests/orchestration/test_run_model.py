@@ -30,6 +30,7 @@ def _lake_of(make_lake, names):
     """Degraded unpartitioned tables ``ns.<name>`` (25 small files each)."""
     settings, ref, table = _lake(make_lake, files=25)
     from icelake_assets.catalog.connection import TableRef, open_catalog
+
     cat = open_catalog(settings, ref.catalog)
     refs = {"t": ref}
     for name in names:
@@ -43,16 +44,26 @@ def _lake_of(make_lake, names):
 def _queue(instance, defs, ref, tags):
     """A queued run of the table's maintenance, as a backfill, the UI or the sensor would create it."""
     job = defs.resolve_implicit_global_asset_job_def()
-    location = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="icelake_assets.definitions"),
-                                           location_name="icelake")
+    location = InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(module_name="icelake_assets.definitions"), location_name="icelake"
+    )
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), job.name)
-    return instance.create_run_for_job(job, asset_selection={table_asset_key(ref)}, tags=tags,
-                                       status=DagsterRunStatus.QUEUED, remote_job_origin=origin)
+    return instance.create_run_for_job(
+        job,
+        asset_selection={table_asset_key(ref)},
+        tags=tags,
+        status=DagsterRunStatus.QUEUED,
+        remote_job_origin=origin,
+    )
 
 
 def _tick(defs, settings, instance, cursor=None):
-    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    context = build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     return defs.get_sensor_def(MAINTENANCE_SENSOR).evaluate_tick(context)
 
 
@@ -60,7 +71,9 @@ def _outcomes(tick):
     return {e.asset_key.path[-1]: e.metadata["sensor/outcome"].value for e in tick.asset_events}
 
 
-def test_no_second_run_while_one_is_queued_and_a_failed_run_is_retried_after_a_backoff(make_lake, monkeypatch):
+def test_no_second_run_while_one_is_queued_and_a_failed_run_is_retried_after_a_backoff(
+    make_lake, monkeypatch
+):
     settings, refs = _lake_of(make_lake, ["u"])
     defs = build_definitions(settings)
     with instance_for_test() as instance:
@@ -77,8 +90,13 @@ def test_no_second_run_while_one_is_queued_and_a_failed_run_is_retried_after_a_b
         instance.report_run_failed(backfill_run)
         backoff = _tick(defs, settings, instance, again.cursor)
         assert backoff.run_requests == [] and _outcomes(backoff) == {"t": "backoff"}
-        records = [r for r in AuditLog.from_settings(settings).records(table=str(refs["t"])) if r.kind == "decision"]
-        assert records[-1].decision == "deferred" and "maintenance run(s) failed; retrying after" in records[-1].reason
+        records = [
+            r for r in AuditLog.from_settings(settings).records(table=str(refs["t"])) if r.kind == "decision"
+        ]
+        assert (
+            records[-1].decision == "deferred"
+            and "maintenance run(s) failed; retrying after" in records[-1].reason
+        )
 
         monkeypatch.setattr(run_model, "FAILED_RUN_BACKOFF_SECONDS", 0.0)  # the backoff is over
         retried = _tick(defs, settings, instance, backoff.cursor)
@@ -90,9 +108,12 @@ def _queued_instance():
     """An instance with the shipped dagster.yaml's concurrency and monitoring, a real run queue and a
     launcher that records launches without executing them."""
     shipped = yaml.safe_load((ROOT / "dagster.yaml").read_text())
-    overrides = {"concurrency": shipped["concurrency"], "run_monitoring": shipped["run_monitoring"],
-                 "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
-                 "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"}}
+    overrides = {
+        "concurrency": shipped["concurrency"],
+        "run_monitoring": shipped["run_monitoring"],
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
+        "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
+    }
     with instance_for_test(overrides=overrides) as instance:
         yield instance
 
@@ -101,8 +122,10 @@ def _dequeue(instance) -> set[str]:
     """One pass of the daemon's run queue; returns the ids of the runs in progress."""
     with create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as context:
         list(QueuedRunCoordinatorDaemon(interval_seconds=1).run_iteration(context))
-    return {r.run_id for r in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTING,
-                                                                     DagsterRunStatus.STARTED]))}
+    return {
+        r.run_id
+        for r in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]))
+    }
 
 
 def test_the_run_queue_never_overlaps_two_runs_of_one_table_whatever_launched_them(make_lake):
@@ -131,14 +154,17 @@ def _finish(instance, run_id):
     from dagster import DagsterEvent, DagsterEventType
 
     run = instance.get_run_by_id(run_id)
-    instance.report_dagster_event(DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name=run.job_name),
-                                  run_id=run_id)
+    instance.report_dagster_event(
+        DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name=run.job_name), run_id=run_id
+    )
 
 
 def _ranks(tick):
-    return {e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value,
-                                   e.metadata["sensor/priority_rank"].value)
-            for e in tick.asset_events if "sensor/priority_rank" in e.metadata}
+    return {
+        e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value, e.metadata["sensor/priority_rank"].value)
+        for e in tick.asset_events
+        if "sensor/priority_rank" in e.metadata
+    }
 
 
 def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_later_ticks(make_lake, capfd):
@@ -157,26 +183,40 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
         first = _tick(defs, settings, instance)
         # One partition and one manifest per commit: compaction and manifest rewrite save 2 x (files - 1)
         # file opens per scan.
-        requested = [(r.tags[TABLE_TAG], r.tags["dagster/priority"], r.tags[RANK_TAG])
-                     for r in first.run_requests]
+        requested = [
+            (r.tags[TABLE_TAG], r.tags["dagster/priority"], r.tags[RANK_TAG]) for r in first.run_requests
+        ]
         assert requested == [(str(refs["t"]), "78", "1/4"), (str(refs["mid"]), "62", "2/4")]
-        assert _ranks(first) == {"t": ("launched", 1), "mid": ("launched", 2),
-                                 "old": ("queued_by_priority", 3), "small": ("queued_by_priority", 4)}
+        assert _ranks(first) == {
+            "t": ("launched", 1),
+            "mid": ("launched", 2),
+            "old": ("queued_by_priority", 3),
+            "small": ("queued_by_priority", 4),
+        }
         log = next(line for line in capfd.readouterr().err.splitlines() if "launch order by benefit" in line)
         assert "cap 2 runs + 0 queued ahead, 0 maintenance run(s) in flight: 2 free" in log
-        assert log.index("1. " + str(refs["t"])) < log.index("2. " + str(refs["mid"])) < log.index(
-            "3. " + str(refs["old"])) < log.index("4. " + str(refs["small"]))
+        assert (
+            log.index("1. " + str(refs["t"]))
+            < log.index("2. " + str(refs["mid"]))
+            < log.index("3. " + str(refs["old"]))
+            < log.index("4. " + str(refs["small"]))
+        )
         log_ = AuditLog.from_settings(settings)
-        audit = {n: [r for r in log_.records(table=str(ref_)) if r.kind == "decision"]
-                 for n, ref_ in refs.items()}
+        audit = {
+            n: [r for r in log_.records(table=str(ref_)) if r.kind == "decision"] for n, ref_ in refs.items()
+        }
         assert [r.decision for r in audit["t"]] == ["launched"] and audit["t"][0].reason.startswith(
-            "priority 1 of 4: 78 file opens saved per scan")
+            "priority 1 of 4: 78 file opens saved per scan"
+        )
         assert [r.decision for r in audit["small"]] == ["deferred"]
         assert audit["small"][0].reason.startswith("priority 4 of 4: 42 file opens saved per scan") and (
-            "the free run slots went to higher-ranked tables" in audit["small"][0].reason)
+            "the free run slots went to higher-ranked tables" in audit["small"][0].reason
+        )
         # The daemon submits the two requested runs; both are queued or running.
-        runs = [_queue(instance, defs, refs[n], dict(r.tags))
-                for n, r in zip(("t", "mid"), first.run_requests, strict=True)]
+        runs = [
+            _queue(instance, defs, refs[n], dict(r.tags))
+            for n, r in zip(("t", "mid"), first.run_requests, strict=True)
+        ]
 
         # A new table as beneficial as `old` appears (its name sorts first): the older finding ranks first.
         table = cat.create_table(("ns", "aaa"), SCHEMA)
@@ -186,18 +226,27 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
         defs = build_definitions(settings)
         full = _tick(defs, settings, instance, first.cursor)
         assert full.run_requests == []  # no free slot while the cap's 2 runs are in flight
-        assert _ranks(full) == {"old": ("queued_by_priority", 1), "aaa": ("queued_by_priority", 2),
-                                "small": ("queued_by_priority", 3)}
-        recorded = [r for r in AuditLog.from_settings(settings).records(table=str(refs["small"]))
-                    if r.kind == "decision"]
+        assert _ranks(full) == {
+            "old": ("queued_by_priority", 1),
+            "aaa": ("queued_by_priority", 2),
+            "small": ("queued_by_priority", 3),
+        }
+        recorded = [
+            r
+            for r in AuditLog.from_settings(settings).records(table=str(refs["small"]))
+            if r.kind == "decision"
+        ]
         assert len(recorded) == 1  # one audit record per change of decision, not per tick
 
         for run in runs:
             _finish(instance, run.run_id)
         freed = _tick(defs, settings, instance, full.cursor)
         assert [r.tags[TABLE_TAG] for r in freed.run_requests] == [str(refs["old"]), str(refs["aaa"])]
-        assert _ranks(freed) == {"old": ("launched", 1), "aaa": ("launched", 2),
-                                 "small": ("queued_by_priority", 3)}
+        assert _ranks(freed) == {
+            "old": ("launched", 1),
+            "aaa": ("launched", 2),
+            "small": ("queued_by_priority", 3),
+        }
 
 
 def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
@@ -208,8 +257,9 @@ def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
         tick = _tick(defs, settings, instance)
         assert len(tick.run_requests) == 4
         assert sorted(o for o in _outcomes(tick).values()) == ["launched"] * 4 + ["queued_by_priority"]
-    direct = {"run_coordinator": {"module": "dagster._core.run_coordinator",
-                                  "class": "DefaultRunCoordinator"}}
+    direct = {
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"}
+    }
     with instance_for_test(overrides=direct) as unqueued:  # no run queue, no cap: every table gets its run
         assert run_model.run_cap(unqueued) is None
         assert len(_tick(defs, settings, unqueued).run_requests) == 5

@@ -28,22 +28,31 @@ SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "payload", Stri
 def _planted() -> dict[str, str]:
     """One distinct secret per form (environment variable → value)."""
     tag = uuid.uuid4().hex[:10]
-    return {"ADLS_CONN": f"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=adlsKEY{tag}",
-            "HDR_TOKEN": f"Bearer hdrTOKEN{tag}", "API_KEY": f"apiKEY{tag}",
-            "DB_PASSWORD": f"dbPASSWORD{tag}", "SIG": f"sigVALUE{tag}", "S3A_KEY": f"s3aKEY{tag}"}
+    return {
+        "ADLS_CONN": f"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=adlsKEY{tag}",
+        "HDR_TOKEN": f"Bearer hdrTOKEN{tag}",
+        "API_KEY": f"apiKEY{tag}",
+        "DB_PASSWORD": f"dbPASSWORD{tag}",
+        "SIG": f"sigVALUE{tag}",
+        "S3A_KEY": f"s3aKEY{tag}",
+    }
 
 
 def _lake(folder: Path) -> tuple[Path, str]:
     name = f"sec{uuid.uuid4().hex[:8]}"
     (folder / "lake" / "warehouse").mkdir(parents=True)
     data = {
-        "catalogs": {name: {
-            "type": "sql", "uri": "sqlite:///lake/catalog.db?password=${DB_PASSWORD}",
-            "warehouse": "lake/warehouse",
-            "adls.connection-string": "${ADLS_CONN}",
-            "header.Authorization": "${HDR_TOKEN}", "header.X-Api-Key": "${API_KEY}",
-            "s3.endpoint": "http://minio:9000/?X-Amz-Signature=${SIG}",
-        }},
+        "catalogs": {
+            name: {
+                "type": "sql",
+                "uri": "sqlite:///lake/catalog.db?password=${DB_PASSWORD}",
+                "warehouse": "lake/warehouse",
+                "adls.connection-string": "${ADLS_CONN}",
+                "header.Authorization": "${HDR_TOKEN}",
+                "header.X-Api-Key": "${API_KEY}",
+                "s3.endpoint": "http://minio:9000/?X-Amz-Signature=${SIG}",
+            }
+        },
         "thresholds": {**TEST_THRESHOLDS, "mode": "enforce", "guards": {"quiet_period_minutes": 0}},
         "spark": {"config": {"spark.hadoop.fs.s3a.bucket.b.access.key": "${S3A_KEY}"}},
     }
@@ -82,15 +91,24 @@ def test_planted_secrets_reach_spark_and_never_leak(tmp_path, monkeypatch, capfd
     table = catalog.create_table(ref.identifier, SCHEMA)
     rng = np.random.default_rng(0)
     for i in range(25):  # 25 small files, 25 snapshots: compaction and expiry both act
-        table.append(pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
-                               "payload": pa.array([rng.bytes(8).hex() for _ in range(10)])}))
+        table.append(
+            pa.table(
+                {
+                    "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+                    "payload": pa.array([rng.bytes(8).hex() for _ in range(10)]),
+                }
+            )
+        )
 
     defs = build_definitions(settings)
     home = tmp_path / "dagster_home"
     home.mkdir()
     with DagsterInstance.local_temp(str(home)) as instance:
-        context = build_sensor_context(instance=instance, definitions=defs,
-                                       resources={"icelake": IcelakeResource(config_path=settings.source)})
+        context = build_sensor_context(
+            instance=instance,
+            definitions=defs,
+            resources={"icelake": IcelakeResource(config_path=settings.source)},
+        )
         tick = defs.get_sensor_def(MAINTENANCE_SENSOR).evaluate_tick(context)
         assert [r.tags["icelake/table"] for r in tick.run_requests] == [str(ref)]
         results = execute_maintenance(defs, instance)

@@ -1,7 +1,6 @@
 """The self-healing loop through real sensor ticks (build_sensor_context + evaluate_tick), a real
 Dagster instance, a real SQLite catalog and, for the launched runs, real Spark."""
 
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -28,8 +27,10 @@ def _batch(start: int, rows: int, width: int = 8) -> pa.Table:
 def _lake(make_lake, files: int = 25, rows_per_file: int = 10, width: int = 8, automation=None, **policy):
     """A lake with one unpartitioned table `ns.t` of ``files`` small files (one commit each)."""
     defaults = {"mode": "enforce", "guards": {"quiet_period_minutes": 0}}
-    settings = make_lake(thresholds={**TEST_THRESHOLDS, **defaults, **policy},
-                         extra={"automation": automation} if automation else None)
+    settings = make_lake(
+        thresholds={**TEST_THRESHOLDS, **defaults, **policy},
+        extra={"automation": automation} if automation else None,
+    )
     cat = open_catalog(settings, catalog_name(settings), create=True)
     cat.create_namespace("ns")
     table = cat.create_table(("ns", "t"), SCHEMA)
@@ -41,8 +42,12 @@ def _lake(make_lake, files: int = 25, rows_per_file: int = 10, width: int = 8, a
 def _tick(settings, instance, cursor=None):
     defs = build_definitions(settings)
     sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
-    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    context = build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     return defs, sensor.evaluate_tick(context)
 
 
@@ -62,8 +67,9 @@ def test_a_degraded_table_gets_exactly_one_run_and_then_its_checks_pass(make_lak
     assert len(tick.run_requests) == 1
     request = tick.run_requests[0]
     assert request.tags[TABLE_TAG] == str(ref) and request.tags[TRIGGER_TAG] == "sensor"
-    assert request.partition_key is None and request.asset_selection == [defs.get_assets_def(
-        request.asset_selection[0]).key]
+    assert request.partition_key is None and request.asset_selection == [
+        defs.get_assets_def(request.asset_selection[0]).key
+    ]
     observed = {e.asset_key.path[-1]: e.metadata for e in tick.asset_events}
     assert observed["t"]["health/data_files"].value == 25
     assert [r.decision for r in _audit(settings, ref)] == ["launched"]
@@ -73,7 +79,9 @@ def test_a_degraded_table_gets_exactly_one_run_and_then_its_checks_pass(make_lak
     assert again.run_requests == [] and again.asset_events == []
 
     job = defs.resolve_implicit_global_asset_job_def()
-    result = job.execute_in_process(instance=instance, asset_selection=request.asset_selection, tags=request.tags)
+    result = job.execute_in_process(
+        instance=instance, asset_selection=request.asset_selection, tags=request.tags
+    )
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())
     table.refresh()
@@ -101,8 +109,12 @@ def test_an_active_writer_defers_maintenance_and_says_so(make_lake, instance):
 
 def test_a_rewrite_over_the_cost_cap_is_held_for_approval(make_lake, instance):
     # 25 files of ~64 KiB of incompressible text: about 1.6 MiB to rewrite, over a 1 MiB cap.
-    settings, ref, _ = _lake(make_lake, rows_per_file=2000, width=16, guards={"quiet_period_minutes": 0,
-                                                                                "max_rewrite_bytes": 1024 * 1024})
+    settings, ref, _ = _lake(
+        make_lake,
+        rows_per_file=2000,
+        width=16,
+        guards={"quiet_period_minutes": 0, "max_rewrite_bytes": 1024 * 1024},
+    )
     _, tick = _tick(settings, instance)
     assert tick.run_requests == []
     [record] = _audit(settings, ref)
@@ -110,8 +122,9 @@ def test_a_rewrite_over_the_cost_cap_is_held_for_approval(make_lake, instance):
     assert record.cost_estimate_bytes > 1024 * 1024
 
 
-@pytest.mark.parametrize("mode, runs, decisions", [("observe", 0, []), ("propose", 0, ["proposed"]),
-                                                   ("enforce", 1, ["launched"])])
+@pytest.mark.parametrize(
+    "mode, runs, decisions", [("observe", 0, []), ("propose", 0, ["proposed"]), ("enforce", 1, ["launched"])]
+)
 def test_modes_through_a_sensor_tick(make_lake, instance, mode, runs, decisions):
     settings, ref, _ = _lake(make_lake, mode=mode)
     _, tick = _tick(settings, instance)
@@ -183,7 +196,9 @@ def test_old_orphans_of_a_table_containing_another_launch_nothing(make_lake, ins
     assert TickCursor.loads(due.cursor).seen[str(ref)][1] != "error"
 
 
-def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(make_lake, instance, monkeypatch):
+def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(
+    make_lake, instance, monkeypatch
+):
     import os
 
     import yaml
@@ -207,34 +222,62 @@ def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(m
 
     with open(cat.load_table(("ns", "corrupt")).metadata_location.removeprefix("file://"), "w") as f:
         f.write("{not json")  # corrupt metadata
-    with open(cat.load_table(("ns", "unreadable")).current_snapshot().manifest_list.removeprefix("file://"), "wb") as f:
+    with open(
+        cat.load_table(("ns", "unreadable")).current_snapshot().manifest_list.removeprefix("file://"), "wb"
+    ) as f:
         f.write(b"not avro")  # storage that cannot be read
     cat.drop_table(("ns", "gone"))
     os.remove(settings.catalog_properties("other")["uri"].removeprefix("sqlite:///"))
     # The audit table locked and the metrics disk full: logged, never fatal.
-    monkeypatch.setattr(store.AuditLog, "append", lambda self, records: (_ for _ in ()).throw(
-        store.AuditLogError("database is locked")))
-    monkeypatch.setattr(metrics.MetricsWriter, "flush", lambda self: (_ for _ in ()).throw(
-        OSError(28, "No space left on device")))
+    monkeypatch.setattr(
+        store.AuditLog,
+        "append",
+        lambda self, records: (_ for _ in ()).throw(store.AuditLogError("database is locked")),
+    )
+    monkeypatch.setattr(
+        metrics.MetricsWriter,
+        "flush",
+        lambda self: (_ for _ in ()).throw(OSError(28, "No space left on device")),
+    )
 
     sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
-    context = build_sensor_context(instance=instance, definitions=defs,
-                                   resources={"icelake": IcelakeResource(config_path=settings.source)})
+    context = build_sensor_context(
+        instance=instance,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
     tick = sensor.evaluate_tick(context)
     assert [r.tags[TABLE_TAG] for r in tick.run_requests] == [str(ref)]
-    outcomes = {e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value, e.metadata["sensor/reason"].value)
-                for e in tick.asset_events}
+    outcomes = {
+        e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value, e.metadata["sensor/reason"].value)
+        for e in tick.asset_events
+    }
     assert outcomes["t"][0] == "launched"
     assert {k: v[0] for k, v in outcomes.items() if k != "t"} == dict.fromkeys(
-        ("corrupt", "unreadable", "gone", "far"), "error")
+        ("corrupt", "unreadable", "gone", "far"), "error"
+    )
     assert "no longer exists" in outcomes["gone"][1] and "other.db does not exist" in outcomes["far"][1]
 
     monkeypatch.undo()  # the audit works again: every error is recorded once, with its cause
-    sensor.evaluate_tick(build_sensor_context(instance=instance, definitions=defs, resources={
-        "icelake": IcelakeResource(config_path=settings.source)}))
-    decisions = {r.table_name.rsplit(".", 1)[-1]: r.decision
-                 for r in AuditLog.from_settings(settings).records() if r.kind == "decision"}
-    assert decisions == {"t": "launched", "corrupt": "error", "unreadable": "error", "gone": "error", "far": "error"}
+    sensor.evaluate_tick(
+        build_sensor_context(
+            instance=instance,
+            definitions=defs,
+            resources={"icelake": IcelakeResource(config_path=settings.source)},
+        )
+    )
+    decisions = {
+        r.table_name.rsplit(".", 1)[-1]: r.decision
+        for r in AuditLog.from_settings(settings).records()
+        if r.kind == "decision"
+    }
+    assert decisions == {
+        "t": "launched",
+        "corrupt": "error",
+        "unreadable": "error",
+        "gone": "error",
+        "far": "error",
+    }
 
 
 def test_a_tables_offending_days_go_into_one_run_and_its_partitions_span_its_data(make_lake, instance):
@@ -242,8 +285,14 @@ def test_a_tables_offending_days_go_into_one_run_and_its_partitions_span_its_dat
 
     from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, append, trips_batch
 
-    settings = make_lake(thresholds={**TEST_THRESHOLDS, "mode": "enforce", "guards": {"quiet_period_minutes": 0},
-                                     "small_files": {"max_files_per_partition": 4}})
+    settings = make_lake(
+        thresholds={
+            **TEST_THRESHOLDS,
+            "mode": "enforce",
+            "guards": {"quiet_period_minutes": 0},
+            "small_files": {"max_files_per_partition": 4},
+        }
+    )
     cat = open_catalog(settings, catalog_name(settings), create=True)
     cat.create_namespace("ns")
     trips = cat.create_table(("ns", "trips"), schema=TRIPS_SCHEMA, partition_spec=TRIPS_SPEC)
@@ -259,7 +308,9 @@ def test_a_tables_offending_days_go_into_one_run_and_its_partitions_span_its_dat
     [request] = tick.run_requests
     assert request.partition_key is None
     assert (request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]) == (
-        "2024-01-01", "2024-01-05")
+        "2024-01-01",
+        "2024-01-05",
+    )
     [record] = _audit(settings, ref)
     assert record.decision == "launched" and record.partitions == ("2024-01-01...2024-01-05",)
 
@@ -276,5 +327,7 @@ def test_the_tick_log_line_has_no_dangling_colon_when_no_table_acts(make_lake, i
 def test_check_schedules_are_named_after_the_jobs_they_run(make_lake):
     settings, _, _ = _lake(make_lake, files=1)
     schedules = build_definitions(settings).schedules
-    assert {s.name: s.job_name for s in schedules} == {"icelake_health_schedule": "icelake_health",
-                                                       "icelake_orphan_checks_schedule": "icelake_orphan_checks"}
+    assert {s.name: s.job_name for s in schedules} == {
+        "icelake_health_schedule": "icelake_health",
+        "icelake_orphan_checks_schedule": "icelake_orphan_checks",
+    }

@@ -26,15 +26,26 @@ BIN = Path(sys.executable).parent
 # period. The maintenance sensor starts stopped: the test sees the checks fail first, then starts it.
 SETTINGS: dict[str, Any] = {
     "catalogs": {"demo": {"type": "sql", "uri": "sqlite:///lake/catalog.db", "warehouse": "lake/warehouse"}},
-    "thresholds": {"small_files": {"max_files_per_partition": 20},
-                   # min_age_hours 0: the test lake's snapshots are seconds old (the default keeps 24 h)
-                   "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0},
-                   "manifests": {"max_count": 10}, "mode": "observe", "guards": {"quiet_period_minutes": 0},
-                   "sensor": {"interval_seconds": 30}},
-    "policies": {"tables": {
-        "events.clicks": {"mode": "enforce"},
-        "taxi.trips": {"lineage": {"producers": ["icelake_demo/trips_writer"],
-                                   "consumers": ["icelake_demo/daily_revenue"]}}}},
+    "thresholds": {
+        "small_files": {"max_files_per_partition": 20},
+        # min_age_hours 0: the test lake's snapshots are seconds old (the default keeps 24 h)
+        "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0},
+        "manifests": {"max_count": 10},
+        "mode": "observe",
+        "guards": {"quiet_period_minutes": 0},
+        "sensor": {"interval_seconds": 30},
+    },
+    "policies": {
+        "tables": {
+            "events.clicks": {"mode": "enforce"},
+            "taxi.trips": {
+                "lineage": {
+                    "producers": ["icelake_demo/trips_writer"],
+                    "consumers": ["icelake_demo/daily_revenue"],
+                }
+            },
+        }
+    },
     "automation": {"sensor_default_status": "stopped", "schedules_default_status": "stopped"},
 }
 
@@ -57,17 +68,27 @@ class DagsterDev:
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "ICELAKE_CONFIG": str(self.folder / "icelake.yaml"),
-                "DAGSTER_HOME": str(self.folder / "dagster_home"),
-                "ICELAKE_HEALTH_CACHE": str(self.folder / "health.sqlite"), "PYTHONPATH": str(ROOT)}
+        return {
+            **os.environ,
+            "ICELAKE_CONFIG": str(self.folder / "icelake.yaml"),
+            "DAGSTER_HOME": str(self.folder / "dagster_home"),
+            "ICELAKE_HEALTH_CACHE": str(self.folder / "health.sqlite"),
+            "PYTHONPATH": str(ROOT),
+        }
 
     def prepare(self) -> None:
         """Settings, a fresh demo lake (`icelake demo-lake --scale test`) and a fresh DAGSTER_HOME."""
         (self.folder / "dagster_home").mkdir(parents=True)
         shutil.copy(ROOT / "dagster.yaml", self.folder / "dagster_home" / "dagster.yaml")
         (self.folder / "icelake.yaml").write_text(yaml.safe_dump(SETTINGS))
-        subprocess.run([sys.executable, "-m", "icelake_assets.cli", "demo-lake", "--scale", "test"],
-                       cwd=ROOT, env=self.env, check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "icelake_assets.cli", "demo-lake", "--scale", "test"],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
 
     def start(self, timeout: float = 180) -> None:
         log = open(self.folder / "dagster_dev.log", "wb")
@@ -75,14 +96,21 @@ class DagsterDev:
         # servers and the run workers at once.
         self.process = subprocess.Popen(
             [str(BIN / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(self.port), "-w", "workspace.yaml"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"dagster dev exited with {self.process.returncode}: {self.log_tail()}")
             try:
-                data = self.graphql("{ workspaceOrError { ... on Workspace { locationEntries { "
-                                    "locationOrLoadError { __typename } } } } }")
+                data = self.graphql(
+                    "{ workspaceOrError { ... on Workspace { locationEntries { "
+                    "locationOrLoadError { __typename } } } } }"
+                )
                 entries = data["workspaceOrError"]["locationEntries"]
                 if entries and entries[0]["locationOrLoadError"]:
                     kind = entries[0]["locationOrLoadError"]["__typename"]
@@ -96,8 +124,9 @@ class DagsterDev:
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(f"{self.url}/graphql", method="POST", data=body,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/graphql", method="POST", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             body = json.loads(response.read())
         if body.get("errors"):

@@ -15,17 +15,27 @@ import pytest
 from icelake_assets_tests.ui.server import ROOT, DagsterDev, free_port, processes_using
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = ROOT / "docs" / "screenshots"
 LOCATION = "icelake_assets.definitions"
 CLICKS = "demo.events.clicks"
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed "
-                                                           "(pip install -e '.[test]')")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright's Python package is not installed (pip install -e '.[test]')"
+)
 if not CHROMIUM.exists():
-    pytest.skip("Chromium is not installed at /usr/bin/chromium (Debian: apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        "Chromium is not installed at /usr/bin/chromium (Debian: apt-get install chromium)",
+        allow_module_level=True,
+    )
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -79,8 +89,10 @@ def _wait_for_text(page, server, path: str, pattern: str, timeout: float) -> str
         if re.search(pattern, text):
             return text
         if time.monotonic() > deadline:
-            raise AssertionError(f"{path}: no {pattern!r} after {timeout:.0f}s; page text:\n{text[:2000]}\n"
-                                 f"dagster dev log:\n{server.log_tail()}")
+            raise AssertionError(
+                f"{path}: no {pattern!r} after {timeout:.0f}s; page text:\n{text[:2000]}\n"
+                f"dagster dev log:\n{server.log_tail()}"
+            )
         page.wait_for_timeout(3000)
 
 
@@ -98,12 +110,15 @@ def test_the_graph_shows_each_table_with_its_producer_and_consumer(page, server)
     for name in ("trips_writer", "trips", "daily_revenue", "health_overview"):
         page.get_by_text(name, exact=True).first.wait_for()
     # The edges, as the UI itself loads them (same origin, from inside the page).
-    nodes = page.evaluate("""async (q) => (await (await fetch('/graphql', {method: 'POST',
+    nodes = page.evaluate(
+        """async (q) => (await (await fetch('/graphql', {method: 'POST',
         headers: {'Content-Type': 'application/json'},
         body: JSON.stringify({query: q})})).json()).data.assetNodes""",
-                          ASSET_DEPS)
-    parents = {"/".join(n["assetKey"]["path"]): {"/".join(d["path"]) for d in n["dependencyKeys"]}
-               for n in nodes}
+        ASSET_DEPS,
+    )
+    parents = {
+        "/".join(n["assetKey"]["path"]): {"/".join(d["path"]) for d in n["dependencyKeys"]} for n in nodes
+    }
     assert parents["demo/taxi/trips"] == {"icelake_demo/trips_writer"}
     assert parents["icelake_demo/daily_revenue"] == {"demo/taxi/trips"}
     tables = {"demo/taxi/trips", "demo/events/clicks", "demo/sales/orders"}
@@ -114,8 +129,13 @@ def test_the_graph_shows_each_table_with_its_producer_and_consumer(page, server)
 
 def test_a_degraded_tables_checks_fail_and_its_health_summary_says_why(page, server):
     # The health sensor reports the checks without any run: no "0 / N passed" on a table nobody checked.
-    text = _wait_for_text(page, server, "/assets/demo/events/clicks?view=checks",
-                          _check_status("snapshot_retention", "Failed"), timeout=120)
+    text = _wait_for_text(
+        page,
+        server,
+        "/assets/demo/events/clicks?view=checks",
+        _check_status("snapshot_retention", "Failed"),
+        timeout=120,
+    )
     assert re.search(_check_status("manifest_fragmentation", "Failed"), text)
     page.get_by_text("health", exact=True).first.click()
     page.get_by_text(re.compile(r"Critical, score \d+/100; failing: ")).first.wait_for()
@@ -134,8 +154,11 @@ def test_the_sensor_maintains_the_table_and_its_checks_then_pass(page, server):
     _open(page, server, f"/locations/{LOCATION}/sensors/icelake_maintenance_sensor")
     # The switch's input is hidden behind its styled label: click what the user sees.
     page.locator("input[type=checkbox]").first.locator("xpath=..").click()
-    selector = {"repositoryName": "__repository__", "repositoryLocationName": LOCATION,
-                "sensorName": "icelake_maintenance_sensor"}
+    selector = {
+        "repositoryName": "__repository__",
+        "repositoryLocationName": LOCATION,
+        "sensorName": "icelake_maintenance_sensor",
+    }
     deadline = time.monotonic() + 30
     while server.graphql(SENSOR, {"s": selector})["sensorOrError"]["sensorState"]["status"] != "RUNNING":
         assert time.monotonic() < deadline, "the sensor toggle did not start the sensor"
@@ -148,14 +171,20 @@ def test_the_sensor_maintains_the_table_and_its_checks_then_pass(page, server):
         assert not {"FAILURE", "CANCELED"} & set(statuses), f"maintenance failed: {runs}\n{server.log_tail()}"
         if "SUCCESS" in statuses:
             break
-        assert time.monotonic() < deadline, (f"no successful maintenance run after 300s: {runs}\n"
-                                             f"{server.log_tail()}")
+        assert time.monotonic() < deadline, (
+            f"no successful maintenance run after 300s: {runs}\n{server.log_tail()}"
+        )
         time.sleep(5)
     run = next(r for r in runs if r["status"] == "SUCCESS")
     assert {t["key"]: t["value"] for t in run["tags"]}["icelake/trigger"] == "sensor"
 
-    text = _wait_for_text(page, server, "/assets/demo/events/clicks?view=checks",
-                          _check_status("health", "Succeeded"), timeout=120)
+    text = _wait_for_text(
+        page,
+        server,
+        "/assets/demo/events/clicks?view=checks",
+        _check_status("health", "Succeeded"),
+        timeout=120,
+    )
     for check in ("snapshot_retention", "manifest_fragmentation", "small_files"):
         assert re.search(_check_status(check, "Succeeded"), text), check
     page.get_by_text("health", exact=True).first.click()

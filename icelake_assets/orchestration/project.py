@@ -27,11 +27,8 @@ from icelake_assets.orchestration.partitions import (
     maintenance_jobs,
 )
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
-from icelake_assets.orchestration.sensors import (
-    build_check_schedules,
-    build_maintenance_sensor,
-    build_table_schedules,
-)
+from icelake_assets.orchestration.schedules import build_check_schedules, build_table_schedules
+from icelake_assets.orchestration.sensors import build_maintenance_sensor
 from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 

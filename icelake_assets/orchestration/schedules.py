@@ -1,0 +1,73 @@
+"""Schedules: the health checks' crons (lake-wide) and per-table maintenance crons, an alternative
+trigger to the sensor for tables whose policy sets ``schedule.cron`` (each op still acts only past
+its threshold)."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from dagster import (
+    AssetsDefinition,
+    AssetSelection,
+    DefaultScheduleStatus,
+    ScheduleDefinition,
+    define_asset_job,
+)
+
+from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.orchestration.sensors import TABLE_TAG, TRIGGER_TAG
+from icelake_assets.settings import Settings
+from icelake_assets.types import TableRef
+
+
+def build_check_schedules(settings: Settings, checks_job, orphan_checks_job) -> list[ScheduleDefinition]:
+    """Each schedule is named after the job it runs: ``<job>_schedule``."""
+    status = (
+        DefaultScheduleStatus.RUNNING
+        if settings.automation.schedules_default_status == "running"
+        else DefaultScheduleStatus.STOPPED
+    )
+    return [
+        ScheduleDefinition(
+            name=f"{checks_job.name}_schedule",
+            job=checks_job,
+            cron_schedule=settings.automation.checks_cron,
+            default_status=status,
+            description="Every table's metadata checks (pyiceberg only, no Spark)",
+        ),
+        ScheduleDefinition(
+            name=f"{orphan_checks_job.name}_schedule",
+            job=orphan_checks_job,
+            cron_schedule=settings.automation.orphan_checks_cron,
+            default_status=status,
+            description="Orphan-file checks: they list storage, so they run less often",
+        ),
+    ]
+
+
+def build_table_schedules(
+    tables: Sequence[DiscoveredTable], assets: dict[TableRef, AssetsDefinition], policies: dict[TableRef, Any]
+) -> list[ScheduleDefinition]:
+    """Cron as an alternative trigger: a table whose policy sets ``schedule.cron`` (and enforces) gets
+    a schedule running its whole-table maintenance; each op still acts only past its threshold."""
+    schedules = []
+    for t in tables:
+        effective = policies[t.ref]
+        cron = effective.policy.schedule.cron
+        if not cron or effective.mode != "enforce":
+            continue
+        job = define_asset_job(
+            f"icelake_scheduled__{t.ref.safe_name}",
+            selection=AssetSelection.assets(assets[t.ref]),
+            tags={TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"},
+        )
+        schedules.append(
+            ScheduleDefinition(
+                name=f"{t.ref.safe_name}__maintenance_schedule",
+                job=job,
+                cron_schedule=cron,
+                execution_timezone=effective.policy.schedule.timezone,
+                default_status=DefaultScheduleStatus.RUNNING,
+                description=f"Maintenance of {t.ref} on its policy's cron ({cron})",
+            )
+        )
+    return schedules

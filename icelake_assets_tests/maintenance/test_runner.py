@@ -185,7 +185,7 @@ def test_a_tag_created_between_decision_and_expiry_is_recorded_as_a_forecast_mis
     settings = make_lake({**QUIET, "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0}})
     table = _table(settings, 30)
     ref = TableRef(catalog_name(settings), ("ns",), "t")
-    policy = settings.policy_for(ref, table.properties)
+    policy = policy_for(settings, ref, table.properties)
     first = table.metadata.snapshots[0].snapshot_id
 
     def stats_then_tag(t):
@@ -278,14 +278,14 @@ def test_a_delete_applying_rewrite_leaves_no_delete_files(make_lake, spark_for, 
     spark.sql(f"REFRESH TABLE {name}")
     live = procedures.count_rows(spark, ref)
     table = open_catalog(settings, ref.catalog).load_table(ref.identifier)
-    before = compute_table_stats(table, settings.policy_for(ref, table.properties))
+    before = compute_table_stats(table, policy_for(settings, ref, table.properties))
     assert before.position_delete_files and bool(before.equality_delete_files) == (kind != "position")
 
     md, checks = _run(settings)
 
     assert md["why/rewrite"].value.startswith("acted: ")
     table.refresh()
-    after = compute_table_stats(table, settings.policy_for(ref, table.properties))
+    after = compute_table_stats(table, policy_for(settings, ref, table.properties))
     assert (after.position_delete_files, after.equality_delete_files) == (0, 0)
     assert checks["delete_files"].passed, checks["delete_files"].description
     assert md["effect/rewrite"].value.startswith("effective"), md["effect/rewrite"].value

@@ -17,7 +17,7 @@ and re-runs only them.
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dagster import (
@@ -72,6 +72,7 @@ from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_model import table_pool
+from icelake_assets.orchestration.run_state import RunState
 from icelake_assets.settings import PartitionsPolicy
 
 # Short metadata keys (the UI's key column is narrow, and a long key pushes the values aside).
@@ -135,7 +136,7 @@ def _op_step(
     first: bool,
     *,
     after_upstream: bool = False,
-    work_kwargs: Callable[[OpExecutionContext, dict[str, Any]], dict[str, Any]] | None = None,
+    work_kwargs: Callable[[OpExecutionContext, RunState], dict[str, Any]] | None = None,
     check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
     retry_policy: RetryPolicy | None = None,
 ):
@@ -149,18 +150,17 @@ def _op_step(
         context: OpExecutionContext,
         icelake: IcelakeResource,
         pyspark: IcebergSparkResource,
-        state: dict[str, Any] | None,
-    ) -> dict[str, Any]:
+        state: RunState | None,
+    ) -> RunState:
         table = _load(icelake, ref)
         policy = icelake.policy(table)
         if state is None:
             snap = table.current_snapshot()
-            state = {
-                "table": str(ref),
-                "before_snapshot_id": snap.snapshot_id if snap else None,
-                "before": _stats_summary(icelake.stats(table, policy)),
-                "ops": [],
-            }
+            state = RunState(
+                table=str(ref),
+                before_snapshot_id=snap.snapshot_id if snap else None,
+                before=_stats_summary(icelake.stats(table, policy)),
+            )
         extra = work_kwargs(context, state) if work_kwargs else {}
         started = time.perf_counter()
         try:
@@ -183,14 +183,14 @@ def _op_step(
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
         if check:
             check(context, outcome)
-        return {**state, "ops": [*state["ops"], outcome.to_dict()]}
+        return state.with_op(outcome.to_dict())
 
     description = f"{name} on {ref}; acts only when its own threshold is crossed"
     if first:
 
         @op(
             name=f"{ref.safe_name}__{name}",
-            out=Out(dict),
+            out=Out(RunState),
             description=description,
             tags={"icelake/op": name},
             pool=table_pool(ref),
@@ -203,15 +203,15 @@ def _op_step(
 
     @op(
         name=f"{ref.safe_name}__{name}",
-        ins={"state": In(dict)},
-        out=Out(dict),
+        ins={"state": In(RunState)},
+        out=Out(RunState),
         description=description,
         tags={"icelake/op": name},
         retry_policy=retry_policy,
         pool=table_pool(ref),
     )
     def next_op(
-        context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource
+        context: OpExecutionContext, state: RunState, icelake: IcelakeResource, pyspark: IcebergSparkResource
     ):
         return body(context, icelake, pyspark, state)
 
@@ -365,7 +365,7 @@ def _summary(
 
 
 def _run_metadata(
-    state: dict[str, Any],
+    state: RunState,
     after_stats,
     validation,
     effects,
@@ -380,8 +380,8 @@ def _run_metadata(
     ``*/before`` numbers appear only when an op acted: a run that did nothing shows no pair that
     reads like a change (a writer may have committed meanwhile), and points to ``last_effective_run``
     instead. ``*/after`` (the table as the run left it) is on every run, so its plots have no gaps."""
-    ops: list[dict[str, Any]] = state["ops"]
-    before, after = state["before"], _stats_summary(after_stats)
+    ops = list(state.ops)
+    before, after = state.before, _stats_summary(after_stats)
     acted = [o for o in ops if o["acted"]]
     by_op = {e.op: e for e in effects}
     md: dict[str, Any] = {
@@ -442,9 +442,9 @@ def _run_metadata(
     return md
 
 
-def _rewrite_failure(state: dict[str, Any]) -> dict[str, Any] | None:
+def _rewrite_failure(state: RunState) -> dict[str, Any] | None:
     """The rewrite's result when some of its partitions did not compact (or Spark failed)."""
-    for outcome in state["ops"]:
+    for outcome in state.ops:
         res = outcome["result"]
         if outcome["op"] == "rewrite_data_files" and (res.get("partitions_failed") or res.get("error")):
             return res
@@ -456,26 +456,26 @@ def _validate_op(ref: TableRef):
     # range of partitions (a backfill run of several partitions).
     @op(
         name=f"{ref.safe_name}__validate",
-        ins={"state": In(dict)},
+        ins={"state": In(RunState)},
         out=Out(Nothing),
         description=f"row-count parity of {ref} between the snapshots before and after maintenance",
         tags={"icelake/op": "validate"},
         pool=table_pool(ref),
     )
     def validate(
-        context: OpExecutionContext, state: dict, icelake: IcelakeResource, pyspark: IcebergSparkResource
+        context: OpExecutionContext, state: RunState, icelake: IcelakeResource, pyspark: IcebergSparkResource
     ):
         table = _load(icelake, ref)
         policy = icelake.policy(table)
         # Baseline: the snapshot current when the first rewrite started. Expiry and orphan removal
         # change no rows, and expiry may remove the run's first snapshot when a writer committed since.
         rewrites = [
-            o for o in state["ops"] if o["acted"] and o["op"] in ("rewrite_data_files", "rewrite_manifests")
+            o for o in state.ops if o["acted"] and o["op"] in ("rewrite_data_files", "rewrite_manifests")
         ]
         acted = bool(rewrites)
         baseline = rewrites[0]["snapshot_before"] if acted else _current_snapshot_id(table)
-        state = {**state, "before_snapshot_id": baseline}
-        duration = sum(float(o["duration_s"]) for o in state["ops"])
+        state = replace(state, before_snapshot_id=baseline)
+        duration = sum(float(o["duration_s"]) for o in state.ops)
         result, mismatch = None, None
         try:
             # Without a rewrite of ours no row can have changed: summaries suffice, no JVM needed.
@@ -485,18 +485,18 @@ def _validate_op(ref: TableRef):
             )
             if not result.ok:
                 mismatch = result.mismatch(ref)
-            elif policy.loop.cross_engine_check and any(o["acted"] for o in state["ops"]):
+            elif policy.loop.cross_engine_check and state.acted():
                 # Proof by a second and third engine: Spark, pyiceberg and DuckDB agree on the result.
                 cross = cross_engine_check(pyspark.spark_session, ref, table)
                 context.log.info(f"{ref} cross-engine read: {cross.describe()}")
-                state = {**state, "cross_engine": cross.describe()}
+                state = replace(state, cross_engine=cross.describe())
                 if not cross.ok:
                     mismatch = f"{ref}: engines disagree after maintenance: {cross.describe()}"
         except (ValidationFailed, CrossEngineError) as err:
             mismatch = str(err)
         if mismatch:
             # Undo our rewrites when nothing else came after them; otherwise leave the ids to recover.
-            rollback = rollback_if_safe(table, state["before_snapshot_id"]) if acted else None
+            rollback = rollback_if_safe(table, state.before_snapshot_id) if acted else None
             records = run_records(context, ref, state, policy, "failed", mismatch, result, rollback)
             write_run_audit(
                 context,
@@ -514,12 +514,12 @@ def _validate_op(ref: TableRef):
                 advice = (
                     f"Not rolled back ({rollback.reason if rollback else 'nothing of ours to undo'}). Recover "
                     f"with CALL {ref.catalog}.system.rollback_to_snapshot('{'.'.join(ref.identifier)}', "
-                    f"{state['before_snapshot_id']}) once the writers' rows are accounted for."
+                    f"{state.before_snapshot_id}) once the writers' rows are accounted for."
                 )
             raise Failure(
                 description=f"{mismatch}. {advice} Current snapshot: {current.snapshot_id if current else None}",
                 metadata={
-                    "before_snapshot_id": str(state["before_snapshot_id"]),
+                    "before_snapshot_id": str(state.before_snapshot_id),
                     "current_snapshot_id": str(current.snapshot_id if current else None),
                     "rolled_back": bool(rollback and rollback.rolled_back),
                 },
@@ -529,23 +529,19 @@ def _validate_op(ref: TableRef):
         after_stats = icelake.stats(table, policy)
         context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
         # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
-        effects = verify_effects(state["ops"], after_stats, policy)
+        effects = verify_effects(list(state.ops), after_stats, policy)
         outcome = run_outcome(effects)
         removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
         health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
         # A run that did nothing points to the last one that did (its before/after stays findable).
-        last = (
-            None
-            if any(o["acted"] for o in state["ops"])
-            else last_effective_run(context.instance, table_asset_key(ref))
-        )
+        last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
         metadata = _run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
-        if "cross_engine" in state:
-            metadata["cross_engine"] = MetadataValue.text(state["cross_engine"])
+        if state.cross_engine is not None:
+            metadata["cross_engine"] = MetadataValue.text(state.cross_engine)
         by_op = {e.op: e for e in effects}
-        state = {
-            **state,
-            "ops": [
+        state = replace(
+            state,
+            ops=tuple(
                 {
                     **o,
                     "result": {
@@ -556,9 +552,9 @@ def _validate_op(ref: TableRef):
                 }
                 if o["op"] in by_op
                 else o
-                for o in state["ops"]
-            ],
-        }
+                for o in state.ops
+            ),
+        )
         if outcome is not None:
             context.instance.add_run_tags(
                 context.run_id,
@@ -658,7 +654,7 @@ def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
         else None
     )
 
-    def scope(context: OpExecutionContext, state: dict[str, Any]) -> dict[str, Any]:
+    def scope(context: OpExecutionContext, state: RunState) -> dict[str, Any]:
         return {
             "scope": run_scope(context, layout, table.ref.catalog),
             "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true",
@@ -700,15 +696,9 @@ def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
     )
 
 
-def _rewrite_commits(context: OpExecutionContext, state: dict[str, Any]) -> dict[str, Any]:
+def _rewrite_commits(context: OpExecutionContext, state: RunState) -> dict[str, Any]:
     """The manifest op consolidates what a partial-progress rewrite of this run committed."""
-    return {
-        "rewrite_commits": sum(
-            int(o["result"].get("snapshots_committed", 0))
-            for o in state["ops"]
-            if o["op"] == "rewrite_data_files" and o["acted"]
-        )
-    }
+    return {"rewrite_commits": state.rewrite_commits()}
 
 
 def build_table_asset(

@@ -13,13 +13,14 @@ from icelake_assets.audit.records import AuditRecord, trigger_from_tags
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.validation import RollbackOutcome, ValidationResult
+from icelake_assets.orchestration.run_state import RunState
 from icelake_assets.settings import Policy, Settings
 
 
 def run_records(
     context: OpExecutionContext,
     ref: TableRef,
-    state: dict[str, Any],
+    state: RunState,
     policy: Policy,
     validation: str,
     reason: str,
@@ -51,7 +52,7 @@ def run_records(
             duration_s=o["duration_s"],
             **common,
         )
-        for o in state["ops"]
+        for o in state.ops
     ]
     records.append(
         AuditRecord(
@@ -64,7 +65,7 @@ def run_records(
                 **({"effects": effects} if effects else {}),
             },
             failed_partitions=tuple(failed_partitions),
-            snapshot_before=state["before_snapshot_id"],
+            snapshot_before=state.before_snapshot_id,
             snapshot_after=result.after_snapshot_id if result else None,
             **common,
         )
@@ -76,8 +77,8 @@ def run_records(
                 op="validate",
                 decision="rolled_back" if rollback.rolled_back else "refused",
                 reason=rollback.reason,
-                snapshot_before=state["before_snapshot_id"],
-                rolled_back_to=state["before_snapshot_id"] if rollback.rolled_back else None,
+                snapshot_before=state.before_snapshot_id,
+                rolled_back_to=state.before_snapshot_id if rollback.rolled_back else None,
                 **common,
             )
         )

@@ -12,6 +12,7 @@ from icelake_assets.maintenance.effect import OpEffect
 from icelake_assets.maintenance.validation import ValidationResult
 from icelake_assets.orchestration.assets import LastEffective, _run_metadata, last_effective_run
 from icelake_assets.orchestration.display import human_bytes, human_duration
+from icelake_assets.orchestration.run_state import RunState
 
 BEFORE = {
     "data_files": 180,
@@ -53,10 +54,12 @@ def _validation(rows: int = 1800, same: bool = False) -> ValidationResult:
     return ValidationResult(1, 1 if same else 2, rows, rows, rows, 0, 0 if same else 2)
 
 
-def _acting_state() -> dict:
-    return {
-        "before": BEFORE,
-        "ops": [
+def _acting_state() -> RunState:
+    return RunState(
+        table="c.ns.t",
+        before_snapshot_id=1,
+        before=BEFORE,
+        ops=(
             _op(
                 "expire_snapshots",
                 True,
@@ -87,18 +90,20 @@ def _acting_state() -> dict:
                 rewritten_manifests_count=31,
                 added_manifests_count=1,
             ),
-        ],
-    }
+        ),
+    )
 
 
-def _noop_state() -> dict:
-    return {
-        "before": BEFORE,
-        "ops": [
+def _noop_state() -> RunState:
+    return RunState(
+        table="c.ns.t",
+        before_snapshot_id=1,
+        before=BEFORE,
+        ops=tuple(
             _op(name, False, f"{name} below its threshold", 0.01)
             for name in ("expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests")
-        ],
-    }
+        ),
+    )
 
 
 def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_for_plots():

@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 3000
 SCALE ?= demo
 
-.PHONY: bootstrap run test demo demo-lake health bench validate clean
+.PHONY: bootstrap run test demo demo-lake health bench validate clean cycles snapshots
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -45,3 +45,11 @@ bench: bootstrap
 
 clean:
 	rm -rf .lake .dagster_home
+
+# No import cycle in the package (grimp).
+cycles: bootstrap
+	$(PY) -m pytest -q icelake_assets_tests/test_import_graph.py
+
+# Regenerates the snapshot of what users see in Dagster for the demo lake (review the JSON diff).
+snapshots: bootstrap
+	ICELAKE_UPDATE_SNAPSHOTS=1 $(PY) -m pytest -q icelake_assets_tests/test_definitions_snapshot.py

@@ -163,6 +163,18 @@ class TableStats:
     def delete_records(self) -> int:
         return self.position_delete_records + self.equality_delete_records
 
+    def summary(self) -> dict[str, int]:
+        """The table's headline measures: a run's before/after and the sensor's observation."""
+        return {
+            "data_files": self.data_files,
+            "small_files": self.small_files,
+            "snapshots": self.snapshots,
+            "manifests": self.manifests,
+            "records": self.records,
+            "data_bytes": self.data_bytes,
+            "delete_files": self.delete_files,
+        }
+
     @property
     def delete_file_ratio(self) -> float:
         """Delete files per data file."""

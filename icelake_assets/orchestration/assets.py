@@ -159,7 +159,7 @@ def _op_step(
             state = RunState(
                 table=str(ref),
                 before_snapshot_id=snap.snapshot_id if snap else None,
-                before=_stats_summary(icelake.stats(table, policy)),
+                before=icelake.stats(table, policy).summary(),
             )
         extra = work_kwargs(context, state) if work_kwargs else {}
         started = time.perf_counter()
@@ -216,18 +216,6 @@ def _op_step(
         return body(context, icelake, pyspark, state)
 
     return next_op
-
-
-def _stats_summary(stats) -> dict[str, int]:
-    return {
-        "data_files": stats.data_files,
-        "small_files": stats.small_files,
-        "snapshots": stats.snapshots,
-        "manifests": stats.manifests,
-        "records": stats.records,
-        "data_bytes": stats.data_bytes,
-        "delete_files": stats.position_delete_files + stats.equality_delete_files,
-    }
 
 
 @dataclass(frozen=True)
@@ -381,7 +369,7 @@ def _run_metadata(
     reads like a change (a writer may have committed meanwhile), and points to ``last_effective_run``
     instead. ``*/after`` (the table as the run left it) is on every run, so its plots have no gaps."""
     ops = list(state.ops)
-    before, after = state.before, _stats_summary(after_stats)
+    before, after = state.before, after_stats.summary()
     acted = [o for o in ops if o["acted"]]
     by_op = {e.op: e for e in effects}
     md: dict[str, Any] = {

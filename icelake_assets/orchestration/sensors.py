@@ -129,13 +129,7 @@ def _decisions(stats: TableStats, policy: Policy, orphans: list | None) -> list[
 
 def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: str) -> AssetObservation:
     numbers = {
-        "data_files": stats.data_files,
-        "small_files": stats.small_files,
-        "snapshots": stats.snapshots,
-        "manifests": stats.manifests,
-        "records": stats.records,
-        "data_bytes": stats.data_bytes,
-        "delete_files": stats.position_delete_files + stats.equality_delete_files,
+        **stats.summary(),
         "candidate_partitions": len(stats.compaction_candidates),
         "recent_writer_commits": getattr(stats, "recent_writer_commits", 0),
     }

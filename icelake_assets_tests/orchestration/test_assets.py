@@ -33,6 +33,16 @@ AFTER = SimpleNamespace(
     position_delete_files=0,
     equality_delete_files=0,
 )
+# The after-stats stand-in answers summary() as TableStats does (same measures, from the fields above).
+AFTER.summary = lambda: {
+    "data_files": 6,
+    "small_files": 0,
+    "snapshots": 7,
+    "manifests": 1,
+    "records": 1800,
+    "data_bytes": 15_000_000,
+    "delete_files": 0,
+}
 POLICY = SimpleNamespace(small_files=SimpleNamespace(partial_progress_max_commits=10))
 HEALTH = SimpleNamespace(score=SimpleNamespace(score=100), status=SimpleNamespace(value="Healthy"))
 

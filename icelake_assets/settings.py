@@ -477,6 +477,12 @@ class AutomationSettings(_Strict):
     checks_cron: str = "*/30 * * * *"
     orphan_checks_cron: str = "0 4 * * *"
     schedules_default_status: Literal["running", "stopped"] = "running"
+    # Tables are spread over this many concurrency pools by a stable hash of their name (a pool admits
+    # one maintenance run at a time, see orchestration/run_model.py) and share one maintenance graph
+    # per pool: definitions stay cheap at 10,000 tables. More pools: fewer tables wait on another's run.
+    maintenance_pools: int = Field(64, ge=1, le=4096)
+    # A cached table inventory (catalog/inventory.py) older than this is discovered again at load.
+    inventory_max_age_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
 
     @field_validator("checks_cron", "orphan_checks_cron")
     @classmethod

@@ -75,24 +75,35 @@ def _namespaces(catalog: Catalog, parent: tuple[str, ...] = ()) -> Iterator[tupl
             yield from _namespaces(catalog, ns)
 
 
+def list_table_refs(settings: Settings, catalog: Catalog, name: str) -> list[TableRef]:
+    """The selected tables of catalog ``name`` by name only (one listing per namespace, none loaded)."""
+    try:
+        refs = []
+        for ns in list(dict.fromkeys(_namespaces(catalog))):
+            for ident in catalog.list_tables(ns):
+                ref = TableRef(name, tuple(ident[:-1]), ident[-1])
+                if settings.selects(name, ref.namespace_name, ref.name):
+                    refs.append(ref)
+        return refs
+    except CatalogUnavailableError:
+        raise
+    except Exception as err:
+        raise CatalogUnavailableError(f"catalog {name!r}: listing tables failed: {err}") from err
+
+
 def discover_tables(settings: Settings) -> list[DiscoveredTable]:
     """Every selected table of every configured catalog, sorted by name."""
     found: list[DiscoveredTable] = []
     for name in settings.catalogs:
         catalog = open_catalog(settings, name)
-        try:
-            namespaces = list(dict.fromkeys(_namespaces(catalog)))
-            for ns in namespaces:
-                for ident in catalog.list_tables(ns):
-                    ref = TableRef(name, tuple(ident[:-1]), ident[-1])
-                    if not settings.selects(name, ref.namespace_name, ref.name):
-                        continue
-                    try:
-                        found.append(DiscoveredTable.from_table(ref, catalog.load_table(ident)))
-                    except Exception as err:  # one unreadable table must not stop the code location
-                        _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
-        except CatalogUnavailableError:
-            raise
-        except Exception as err:
-            raise CatalogUnavailableError(f"catalog {name!r}: discovery failed: {err}") from err
+        for ref in list_table_refs(settings, catalog, name):
+            try:
+                table = catalog.load_table(ref.identifier)
+            except Exception as err:  # one unreadable table must not stop the code location
+                _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
+                continue
+            try:
+                found.append(DiscoveredTable.from_table(ref, table))
+            except Exception as err:
+                _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
     return sorted(found, key=lambda t: t.ref)

@@ -1,7 +1,10 @@
-"""Each Iceberg table becomes a graph-backed asset whose materialization is its maintenance:
+"""Each Iceberg table becomes an asset whose materialization is its maintenance, a chain of ops:
 expire_snapshots → remove_orphan_files → rewrite_data_files → rewrite_manifests → validate.
 
-Op names carry the table (Dagster needs node names unique within a job that spans several tables).
+The tables of a group (orchestration/table_groups.py) share one graph of those ops, which maintain
+the tables the run selects, one after the other (the sensor's runs select one table); op names
+carry the group (``maintain_017__rewrite_data_files``), since node definitions must have unique
+names across the code location.
 
 Partitioned tables (orchestration/partitions.py) are partitioned assets. A run of one partition or a
 range of them (a backfill takes ``policy.partitions.partitions_per_run`` per run) compacts only the
@@ -16,7 +19,7 @@ and re-runs only them.
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,17 +65,16 @@ from icelake_assets.maintenance.effect import (
     verify_effects,
 )
 from icelake_assets.maintenance.guards import APPROVAL_TAG
-from icelake_assets.maintenance.partition_filter import PartitionLayout
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
 from icelake_assets.orchestration.config_checks import policy_asset_metadata
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
-from icelake_assets.orchestration.partitions import partition_key, partitions_def_for, run_scope
+from icelake_assets.orchestration.partitions import partition_key, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
-from icelake_assets.orchestration.run_model import table_pool
-from icelake_assets.orchestration.run_state import RunState
+from icelake_assets.orchestration.run_state import RunState, RunStates
+from icelake_assets.orchestration.table_groups import TableGroup
 from icelake_assets.settings import PartitionsPolicy
 
 # Short metadata keys (the UI's key column is narrow, and a long key pushes the values aside).
@@ -129,29 +131,40 @@ def _load(icelake: IcelakeResource, ref: TableRef):
         raise Failure(description=str(err), allow_retries=isinstance(err, CatalogUnavailableError)) from err
 
 
+def selected_tables(context: OpExecutionContext, group: TableGroup) -> list[DiscoveredTable]:
+    """The group's tables this run maintains (a run selects a subset of the group's assets)."""
+    keys = context.selected_asset_keys
+    return [t for t in group.tables if table_asset_key(t.ref) in keys]
+
+
 def _op_step(
-    ref: TableRef,
+    group: TableGroup,
     name: str,
     work: Callable[..., runner.OpOutcome],
     first: bool,
     *,
     after_upstream: bool = False,
-    work_kwargs: Callable[[OpExecutionContext, RunState], dict[str, Any]] | None = None,
-    check: Callable[[OpExecutionContext, runner.OpOutcome], None] | None = None,
+    work_kwargs: Callable[[OpExecutionContext, DiscoveredTable, RunState], dict[str, Any]] | None = None,
+    wants_retry: Callable[[OpExecutionContext, DiscoveredTable, runner.OpOutcome], bool] | None = None,
     retry_policy: RetryPolicy | None = None,
 ):
-    """A Dagster op around one runner function; it appends its outcome to the run's state.
+    """A Dagster op around one runner function, for every table of the run in turn; it appends each
+    table's outcome to that table's state.
 
-    ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``check`` sees the
-    outcome and may raise to have the op retried under ``retry_policy``. ``after_upstream``: the first
-    op waits on a Nothing input fed by the table's producer assets (lineage)."""
+    ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``wants_retry`` sees
+    an outcome and asks for the op to be retried under ``retry_policy`` (after every table had its
+    turn). ``after_upstream``: the first op waits on a Nothing input fed by the table's producer
+    assets (lineage). A table whose op fails is left out of the later ops and fails the run at
+    validation; with a single table (the sensor's runs) the op fails at once, as Dagster shows best."""
 
-    def body(
+    def one_table(
         context: OpExecutionContext,
         icelake: IcelakeResource,
         pyspark: IcebergSparkResource,
+        dt: DiscoveredTable,
         state: RunState | None,
-    ) -> RunState:
+    ) -> tuple[RunState, runner.OpOutcome]:
+        ref = dt.ref
         table = _load(icelake, ref)
         policy = icelake.policy(table)
         if state is None:
@@ -161,7 +174,7 @@ def _op_step(
                 before_snapshot_id=snap.snapshot_id if snap else None,
                 before=icelake.stats(table, policy).summary(),
             )
-        extra = work_kwargs(context, state) if work_kwargs else {}
+        extra = work_kwargs(context, dt, state) if work_kwargs else {}
         started = time.perf_counter()
         try:
             outcome = work(
@@ -181,19 +194,49 @@ def _op_step(
             raise
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
-        if check:
-            check(context, outcome)
-        return state.with_op(outcome.to_dict())
+        return state.with_op(outcome.to_dict()), outcome
 
-    description = f"{name} on {ref}; acts only when its own threshold is crossed"
+    def body(
+        context: OpExecutionContext,
+        icelake: IcelakeResource,
+        pyspark: IcebergSparkResource,
+        states: RunStates | None,
+    ) -> RunStates:
+        states = states or RunStates()
+        tables = selected_tables(context, group)
+        retry: list[str] = []
+        for dt in tables:
+            key = str(dt.ref)
+            if key in states.errors:
+                continue
+            try:
+                state, outcome = one_table(context, icelake, pyspark, dt, states.tables.get(key))
+            except Exception as err:
+                if len(tables) == 1:
+                    raise
+                context.log.error(f"{dt.ref} {name} failed; the run's other tables go on: {err}")
+                states = states.with_error(key, f"{name} failed: {err}")
+                continue
+            states = states.with_table(key, state)
+            if wants_retry and wants_retry(context, dt, outcome):
+                retry.append(f"{dt.ref}: {outcome.reason}")
+        if retry:
+            max_retries = retry_policy.max_retries if retry_policy else 0
+            raise Failure(
+                description=f"{'; '.join(retry)}; retrying (attempt {context.retry_number + 1} of {max_retries})",
+                allow_retries=True,
+            )
+        return states
+
+    description = f"{name} on each table of the run; acts only when its own threshold is crossed"
     if first:
 
         @op(
-            name=f"{ref.safe_name}__{name}",
-            out=Out(RunState),
+            name=f"{group.name}__{name}",
+            out=Out(RunStates),
             description=description,
             tags={"icelake/op": name},
-            pool=table_pool(ref),
+            pool=group.pool,
             ins={"upstream": In(Nothing)} if after_upstream else None,
         )
         def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
@@ -202,16 +245,16 @@ def _op_step(
         return first_op
 
     @op(
-        name=f"{ref.safe_name}__{name}",
-        ins={"state": In(RunState)},
-        out=Out(RunState),
+        name=f"{group.name}__{name}",
+        ins={"state": In(RunStates)},
+        out=Out(RunStates),
         description=description,
         tags={"icelake/op": name},
         retry_policy=retry_policy,
-        pool=table_pool(ref),
+        pool=group.pool,
     )
     def next_op(
-        context: OpExecutionContext, state: RunState, icelake: IcelakeResource, pyspark: IcebergSparkResource
+        context: OpExecutionContext, state: RunStates, icelake: IcelakeResource, pyspark: IcebergSparkResource
     ):
         return body(context, icelake, pyspark, state)
 
@@ -439,20 +482,16 @@ def _rewrite_failure(state: RunState) -> dict[str, Any] | None:
     return None
 
 
-def _validate_op(ref: TableRef):
-    # Nothing: the maintained table is the asset's value. An IO-managed output cannot be stored for a
-    # range of partitions (a backfill run of several partitions).
-    @op(
-        name=f"{ref.safe_name}__validate",
-        ins={"state": In(RunState)},
-        out=Out(Nothing),
-        description=f"row-count parity of {ref} between the snapshots before and after maintenance",
-        tags={"icelake/op": "validate"},
-        pool=table_pool(ref),
-    )
-    def validate(
-        context: OpExecutionContext, state: RunState, icelake: IcelakeResource, pyspark: IcebergSparkResource
-    ):
+def _validate_table(
+    context: OpExecutionContext,
+    icelake: IcelakeResource,
+    pyspark: IcebergSparkResource,
+    ref: TableRef,
+    state: RunState,
+) -> dict[str, Any]:
+    """Row-count parity of one table between the snapshots before and after its maintenance, the
+    closed loop's effects, the audit; returns the materialization's metadata or raises Failure."""
+    if True:  # keeps the body's indentation of the single-table op it was (reviewable diff)
         table = _load(icelake, ref)
         policy = icelake.policy(table)
         # Baseline: the snapshot current when the first rewrite started. Expiry and orphan removal
@@ -591,7 +630,45 @@ def _validate_op(ref: TableRef):
                 metadata=metadata,
                 allow_retries=False,
             )
-        return Output(None, metadata=metadata)
+        return metadata
+
+
+def _validate_op(group: TableGroup):
+    # Nothing: the maintained table is the asset's value. An IO-managed output cannot be stored for a
+    # range of partitions (a backfill run of several partitions).
+    @op(
+        name=f"{group.name}__validate",
+        ins={"state": In(RunStates)},
+        out={t.ref.safe_name: Out(Nothing, is_required=False) for t in group.tables},
+        description="row-count parity of each table of the run between the snapshots before and after "
+        "maintenance; one output (materialization) per table",
+        tags={"icelake/op": "validate"},
+        pool=group.pool,
+    )
+    def validate(
+        context: OpExecutionContext, state: RunStates, icelake: IcelakeResource, pyspark: IcebergSparkResource
+    ):
+        tables = selected_tables(context, group)
+        failures: list[Failure] = []
+        for dt in tables:
+            key = str(dt.ref)
+            if key in state.errors:
+                failures.append(Failure(description=f"{dt.ref}: {state.errors[key]}", allow_retries=False))
+                continue
+            try:
+                metadata = _validate_table(context, icelake, pyspark, dt.ref, state.tables[key])
+            except Failure as failure:
+                failures.append(failure)
+                continue
+            yield Output(None, output_name=dt.ref.safe_name, metadata=metadata)
+        if len(failures) == 1:
+            raise failures[0]
+        if failures:
+            raise Failure(
+                description=f"{len(failures)} of {len(tables)} tables failed: "
+                + " | ".join(f.description or "" for f in failures),
+                allow_retries=False,
+            )
 
     return validate
 
@@ -627,29 +704,31 @@ def _fail_partitions(
     )
 
 
-def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
+def _rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]):
     """The rewrite op: scoped to the run's partitions, retried with exponential backoff while
-    partitions fail; on its last attempt it hands the failures on (validation runs first)."""
-    layout: PartitionLayout | None = table.layout
+    partitions of a table fail (up to the most retries any table's policy allows, each table within
+    its own); on its last attempt it hands the failures on (validation runs first)."""
+    by_ref = {t.ref: _partitions_policy(policies.get(t.ref)) for t in group.tables}
+    worst = max(by_ref.values(), key=lambda p: p.max_retries)
     retry = (
         RetryPolicy(
-            max_retries=partitions.max_retries,
-            delay=partitions.retry_delay_seconds,
+            max_retries=worst.max_retries,
+            delay=worst.retry_delay_seconds,
             backoff=Backoff.EXPONENTIAL,
             jitter=Jitter.PLUS_MINUS,
         )
-        if partitions.max_retries
+        if worst.max_retries
         else None
     )
 
-    def scope(context: OpExecutionContext, state: RunState) -> dict[str, Any]:
+    def scope(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
         return {
-            "scope": run_scope(context, layout, table.ref.catalog),
+            "scope": run_scope(context, dt.layout, dt.ref.catalog),
             "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true",
         }
 
-    def check(context: OpExecutionContext, outcome: runner.OpOutcome) -> None:
-        res = outcome.result
+    def wants_retry(context: OpExecutionContext, dt: DiscoveredTable, outcome: runner.OpOutcome) -> bool:
+        res, layout = outcome.result, dt.layout
         if "failed_partition_values" in res and layout is not None:
             res["partition_keys_failed"] = sorted(
                 {
@@ -666,81 +745,91 @@ def _rewrite_step(table: DiscoveredTable, partitions: PartitionsPolicy):
                 }
             )
         failed = res.get("partitions_failed") or res.get("error")
-        if failed and context.retry_number < partitions.max_retries:
-            raise Failure(
-                description=f"{table.ref}: {outcome.reason}; retrying (attempt {context.retry_number + 1} "
-                f"of {partitions.max_retries})",
-                allow_retries=True,
-            )
+        return bool(failed) and context.retry_number < by_ref[dt.ref].max_retries
 
     return _op_step(
-        table.ref,
+        group,
         "rewrite_data_files",
         runner.rewrite_data_files,
         first=False,
         work_kwargs=scope,
-        check=check,
+        wants_retry=wants_retry,
         retry_policy=retry,
     )
 
 
-def _rewrite_commits(context: OpExecutionContext, state: RunState) -> dict[str, Any]:
+def _rewrite_commits(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
     """The manifest op consolidates what a partial-progress rewrite of this run committed."""
     return {"rewrite_commits": state.rewrite_commits()}
 
 
-def build_table_asset(
-    table: DiscoveredTable, policy: Any = None, producers: Sequence[AssetKey] = ()
-) -> AssetsDefinition:
-    """``policy``: the table's EffectivePolicy, shown as metadata, owners and tags; its ``partitions``
-    part sets the backfill policy and the rewrite's retries. ``producers``: asset keys of the assets
-    that write the table (lineage); the graph shows them upstream, and maintenance runs after them
-    when both are in one run."""
-    ref = table.ref
-    partitions = policy.policy.partitions if policy is not None else PartitionsPolicy()
-    partitions_def = partitions_def_for(table)
-    # @graph_asset has no deps=: Nothing-typed inputs feed one fanned-in Nothing input of the first op.
-    ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(producers)}
-    expire = _op_step(ref, "expire_snapshots", runner.expire_snapshots, first=True, after_upstream=bool(ins))
+def _partitions_policy(effective: Any) -> PartitionsPolicy:
+    return effective.policy.partitions if effective is not None else PartitionsPolicy()
+
+
+def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None = None) -> AssetsDefinition:
+    """The maintenance of a group of tables (orchestration/table_groups.py): one graph of ops, one
+    asset per table. ``policies``: each table's EffectivePolicy, shown as metadata, owners and tags;
+    its ``partitions`` part sets the backfill policy and the rewrite's retries. The group's
+    ``producers`` (lineage, single-table groups) are upstream in the graph, and maintenance runs after
+    them when both are in one run."""
+    policies = policies or {}
+    # @graph_multi_asset has no deps=: Nothing-typed inputs feed one fanned-in Nothing input of the first op.
+    ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(group.producers)}
+    expire = _op_step(
+        group, "expire_snapshots", runner.expire_snapshots, first=True, after_upstream=bool(ins)
+    )
     # The orphan scan needs every known table (their files are never orphans of this one).
     orphans = _op_step(
-        ref,
+        group,
         "remove_orphan_files",
         lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
             spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)
         ),
         first=False,
-        work_kwargs=lambda context, state: {"icelake": context.resources.icelake},
+        work_kwargs=lambda context, dt, state: {"icelake": context.resources.icelake},
     )
-    rewrite = _rewrite_step(table, partitions)
+    rewrite = _rewrite_step(group, policies)
     manifests = _op_step(
-        ref, "rewrite_manifests", runner.rewrite_manifests, first=False, work_kwargs=_rewrite_commits
+        group, "rewrite_manifests", runner.rewrite_manifests, first=False, work_kwargs=_rewrite_commits
     )
-    validate = _validate_op(ref)
+    validate = _validate_op(group)
+    outs = {}
+    for t in group.tables:
+        policy = policies.get(t.ref)
+        outs[t.ref.safe_name] = AssetOut(
+            key=table_asset_key(t.ref),
+            kinds={"iceberg", "spark"},
+            description=_describe(t),
+            metadata=_asset_metadata(t, policy),
+            tags={"icelake/catalog": t.ref.catalog, **(policy.asset_tags() if policy else {})},
+            owners=list(policy.owners) if policy else None,
+            is_required=False,
+        )
+    per_run = min(_partitions_policy(policies.get(t.ref)).partitions_per_run for t in group.tables)
 
-    # A named graph: @graph_asset would derive its name from the key, refusing e.g. o'brien or café.
     @graph_multi_asset(
-        name=ref.safe_name,
+        name=group.name,
         ins=ins,
-        outs={
-            "table": AssetOut(
-                key=table_asset_key(ref),
-                kinds={"iceberg", "spark"},
-                description=_describe(table),
-                metadata=_asset_metadata(table, policy),
-                tags={"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {})},
-                owners=list(policy.owners) if policy else None,
-            )
-        },
-        group_name=re.sub(r"[^A-Za-z0-9_]+", "_", ref.namespace_name).strip("_") or "default",
-        partitions_def=partitions_def,
-        backfill_policy=BackfillPolicy.multi_run(partitions.partitions_per_run) if partitions_def else None,
+        outs=outs,
+        partitions_def=group.partitions_def,
+        backfill_policy=BackfillPolicy.multi_run(per_run) if group.partitions_def else None,
+        can_subset=True,
     )
-    def maintained_table(**upstream):
+    def maintained_tables(**upstream):
         first = expire(upstream=list(upstream.values())) if upstream else expire()
-        return validate(manifests(rewrite(orphans(first))))
+        done = validate(manifests(rewrite(orphans(first))))
+        if len(group.tables) == 1:
+            return {group.tables[0].ref.safe_name: done}
+        return dict(done._asdict())
 
-    return maintained_table
+    # Asset groups by namespace (@graph_multi_asset takes one group name for all its assets).
+    namespaces = {table_asset_key(t.ref): _asset_group(t.ref) for t in group.tables}
+    return maintained_tables.map_asset_specs(lambda spec: spec.replace_attributes(group_name=namespaces[spec.key]))
+
+
+def _asset_group(ref: TableRef) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "_", ref.namespace_name).strip("_") or "default"
 
 
 def _describe(table: DiscoveredTable) -> str:

@@ -37,8 +37,9 @@ from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import HealthStatus
 from icelake_assets.orchestration.display import human_bytes
+from icelake_assets.orchestration.group_checks import group_checks
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
-from icelake_assets.orchestration.names import named_checks, table_asset_key
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 
 METADATA_CHECKS = {
@@ -196,56 +197,61 @@ def metadata_check_results(
     return results
 
 
-def build_table_checks(table: DiscoveredTable, fix_job: str | None = None) -> list[AssetChecksDefinition]:
-    """``fix_job``: the maintenance job of the table, linked from its failing checks."""
-    ref = table.ref
-    key = table_asset_key(ref)
+def _metadata_specs(table: DiscoveredTable) -> list[AssetCheckSpec]:
+    key = table_asset_key(table.ref)
+    return [
+        *(AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()),
+        AssetCheckSpec(HEALTH_CHECK, asset=key, description=HEALTH_CHECK_DESCRIPTION),
+    ]
 
-    @named_checks(
-        name=f"{ref.safe_name}__metadata_checks",
-        specs=[
-            *(AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()),
-            AssetCheckSpec(HEALTH_CHECK, asset=key, description=HEALTH_CHECK_DESCRIPTION),
-        ],
-        can_subset=True,
-        description=f"Health of {ref} from Iceberg metadata",
-    )
-    def metadata_checks(
-        context: AssetCheckExecutionContext, icelake: IcelakeResource
+
+def _orphan_specs(table: DiscoveredTable) -> list[AssetCheckSpec]:
+    return [
+        AssetCheckSpec(
+            ORPHAN_CHECK,
+            asset=table_asset_key(table.ref),
+            description="Files under the table location that no "
+            "snapshot references, leaving hidden files and other tables' files aside "
+            "(lists storage; never deletes).",
+        )
+    ]
+
+
+def build_group_checks(
+    name: str, tables: Sequence[DiscoveredTable], fix_jobs: Mapping[Any, str] | None = None
+) -> list[AssetChecksDefinition]:
+    """The metadata checks (one metadata read serves all of a table's checks) and the orphan check
+    of ``tables``, one op each for the group. ``fix_jobs``: each table's maintenance job (by ref),
+    linked from its failing checks."""
+    fix_jobs = fix_jobs or {}
+
+    def metadata(
+        context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, selected: set[str]
     ) -> Iterator[AssetCheckResult]:
         started = time.perf_counter()
-        tbl = icelake.load_table(ref)
-        health = table_health(icelake, tbl, ref, context.instance)
+        tbl = icelake.load_table(t.ref)
+        health = table_health(icelake, tbl, t.ref, context.instance)
         extra = {
             **health_metadata(health),
             "evaluation_ms": MetadataValue.float(round((time.perf_counter() - started) * 1000, 2)),
         }
-        selected = {k.name for k in context.selected_asset_check_keys}
-        context.log.info(f"{ref}: {health.status.value}, score {health.score.score}")
-        yield from metadata_check_results(health, key, selected, extra, fix_job)
+        context.log.info(f"{t.ref}: {health.status.value}, score {health.score.score}")
+        yield from metadata_check_results(
+            health, table_asset_key(t.ref), selected, extra, fix_jobs.get(t.ref)
+        )
 
-    @named_checks(
-        name=f"{ref.safe_name}__{ORPHAN_CHECK}",
-        specs=[
-            AssetCheckSpec(
-                ORPHAN_CHECK,
-                asset=key,
-                description="Files under the table location that no "
-                "snapshot references, leaving hidden files and other tables' files aside "
-                "(lists storage; never deletes).",
-            )
-        ],
-    )
-    def orphan_files(icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
-        tbl = icelake.load_table(ref)
+    def orphans(
+        context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, selected: set[str]
+    ) -> Iterator[AssetCheckResult]:
+        tbl = icelake.load_table(t.ref)
         policy = icelake.policy(tbl)
-        scan = icelake.scan_orphans(ref, tbl, policy)
-        orphans = scan.orphans
+        scan = icelake.scan_orphans(t.ref, tbl, policy)
+        found = scan.orphans
         finding = orphan_finding(
-            len(orphans),
-            sum(o.size for o in orphans),
+            len(found),
+            sum(o.size for o in found),
             policy,
-            [o.path for o in orphans],
+            [o.path for o in found],
             scan.hidden_files,
             scan.skipped,
             scan.refused,
@@ -255,9 +261,16 @@ def build_table_checks(table: DiscoveredTable, fix_job: str | None = None) -> li
             if scan.skipped
             else {}
         )
-        yield check_result(finding, key, extra, fix_job=fix_job)
+        yield check_result(finding, table_asset_key(t.ref), extra, fix_job=fix_jobs.get(t.ref))
 
-    return [metadata_checks, orphan_files]
+    return [
+        group_checks(
+            f"{name}__metadata_checks", tables, _metadata_specs, metadata, "Health from Iceberg metadata"
+        ),
+        group_checks(
+            f"{name}__{ORPHAN_CHECK}", tables, _orphan_specs, orphans, "Orphan files (lists storage)"
+        ),
+    ]
 
 
 def metadata_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:

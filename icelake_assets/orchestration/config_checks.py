@@ -2,7 +2,7 @@
 pyiceberg metadata, plus table properties the policy had to ignore), and the effective policy shown as
 asset metadata, owners and tags."""
 
-from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import Any
 
 from dagster import (
@@ -18,7 +18,8 @@ from dagster import (
 
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity
-from icelake_assets.orchestration.names import named_checks, table_asset_key
+from icelake_assets.orchestration.group_checks import group_checks
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.policies import (
     ConfigurationReport,
@@ -81,30 +82,37 @@ def configuration_result(
     )
 
 
-def build_config_checks(table: DiscoveredTable) -> list[AssetChecksDefinition]:
-    ref = table.ref
-    key = table_asset_key(ref)
+def _config_specs(table: DiscoveredTable) -> list[AssetCheckSpec]:
+    return [
+        AssetCheckSpec(
+            CONFIG_CHECK,
+            asset=table_asset_key(table.ref),
+            description=(
+                "Required table settings of the policy (format version, file format, write distribution "
+                "mode, properties) from Iceberg metadata; also lists policy properties the table sets wrongly."
+            ),
+        )
+    ]
 
-    @named_checks(
-        name=f"{ref.safe_name}__{CONFIG_CHECK}",
-        specs=[
-            AssetCheckSpec(
-                CONFIG_CHECK,
-                asset=key,
-                description=(
-                    "Required table settings of the policy (format version, file format, write distribution "
-                    "mode, properties) from Iceberg metadata; also lists policy properties the table sets wrongly."
-                ),
-            )
-        ],
-    )
-    def table_configuration(icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
-        tbl = icelake.load_table(ref)
-        effective = resolve_policy(icelake.settings, ref, tbl.properties)
-        report = configuration_report(tbl.metadata.format_version, tbl.properties, effective)
-        yield configuration_result(report, effective, key)
 
-    return [table_configuration]
+def _evaluate(context: Any, icelake: IcelakeResource, t: DiscoveredTable, selected: set[str]):
+    tbl = icelake.load_table(t.ref)
+    effective = resolve_policy(icelake.settings, t.ref, tbl.properties)
+    report = configuration_report(tbl.metadata.format_version, tbl.properties, effective)
+    yield configuration_result(report, effective, table_asset_key(t.ref))
+
+
+def build_config_checks(name: str, tables: Sequence[DiscoveredTable]) -> list[AssetChecksDefinition]:
+    """The `table_configuration` check of ``tables`` (one op for the group)."""
+    return [
+        group_checks(
+            f"{name}__{CONFIG_CHECK}",
+            tables,
+            _config_specs,
+            _evaluate,
+            "Required table settings of the policy",
+        )
+    ]
 
 
 def policy_asset_metadata(effective: EffectivePolicy) -> dict[str, Any]:

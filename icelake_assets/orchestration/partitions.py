@@ -56,7 +56,7 @@ from dagster import (
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pyiceberg.table import Table
 
-from icelake_assets.catalog.connection import TableRef, dagster_name
+from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.partition_filter import (
@@ -327,10 +327,10 @@ def build_partition_keys_sensor(
 
 
 def maintenance_job_name(asset: AssetsDefinition, name: str) -> str:
-    """The whole-table maintenance job of ``asset`` among :func:`maintenance_jobs` ``name``."""
+    """The whole-table maintenance job of a group's asset among :func:`maintenance_jobs` ``name``."""
     if asset.partitions_def is None:
         return name
-    return f"{name}__{dagster_name(asset.key.path)}"
+    return f"{name}__{asset.node_def.name}"
 
 
 def maintenance_jobs(
@@ -338,19 +338,22 @@ def maintenance_jobs(
 ) -> list[UnresolvedAssetJobDefinition]:
     """Whole-table maintenance jobs. Dagster refuses a job over assets with different partitions
     definitions (the code location then fails to load), so: ``name`` runs every unpartitioned table,
-    and each partitioned table gets ``<name>__<table safe name>``; a run of those without a partition
-    key maintains the whole table. Partition runs and backfills use the assets' implicit jobs."""
+    and each partitioned group gets ``<name>__<group>``; a run of those without a partition key
+    maintains its tables whole. Partition runs and backfills use the assets' implicit jobs."""
     plain = [a for a in assets if a.partitions_def is None]
     jobs = []
     if plain:
         jobs.append(define_asset_job(name, selection=AssetSelection.assets(*plain), description=description))
     for a in assets:
         if a.partitions_def is not None:
+            tables = ", ".join(k.to_user_string() for k in sorted(a.keys)[:3]) + (
+                " …" if len(a.keys) > 3 else ""
+            )
             jobs.append(
                 define_asset_job(
                     maintenance_job_name(a, name),
                     selection=AssetSelection.assets(a),
-                    description=f"{description} ({a.key.to_user_string()}, partitioned)",
+                    description=f"{description} (partitioned: {tables})",
                 )
             )
     return jobs

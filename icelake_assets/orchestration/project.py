@@ -3,18 +3,22 @@ does not load the lake)."""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
-from icelake_assets.catalog.discovery import discover_tables
+from icelake_assets.catalog import inventory
+from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables
 from icelake_assets.maintenance.spark_session import spark_config
-from icelake_assets.orchestration.assets import build_table_asset
+from icelake_assets.orchestration.assets import build_group_asset
 from icelake_assets.orchestration.checks import (
     OVERVIEW_KEY,
+    build_group_checks,
     build_health_overview,
-    build_table_checks,
     metadata_checks_selection,
     orphan_checks_selection,
 )
@@ -29,6 +33,7 @@ from icelake_assets.orchestration.partitions import (
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.schedules import build_check_schedules, build_table_schedules
 from icelake_assets.orchestration.sensors import build_maintenance_sensor
+from icelake_assets.orchestration.table_groups import group_tables
 from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
@@ -38,19 +43,29 @@ MAINTENANCE_JOB = "icelake_maintenance"
 # orphan check, which lists storage (expensive, run less often). Their schedules: settings.automation.
 HEALTH_JOB = "icelake_health"
 ORPHANS_JOB = "icelake_orphan_checks"
+# Reconstruction metadata: the inventory file the code server loaded its tables from.
+INVENTORY_METADATA_KEY = "icelake/inventory"
 
 
-def build_definitions(settings: Settings | None = None) -> Definitions:
-    """Definitions for every selected table of the configured catalogs.
-
-    One in-process executor per run: every op of a run shares one Spark JVM instead of one per step."""
+def build_definitions(
+    settings: Settings | None = None, tables: Sequence[DiscoveredTable] | None = None
+) -> Definitions:
+    """Definitions for ``tables`` (default: discovery of every selected table of the configured
+    catalogs). One in-process executor per run: every op of a run shares one Spark JVM instead of
+    one per step."""
     settings = settings or load_settings()
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
-    tables = discover_tables(settings)
+    tables = list(discover_tables(settings) if tables is None else tables)
     policies = {t.ref: resolve_policy(settings, t.ref, t.properties) for t in tables}
     lineage = build_lineage(tables, policies)
-    table_assets = {t.ref: build_table_asset(t, policies[t.ref], lineage.producers[t.ref]) for t in tables}
-    fix_jobs = {ref: maintenance_job_name(a, MAINTENANCE_JOB) for ref, a in table_assets.items()}
+    groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
+    group_assets = [build_group_asset(g, policies) for g in groups]
+    fix_jobs = {
+        t.ref: maintenance_job_name(a, MAINTENANCE_JOB)
+        for g, a in zip(groups, group_assets, strict=True)
+        for t in g.tables
+    }
+    partitions = {t.ref: g.partitions_def for g in groups for t in g.tables}
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
     jobs = [
         define_asset_job(
@@ -59,9 +74,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             description="Every table's health checks (pyiceberg metadata only, no Spark)",
         ),
         *maintenance_jobs(
-            list(table_assets.values()),
-            MAINTENANCE_JOB,
-            description="Maintenance of every table, then its checks",
+            group_assets, MAINTENANCE_JOB, description="Maintenance of every table, then its checks"
         ),
         define_asset_job(
             HEALTH_JOB,
@@ -75,14 +88,16 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         ),
     ]
     sensors = [
-        build_maintenance_sensor(tables, table_assets, settings, interval),
+        build_maintenance_sensor(tables, partitions, settings, interval),
         build_partition_keys_sensor(tables, interval),
         build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds),
     ]
     return Definitions(
-        assets=[*table_assets.values(), build_health_overview(tables), *lineage.assets],
+        assets=[*group_assets, build_health_overview(tables), *lineage.assets],
         asset_checks=[
-            c for t in tables for c in (*build_table_checks(t, fix_jobs[t.ref]), *build_config_checks(t))
+            c
+            for g in groups
+            for c in (*build_group_checks(g.name, g.tables, fix_jobs), *build_config_checks(g.name, g.tables))
         ],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],
@@ -90,7 +105,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             *build_check_schedules(
                 settings, *(next(j for j in jobs if j.name == n) for n in (HEALTH_JOB, ORPHANS_JOB))
             ),
-            *build_table_schedules(tables, table_assets, policies),
+            *build_table_schedules(tables, policies),
         ],
         resources={
             "icelake": IcelakeResource(config_path=config_path),
@@ -100,6 +115,30 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         },
         executor=in_process_executor,
     )
+
+
+def load_definitions(context: DefinitionsLoadContext) -> Definitions:
+    """The code location's Definitions (definitions.py): tables from the cached inventory
+    (catalog/inventory.py) or from discovery. The code server records which inventory it used in the
+    reconstruction metadata; a run worker then reads that file instead of discovering again."""
+    settings = load_settings()
+    recorded = (
+        context.reconstruction_metadata.get(INVENTORY_METADATA_KEY)
+        if context.load_type == DefinitionsLoadType.RECONSTRUCTION
+        else None
+    )
+    tables = None
+    if recorded:
+        cached = inventory.read(settings, Path(json.loads(recorded)["path"]), max_age_hours=None)
+        tables = cached.tables if cached else None
+    if tables is None:
+        loaded = inventory.load_inventory(settings)
+        tables = loaded.tables
+    path = inventory.inventory_path()
+    defs = build_definitions(settings, tables)
+    if path is None:
+        return defs
+    return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: json.dumps({"path": str(path)})})
 
 
 def maintenance_job_names(defs: Definitions) -> list[str]:

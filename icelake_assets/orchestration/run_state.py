@@ -6,7 +6,7 @@ the effect verification's input."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -36,4 +36,19 @@ class RunState:
         )
 
 
-__all__ = ["RunState"]
+@dataclass(frozen=True)
+class RunStates:
+    """The states of every table a run maintains (a run may select several tables of a group), by
+    table name, and the tables an op failed on (left out of the later ops, reported at validation)."""
+
+    tables: dict[str, RunState] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def with_table(self, key: str, state: RunState) -> RunStates:
+        return replace(self, tables={**self.tables, key: state})
+
+    def with_error(self, key: str, error: str) -> RunStates:
+        return replace(self, errors={**self.errors, key: error})
+
+
+__all__ = ["RunState", "RunStates"]

@@ -2,11 +2,10 @@
 trigger to the sensor for tables whose policy sets ``schedule.cron`` (each op still acts only past
 its threshold)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dagster import (
-    AssetsDefinition,
     AssetSelection,
     DefaultScheduleStatus,
     ScheduleDefinition,
@@ -14,6 +13,7 @@ from dagster import (
 )
 
 from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.sensors import TABLE_TAG, TRIGGER_TAG
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
@@ -45,7 +45,7 @@ def build_check_schedules(settings: Settings, checks_job, orphan_checks_job) -> 
 
 
 def build_table_schedules(
-    tables: Sequence[DiscoveredTable], assets: dict[TableRef, AssetsDefinition], policies: dict[TableRef, Any]
+    tables: Sequence[DiscoveredTable], policies: Mapping[TableRef, Any]
 ) -> list[ScheduleDefinition]:
     """Cron as an alternative trigger: a table whose policy sets ``schedule.cron`` (and enforces) gets
     a schedule running its whole-table maintenance; each op still acts only past its threshold."""
@@ -57,7 +57,7 @@ def build_table_schedules(
             continue
         job = define_asset_job(
             f"icelake_scheduled__{t.ref.safe_name}",
-            selection=AssetSelection.assets(assets[t.ref]),
+            selection=AssetSelection.assets(table_asset_key(t.ref)),
             tags={TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"},
         )
         schedules.append(

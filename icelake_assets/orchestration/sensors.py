@@ -14,7 +14,7 @@ then the finding's age), and records the others as ``queued_by_priority`` (re-ra
 import json
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -22,11 +22,11 @@ from typing import Any
 from dagster import (
     AssetKey,
     AssetObservation,
-    AssetsDefinition,
     AssetSelection,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
     MetadataValue,
+    PartitionsDefinition,
     RunRequest,
     RunsFilter,
     SensorDefinition,
@@ -154,7 +154,7 @@ def _relaunch_hold(
 
 def _run_requests(
     table: DiscoveredTable,
-    asset: AssetsDefinition,
+    pdef: PartitionsDefinition | None,
     stats: TableStats,
     ops: Sequence[str],
     tags: dict[str, str],
@@ -163,7 +163,6 @@ def _run_requests(
     rewrite takes only the candidates within it), the offending partition of a dynamic asset when
     there is one, or else the whole table (table-wide ops, several dynamic or multi-dimension keys)."""
     key = table_asset_key(table.ref)
-    pdef = asset.partitions_def
     keys = (
         offending_partition_keys(table, stats, pdef)
         if pdef is not None and "rewrite_data_files" in ops
@@ -208,7 +207,7 @@ def evaluate_table(
     context: SensorEvaluationContext,
     icelake: IcelakeResource,
     table: DiscoveredTable,
-    asset: AssetsDefinition,
+    pdef: PartitionsDefinition | None,
     scan_orphans: bool = False,
     known: Callable[[], list[KnownTable]] | None = None,
 ) -> TableEvaluation:
@@ -256,9 +255,9 @@ def evaluate_table(
             SIGNAL_TAG: verdict.reason[:200],
             OPS_TAG: ",".join(verdict.ops),
         }
-        evaluation.run_requests = _run_requests(table, asset, planned, verdict.ops, tags)
+        evaluation.run_requests = _run_requests(table, pdef, planned, verdict.ops, tags)
         keys = [k for r in evaluation.run_requests if (k := r.partition_key)]
-        if keys and isinstance(asset.partitions_def, DynamicPartitionsDefinition):
+        if keys and isinstance(pdef, DynamicPartitionsDefinition):
             evaluation.dynamic_requests = dynamic_partition_requests(
                 table, stats, context.instance, keys=keys
             )
@@ -383,7 +382,7 @@ def evaluate_tick(
     context: SensorEvaluationContext,
     icelake: IcelakeResource,
     tables: Sequence[DiscoveredTable],
-    assets: dict[TableRef, AssetsDefinition],
+    partitions: Mapping[TableRef, PartitionsDefinition | None],
     budget_seconds: float,
     orphan_scan_seconds: float = 24 * 3600,
     backoff_seconds: float | None = None,
@@ -463,7 +462,7 @@ def evaluate_tick(
         ):
             continue  # unchanged since the last tick: nothing to read
         try:
-            evaluation = evaluate_table(context, icelake, table, assets[table.ref], scan_orphans, known)
+            evaluation = evaluate_table(context, icelake, table, partitions.get(table.ref), scan_orphans, known)
         except Exception as err:  # missing/corrupt metadata, unreadable storage: this table only
             evaluation = _error(table.ref, err, context)
         _hold_back(evaluation, table_state, now, backoff_seconds)
@@ -535,7 +534,7 @@ def _record(context: SensorEvaluationContext, settings: Settings, records: list[
 
 def build_maintenance_sensor(
     tables: Sequence[DiscoveredTable],
-    assets: dict[TableRef, AssetsDefinition],
+    partitions: Mapping[TableRef, PartitionsDefinition | None],
     settings: Settings,
     interval_seconds: int,
 ) -> SensorDefinition:
@@ -557,7 +556,7 @@ def build_maintenance_sensor(
     )
     def maintenance_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
         return evaluate_tick(
-            context, icelake, tables, assets, budget, settings.automation.orphan_scan_hours * 3600
+            context, icelake, tables, partitions, budget, settings.automation.orphan_scan_hours * 3600
         )
 
     return maintenance_sensor

@@ -21,7 +21,14 @@ from icelake_assets.policies import (
     policy_for,
     resolve_policy,
 )
-from icelake_assets.settings import OPERATIONS, ConfigurationPolicy, Settings, SettingsError, parse_settings
+from icelake_assets.settings import (
+    OPERATIONS,
+    ConfigurationPolicy,
+    Settings,
+    SettingsError,
+    default_settings,
+    parse_settings,
+)
 
 TRIPS = "c1.taxi.trips"
 
@@ -298,6 +305,26 @@ def test_table_properties_move_only_toward_safety():
     ]:
         assert expected in problems
     assert len(eff.problems) == 10 and p.guards.max_rewrite_bytes == 100 * 1024**3
+
+
+def test_iceberg_table_properties_override_thresholds_toward_keeping_more():
+    s = default_settings(Path("/tmp"))
+    policy = policy_for(
+        s,
+        {
+            "write.target-file-size-bytes": "1048576",
+            "history.expire.min-snapshots-to-keep": "9",
+            "history.expire.max-snapshot-age-ms": str(200 * 3_600_000),
+        },
+    )
+    assert policy.small_files.target_file_size_bytes == 1_048_576
+    assert policy.snapshots.min_keep == 9
+    assert policy.snapshots.max_age_hours == 200
+    # Expiring sooner than the operator's 120 h is not the table's call.
+    assert (
+        policy_for(s, {"history.expire.max-snapshot-age-ms": str(2 * 3_600_000)}).snapshots.max_age_hours
+        == 120
+    )
 
 
 def test_unsafe_or_invalid_table_properties_are_ignored_and_reported():

@@ -1,32 +1,20 @@
-"""Typed settings for icelake_assets, loaded from one YAML file.
+"""The settings schema: pydantic models of the settings file and of a table's policy.
 
-The file is found through ``$ICELAKE_CONFIG``, else ``./icelake.yaml``; when neither exists the
-embedded default (a SQLite SQL catalog plus a local warehouse under ``./.lake``) is used, so the demo
-needs no server. Relative paths in catalog properties are resolved against the file's folder.
-
-Catalog connections are pyiceberg's own: ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__<KEY>``
-variables are read by pyiceberg's ``Config`` and merged under the file's ``catalogs`` (the file wins,
-as in ``load_catalog``). Secrets come from the environment only: a literal value under a catalog key not
-known to be safe (or a secret-looking Spark key, or a URI password) is refused, write ``${ENV_VAR}``; every
-printable form of the settings shows only values known to be safe (:func:`is_safe_key`), the rest as ***.
-
-Policies (``thresholds``, ``policies.defaults|catalogs|namespaces|tables`` and table properties) are
-modelled here and resolved per table in :mod:`icelake_assets.policies`.
+:class:`Settings` is the whole file (catalogs, table selection, policies, Spark, audit, metrics,
+automation); :class:`Policy` and its parts are what one table is maintained by. Policies (``thresholds``,
+``policies.defaults|catalogs|namespaces|tables`` and table properties) are modelled here and resolved per
+table in :mod:`icelake_assets.policies`. Every model refuses unknown keys and bounds every numeric knob.
+Reading the file is :mod:`.loader`'s; what may be printed is :mod:`.redaction`'s.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal, cast, get_args
-from urllib.parse import urlsplit, urlunsplit
+from typing import Literal, get_args
 from zoneinfo import ZoneInfo
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from icelake_assets.dagster_rules import (
     is_valid_cron_string,
@@ -34,10 +22,9 @@ from icelake_assets.dagster_rules import (
     is_valid_strict_tag_value,
     is_valid_tag_key,
 )
+from icelake_assets.settings.redaction import redact_properties
 from icelake_assets.types import IcelakeError
 
-CONFIG_ENV_VAR = "ICELAKE_CONFIG"
-DEFAULT_CONFIG_FILE = "icelake.yaml"
 # Namespace the product writes its own tables to (audit log); never maintained as a user table.
 INTERNAL_NAMESPACE = "icelake"
 MIN_ORPHAN_AGE_HOURS = 24.0  # Iceberg refuses younger orphans: a file may belong to a running commit.
@@ -58,102 +45,6 @@ OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 Mode = Literal["observe", "propose", "enforce"]
 # A catalog nobody configured a mode for only proposes: a first rollout never writes to a table.
 DEFAULT_MODE: Mode = "propose"
-# Printing and Dagster resource config go by what is known to be safe: a property's value is shown only
-# when its key is listed here (URI values then lose their password and query values); any other value
-# is a secret (***). pyiceberg / Iceberg / Spark keys that configure but never authenticate.
-_SAFE_KEYS = frozenset(
-    k.lower()
-    for k in (
-        "type",
-        "uri",
-        "warehouse",
-        "py-io-impl",
-        "io-impl",
-        "catalog-impl",
-        "init-catalog-tables",
-        "echo",
-        "pool_pre_ping",
-        "prefix",
-        "scope",
-        "audience",
-        "resource",
-        "oauth2-server-uri",
-        "cache-enabled",
-        "clients",
-        "jdbc.busy_timeout",
-        "jdbc.init-catalog-tables",
-        "downcast-ns-timestamp-to-us-on-write",
-        "legacy-current-snapshot-id",
-        "header.X-Iceberg-Access-Delegation",
-        "rest.sigv4-enabled",
-        "rest.signing-region",
-        "rest.signing-name",
-        "s3.path-style-access",
-        "s3.force-virtual-addressing",
-        "s3.role-arn",
-        "s3.role-session-name",
-        "s3.signer",
-        "s3.signer.uri",
-        "s3.proxy-uri",
-        "s3.anonymous",
-        "s3.sse.type",
-        "s3.acl",
-        "adls.account-name",
-        "adls.account-host",
-        "gcs.project-id",
-        "gcs.access",
-        "gcs.default-bucket-location",
-        "gcs.requester-pays",
-        "gcs.version-aware",
-        "gcs.consistency",
-        "hdfs.host",
-        "hdfs.port",
-        "hdfs.user",
-        "hive.hive2-compatible",
-        "hive.kerberos-authentication",
-        "glue.id",
-        "glue.skip-archive",
-        "glue.profile-name",
-        "spark.master",
-        "spark.app.name",
-        "spark.sql.extensions",
-        "spark.sql.shuffle.partitions",
-        "spark.driver.memory",
-        "spark.driver.cores",
-        "spark.executor.memory",
-        "spark.executor.cores",
-        "spark.executor.instances",
-        "spark.default.parallelism",
-        "spark.jars",
-        "spark.jars.packages",
-        "spark.sql.session.timeZone",
-    )
-)
-_SAFE_SUFFIXES = (".region", ".endpoint", "-timeout", ".impl", "-impl", "-enabled", ".enabled")
-_SAFE_PREFIXES = ("spark.ui.", "spark.sql.adaptive.", "spark.dynamicallocation.")
-_SPARK_CATALOG_KEY = re.compile(r"spark\.sql\.catalog\.[A-Za-z0-9_\-]+(?:\.(.+))?", re.IGNORECASE)
-# What a secret's key looks like: a literal value under such a key is refused in the settings file.
-_SECRET_MARKERS = (
-    "secret",
-    "password",
-    "passwd",
-    "token",
-    "credential",
-    "key-id",
-    "account-key",
-    "private-key",
-    "access-key",
-    "api-key",
-    "apikey",
-    "connection-string",
-    "connectionstring",
-    "signature",
-    "authorization",
-    "cookie",
-)
-_SECRET_WORDS = frozenset({"key", "sas", "sig", "pwd", "auth"})  # whole words of a key: fs.s3a.secret.key
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-REDACTED = "***"
 
 
 class SettingsError(IcelakeError, ValueError):
@@ -524,9 +415,8 @@ class Settings(_Strict):
     def _policy_catalogs_exist(self) -> Settings:
         for key in self.policies.catalogs:
             if not any(c in key for c in "*?[") and key not in self.catalogs:
-                raise ValueError(
-                    f"policies.catalogs.{key}: unknown catalog (configured: {', '.join(sorted(self.catalogs))})"
-                )
+                configured = ", ".join(sorted(self.catalogs))
+                raise ValueError(f"policies.catalogs.{key}: unknown catalog (configured: {configured})")
         return self
 
     @model_validator(mode="after")
@@ -565,333 +455,3 @@ class Settings(_Strict):
         included = any(fnmatch.fnmatchcase(n, p) for p in self.tables.include for n in names)
         excluded = any(fnmatch.fnmatchcase(n, p) for p in self.tables.exclude for n in names)
         return included and not excluded
-
-
-def _resolve_paths(props: dict[str, Any], base: Path) -> dict[str, str]:
-    """Make relative SQLite and warehouse paths absolute against the settings folder."""
-    out = {k: str(v) for k, v in props.items()}
-    uri = out.get("uri", "")
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        out["uri"] = "sqlite:///" + str((base / uri[len("sqlite:///") :]).resolve())
-    wh = out.get("warehouse")
-    if wh and "://" not in wh and not wh.startswith("file:"):
-        out["warehouse"] = (base / wh).resolve().as_uri()
-    return out
-
-
-def default_settings(base: Path | None = None) -> Settings:
-    """The embedded demo lake: a SQLite SQL catalog and a local warehouse under ``<base>/.lake``."""
-    base = (base or Path.cwd()).resolve()
-    lake = base / ".lake"
-    return Settings(
-        catalogs={
-            "demo": {
-                "type": "sql",
-                "uri": f"sqlite:///{lake / 'catalog.db'}",
-                "warehouse": (lake / "warehouse").as_uri(),
-            }
-        },
-        metrics=MetricsSettings(textfile_dir=str(lake / "metrics")),
-    )
-
-
-def dotted(path: tuple[Any, ...] | list[Any]) -> str:
-    """A key path as written in messages: ``policies.namespaces['taxi'].snapshots.min_keep``."""
-    out = ""
-    for part in path:
-        text = str(part)
-        if isinstance(part, int) or "." in text or not text.replace("_", "").replace("-", "").isalnum():
-            out += f"[{part!r}]"
-        else:
-            out += ("." if out else "") + text
-    return out
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a key looks like it holds a secret (s3.secret-access-key, adls.connection-string,
-    fs.s3a.bucket.b.secret.key, header.Authorization ...): literal values under it are refused."""
-    k = key.lower()
-    return any(m in k for m in _SECRET_MARKERS) or bool(_SECRET_WORDS & set(re.split(r"[.\-_]", k)))
-
-
-def is_safe_key(key: str) -> bool:
-    """Whether a key is known to configure without authenticating, so its value may be shown; any other
-    key's value is treated as a secret (unknown means secret)."""
-    catalog_key = _SPARK_CATALOG_KEY.fullmatch(key)
-    if catalog_key:  # spark.sql.catalog.<name>[.<pyiceberg/Iceberg property>]
-        return catalog_key.group(1) is None or is_safe_key(catalog_key.group(1))
-    k = key.lower()
-    if is_secret_key(k):
-        return False
-    return k in _SAFE_KEYS or k.endswith(_SAFE_SUFFIXES) or k.startswith(_SAFE_PREFIXES)
-
-
-def _uri_parts(value: str) -> tuple[str, Any] | None:
-    """(prefix, urlsplit result) of a URI value (``jdbc:`` URLs too), else None."""
-    prefix, rest = ("jdbc:", value[5:]) if value.lower().startswith("jdbc:") else ("", value)
-    if "://" not in rest:
-        return None
-    try:
-        parts = urlsplit(rest)
-        parts.port  # noqa: B018 - raises ValueError on a malformed authority
-    except ValueError:
-        return None
-    return prefix, parts
-
-
-def _query_items(query: str) -> list[tuple[str, str | None]]:
-    return [
-        (item.partition("=")[0], item.partition("=")[2] if "=" in item else None)
-        for item in query.split("&")
-        if item
-    ]
-
-
-def redact_uri(value: str) -> str:
-    """A URI without its password and its query and fragment values (signatures, tokens, passwords)."""
-    found = _uri_parts(value)
-    if found is None:
-        return value
-    prefix, parts = found
-    if parts.password is None and not parts.query and not parts.fragment:
-        return value
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}:{REDACTED}@{host}"
-    query = "&".join(REDACTED if v is None else f"{k}={REDACTED}" for k, v in _query_items(parts.query))
-    return prefix + urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else ""))
-
-
-def uri_secrets(value: str) -> list[str]:
-    """The secret parts of a URI value: its password, query values and fragment."""
-    found = _uri_parts(value)
-    if found is None:
-        return []
-    _, parts = found
-    out = [parts.password] if parts.password else []
-    out += [v if v is not None else k for k, v in _query_items(parts.query) if v or v is None]
-    return out + ([parts.fragment] if parts.fragment else [])
-
-
-def redact_value(key: str, value: Any) -> Any:
-    """``value`` safe to print: values of keys not known to be safe become ***, URIs lose their
-    password and query values; mappings and lists are redacted item by item."""
-    if isinstance(value, Mapping):
-        return {k: redact_value(str(k), v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(redact_value(key, v) for v in value)
-    if value is None or value == "":
-        return value
-    if not is_safe_key(key):
-        return REDACTED
-    return redact_uri(value) if isinstance(value, str) else value
-
-
-def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: redact_value(k, v) for k, v in props.items()}
-
-
-def public_properties(props: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries that redaction leaves unchanged (safe to store in Dagster resource config)."""
-    return {k: v for k, v in props.items() if redact_value(k, v) == v}
-
-
-def pyiceberg_env_var(catalog: str, key: str) -> str:
-    """The variable pyiceberg reads for ``catalog.<catalog>.<key>`` (``.`` → ``__``, ``-`` → ``_``)."""
-    return f"PYICEBERG_CATALOG__{catalog.upper()}__{key.upper().replace('.', '__').replace('-', '_')}"
-
-
-def _refuse_literal_secrets(data: Mapping[str, Any], source: str) -> None:
-    """Secrets in the file must be ``${ENV_VAR}`` references: a literal one is refused, never echoed.
-
-    Catalog properties follow "unknown means secret": a literal is accepted only under a known-safe key.
-    Spark's keys are open-ended: a literal is refused under a secret-looking key; any other unknown key
-    is still printed as *** and kept out of Dagster resource config. In both, a URI's password and
-    query values must be references too."""
-    found: list[tuple[str, str]] = []
-    catalogs = data.get("catalogs")
-    if isinstance(catalogs, Mapping):
-        for name, props in catalogs.items():
-            if isinstance(props, Mapping):
-                found += [
-                    (dotted(("catalogs", name, k)), pyiceberg_env_var(str(name), str(k)))
-                    for k, v in props.items()
-                    if _is_literal_secret(str(k), v, unknown_is_secret=True)
-                ]
-    spark = data.get("spark")
-    if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
-        found += [
-            (dotted(("spark", "config", k)), "")
-            for k, v in spark["config"].items()
-            if _is_literal_secret(str(k), v, unknown_is_secret=False)
-        ]
-    if found:
-        lines = [f"invalid settings in {source}:"]
-        for key, env in found:
-            alt = f" (or set {env}, as pyiceberg reads it)" if env else ""
-            lines.append(
-                f"  {key}: a literal secret is refused (a key not known to be safe, or a URI "
-                f"password or query value): write ${{ENV_VAR}} and export the variable{alt}"
-            )
-        raise SettingsError("\n".join(lines))
-
-
-def _is_reference(text: str) -> bool:
-    ref = _ENV_REF.fullmatch(text.strip())
-    return ref is not None and ref.group(2) is None  # a ${VAR:-default} default would be a literal
-
-
-def _is_literal_secret(key: str, value: Any, unknown_is_secret: bool) -> bool:
-    if value is None or value == "" or isinstance(value, bool):
-        return False
-    secret_key = is_secret_key(key) or (unknown_is_secret and not is_safe_key(key))
-    if not isinstance(value, str):
-        return secret_key  # a number under a secret key is a literal secret too
-    if secret_key:
-        return not _is_reference(value)
-    found = _uri_parts(value)
-    if found is None:
-        return False
-    parts = found[1]
-    secrets = [parts.password] if parts.password else []
-    secrets += [v for k, v in _query_items(parts.query) if v and is_secret_key(k)]
-    return any(not _is_reference(part) for part in secrets)
-
-
-def _interpolate(value: Any, path: tuple[Any, ...], source: str) -> Any:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of the file by the environment's value."""
-    if isinstance(value, dict):
-        return {k: _interpolate(v, (*path, k), source) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interpolate(v, (*path, i), source) for i, v in enumerate(value)]
-    if not isinstance(value, str) or "${" not in value:
-        return value
-
-    def sub(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in os.environ:
-            return os.environ[name]
-        if default is not None:
-            return default
-        raise SettingsError(
-            f"invalid settings in {source}:\n  {dotted(path)}: environment variable {name} is not set "
-            f"(referenced as ${{{name}}})"
-        )
-
-    return _ENV_REF.sub(sub, value)
-
-
-def pyiceberg_catalogs() -> dict[str, dict[str, str]]:
-    """Catalogs exactly as pyiceberg configures them: the first ``.pyiceberg.yaml`` of $PYICEBERG_HOME,
-    ~ or the working folder, merged with ``PYICEBERG_CATALOG__<NAME>__<KEY>`` variables (read now,
-    not at pyiceberg's import, so a changed environment is seen)."""
-    from pyiceberg.utils.config import Config
-
-    where = ".pyiceberg.yaml / PYICEBERG_* environment variables"
-    try:
-        config = Config().config
-    except ValueError as err:  # its message may end with a value: keep only the cause
-        raise SettingsError(
-            f"pyiceberg configuration ({where}) is invalid: {str(err).split(', value:')[0]}"
-        ) from None
-    catalogs = config.get("catalog") or {}
-    if not isinstance(catalogs, Mapping):
-        raise SettingsError(f"pyiceberg configuration ({where}): 'catalog' must be a mapping of catalogs")
-    out: dict[str, dict[str, str]] = {}
-    for name, props in catalogs.items():
-        if not isinstance(props, Mapping):
-            raise SettingsError(
-                f"pyiceberg configuration ({where}): catalog.{name} must be a mapping of properties"
-            )
-        for key, value in props.items():
-            if isinstance(value, Mapping):
-                raise SettingsError(
-                    f"pyiceberg configuration ({where}): catalog.{name}.{key} must be a value, "
-                    "not a mapping (write dotted keys such as s3.endpoint)"
-                )
-        out[str(name)] = {str(k): str(v) for k, v in props.items()}
-    return out
-
-
-def _format_validation_error(source: str, err: ValidationError) -> str:
-    lines = [f"invalid settings in {source}:"]
-    for e in err.errors():
-        loc = tuple(e["loc"])
-        key = dotted(loc) or "<root>"
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-        if not loc:  # a whole-file rule: the message names its key, the input is the whole file
-            lines.append(f"  {msg.removeprefix('Value error, ')}")
-            continue
-        # Catalog and Spark values may be secrets; policy values are shown as written.
-        shown = e.get("input")
-        if loc[0] in ("catalogs", "spark"):
-            shown = redact_value(str(loc[-1]), shown)
-        lines.append(f"  {key}: {msg} (got {shown!r})")
-    return "\n".join(lines)
-
-
-def parse_settings(data: Any, source: str, base: Path) -> Settings:
-    """Validate a parsed settings document; ``source`` names it in errors, ``base`` anchors relative paths."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SettingsError(
-            f"invalid settings in {source}: the top level must be a mapping, got {type(data).__name__}"
-        )
-    data = dict(data)
-    _refuse_literal_secrets(data, source)
-    data = _interpolate(data, (), source)
-    from pyiceberg.typedef import RecursiveDict
-    from pyiceberg.utils.config import merge_config
-
-    pyiceberg = pyiceberg_catalogs()
-    if "catalogs" not in data:
-        # An existing pyiceberg user changes nothing: its catalogs are the lake; else the demo lake.
-        data["catalogs"] = pyiceberg or default_settings(base).catalogs
-    elif isinstance(data["catalogs"], dict):
-        catalogs = {}
-        for name, props in data["catalogs"].items():
-            if props is None:
-                props = {}  # `name:` alone takes the catalog from pyiceberg's configuration
-            if not isinstance(props, dict):
-                raise SettingsError(
-                    f"invalid settings in {source}:\n  catalogs.{name}: must be a mapping of properties"
-                )
-            # The file wins over pyiceberg's configuration, as properties passed to load_catalog do.
-            catalogs[name] = merge_config(
-                cast(RecursiveDict, pyiceberg.get(str(name).lower(), {})),
-                cast(RecursiveDict, _resolve_paths(props, base)),
-            )
-        data["catalogs"] = catalogs
-    metrics = data.get("metrics", {})
-    if isinstance(metrics, dict):  # anything else: the model reports it
-        folder = metrics.get("textfile_dir", MetricsSettings().textfile_dir)
-        data["metrics"] = {**metrics, "textfile_dir": str((base / str(folder)).resolve())}
-    data["source"] = source
-    try:
-        return Settings.model_validate(data)
-    except ValidationError as err:
-        raise SettingsError(_format_validation_error(source, err)) from None
-
-
-def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
-    """Load settings from ``path``, else ``$ICELAKE_CONFIG``, else ``./icelake.yaml``, else the default
-    (pyiceberg's configured catalogs if any, else the embedded demo lake)."""
-    explicit = path or os.environ.get(CONFIG_ENV_VAR)
-    candidate = Path(explicit) if explicit else Path.cwd() / DEFAULT_CONFIG_FILE
-    if not candidate.exists():
-        if explicit:
-            raise SettingsError(
-                f"settings file {candidate} does not exist (from {'argument' if path else CONFIG_ENV_VAR})"
-            )
-        if pyiceberg_catalogs():
-            return parse_settings({}, "<pyiceberg configuration>", Path.cwd())
-        return default_settings()
-    try:
-        data = yaml.safe_load(candidate.read_text())
-    except yaml.YAMLError as err:
-        raise SettingsError(f"settings file {candidate} is not valid YAML: {err}") from None
-    return parse_settings(data, str(candidate), candidate.resolve().parent)

@@ -1,0 +1,253 @@
+"""What in the settings is a secret, and the settings' printable forms.
+
+Unknown means secret: a value is shown only when its key is known to configure without authenticating
+(:func:`is_safe_key`), URIs then lose their password and query values; any other value prints as ***.
+A literal secret in the settings file is refused (:func:`literal_secrets` finds them; the loader raises):
+secrets come from the environment, written ``${ENV_VAR}``. Plain string logic: imports nothing from the
+package, so any layer may redact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+# Printing and Dagster resource config go by what is known to be safe: a property's value is shown only
+# when its key is listed here (URI values then lose their password and query values); any other value
+# is a secret (***). pyiceberg / Iceberg / Spark keys that configure but never authenticate.
+_SAFE_KEYS = frozenset(
+    k.lower()
+    for k in (
+        "type",
+        "uri",
+        "warehouse",
+        "py-io-impl",
+        "io-impl",
+        "catalog-impl",
+        "init-catalog-tables",
+        "echo",
+        "pool_pre_ping",
+        "prefix",
+        "scope",
+        "audience",
+        "resource",
+        "oauth2-server-uri",
+        "cache-enabled",
+        "clients",
+        "jdbc.busy_timeout",
+        "jdbc.init-catalog-tables",
+        "downcast-ns-timestamp-to-us-on-write",
+        "legacy-current-snapshot-id",
+        "header.X-Iceberg-Access-Delegation",
+        "rest.sigv4-enabled",
+        "rest.signing-region",
+        "rest.signing-name",
+        "s3.path-style-access",
+        "s3.force-virtual-addressing",
+        "s3.role-arn",
+        "s3.role-session-name",
+        "s3.signer",
+        "s3.signer.uri",
+        "s3.proxy-uri",
+        "s3.anonymous",
+        "s3.sse.type",
+        "s3.acl",
+        "adls.account-name",
+        "adls.account-host",
+        "gcs.project-id",
+        "gcs.access",
+        "gcs.default-bucket-location",
+        "gcs.requester-pays",
+        "gcs.version-aware",
+        "gcs.consistency",
+        "hdfs.host",
+        "hdfs.port",
+        "hdfs.user",
+        "hive.hive2-compatible",
+        "hive.kerberos-authentication",
+        "glue.id",
+        "glue.skip-archive",
+        "glue.profile-name",
+        "spark.master",
+        "spark.app.name",
+        "spark.sql.extensions",
+        "spark.sql.shuffle.partitions",
+        "spark.driver.memory",
+        "spark.driver.cores",
+        "spark.executor.memory",
+        "spark.executor.cores",
+        "spark.executor.instances",
+        "spark.default.parallelism",
+        "spark.jars",
+        "spark.jars.packages",
+        "spark.sql.session.timeZone",
+    )
+)
+_SAFE_SUFFIXES = (".region", ".endpoint", "-timeout", ".impl", "-impl", "-enabled", ".enabled")
+_SAFE_PREFIXES = ("spark.ui.", "spark.sql.adaptive.", "spark.dynamicallocation.")
+_SPARK_CATALOG_KEY = re.compile(r"spark\.sql\.catalog\.[A-Za-z0-9_\-]+(?:\.(.+))?", re.IGNORECASE)
+# What a secret's key looks like: a literal value under such a key is refused in the settings file.
+_SECRET_MARKERS = (
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    "key-id",
+    "account-key",
+    "private-key",
+    "access-key",
+    "api-key",
+    "apikey",
+    "connection-string",
+    "connectionstring",
+    "signature",
+    "authorization",
+    "cookie",
+)
+_SECRET_WORDS = frozenset({"key", "sas", "sig", "pwd", "auth"})  # whole words of a key: fs.s3a.secret.key
+# A ${VAR} or ${VAR:-default} reference to the environment (the loader interpolates them).
+ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+REDACTED = "***"
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a key looks like it holds a secret (s3.secret-access-key, adls.connection-string,
+    fs.s3a.bucket.b.secret.key, header.Authorization ...): literal values under it are refused."""
+    k = key.lower()
+    return any(m in k for m in _SECRET_MARKERS) or bool(_SECRET_WORDS & set(re.split(r"[.\-_]", k)))
+
+
+def is_safe_key(key: str) -> bool:
+    """Whether a key is known to configure without authenticating, so its value may be shown; any other
+    key's value is treated as a secret (unknown means secret)."""
+    catalog_key = _SPARK_CATALOG_KEY.fullmatch(key)
+    if catalog_key:  # spark.sql.catalog.<name>[.<pyiceberg/Iceberg property>]
+        return catalog_key.group(1) is None or is_safe_key(catalog_key.group(1))
+    k = key.lower()
+    if is_secret_key(k):
+        return False
+    return k in _SAFE_KEYS or k.endswith(_SAFE_SUFFIXES) or k.startswith(_SAFE_PREFIXES)
+
+
+def _uri_parts(value: str) -> tuple[str, Any] | None:
+    """(prefix, urlsplit result) of a URI value (``jdbc:`` URLs too), else None."""
+    prefix, rest = ("jdbc:", value[5:]) if value.lower().startswith("jdbc:") else ("", value)
+    if "://" not in rest:
+        return None
+    try:
+        parts = urlsplit(rest)
+        parts.port  # noqa: B018 - raises ValueError on a malformed authority
+    except ValueError:
+        return None
+    return prefix, parts
+
+
+def _query_items(query: str) -> list[tuple[str, str | None]]:
+    return [
+        (item.partition("=")[0], item.partition("=")[2] if "=" in item else None)
+        for item in query.split("&")
+        if item
+    ]
+
+
+def redact_uri(value: str) -> str:
+    """A URI without its password and its query and fragment values (signatures, tokens, passwords)."""
+    found = _uri_parts(value)
+    if found is None:
+        return value
+    prefix, parts = found
+    if parts.password is None and not parts.query and not parts.fragment:
+        return value
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:{REDACTED}@{host}"
+    query = "&".join(REDACTED if v is None else f"{k}={REDACTED}" for k, v in _query_items(parts.query))
+    return prefix + urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else ""))
+
+
+def uri_secrets(value: str) -> list[str]:
+    """The secret parts of a URI value: its password, query values and fragment."""
+    found = _uri_parts(value)
+    if found is None:
+        return []
+    _, parts = found
+    out = [parts.password] if parts.password else []
+    out += [v if v is not None else k for k, v in _query_items(parts.query) if v or v is None]
+    return out + ([parts.fragment] if parts.fragment else [])
+
+
+def redact_value(key: str, value: Any) -> Any:
+    """``value`` safe to print: values of keys not known to be safe become ***, URIs lose their
+    password and query values; mappings and lists are redacted item by item."""
+    if isinstance(value, Mapping):
+        return {k: redact_value(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(key, v) for v in value)
+    if value is None or value == "":
+        return value
+    if not is_safe_key(key):
+        return REDACTED
+    return redact_uri(value) if isinstance(value, str) else value
+
+
+def redact_properties(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: redact_value(k, v) for k, v in props.items()}
+
+
+def public_properties(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries that redaction leaves unchanged (safe to store in Dagster resource config)."""
+    return {k: v for k, v in props.items() if redact_value(k, v) == v}
+
+
+def literal_secrets(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Key paths of the literal secrets in a settings document (before interpolation): secrets in the
+    file must be ``${ENV_VAR}`` references.
+
+    Catalog properties follow "unknown means secret": a literal is accepted only under a known-safe key.
+    Spark's keys are open-ended: a literal is refused under a secret-looking key; any other unknown key
+    is still printed as *** and kept out of Dagster resource config. In both, a URI's password and
+    query values must be references too."""
+    found: list[tuple[Any, ...]] = []
+    catalogs = data.get("catalogs")
+    if isinstance(catalogs, Mapping):
+        for name, props in catalogs.items():
+            if isinstance(props, Mapping):
+                found += [
+                    ("catalogs", name, k)
+                    for k, v in props.items()
+                    if _is_literal_secret(str(k), v, unknown_is_secret=True)
+                ]
+    spark = data.get("spark")
+    if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
+        found += [
+            ("spark", "config", k)
+            for k, v in spark["config"].items()
+            if _is_literal_secret(str(k), v, unknown_is_secret=False)
+        ]
+    return found
+
+
+def _is_reference(text: str) -> bool:
+    ref = ENV_REF.fullmatch(text.strip())
+    return ref is not None and ref.group(2) is None  # a ${VAR:-default} default would be a literal
+
+
+def _is_literal_secret(key: str, value: Any, unknown_is_secret: bool) -> bool:
+    if value is None or value == "" or isinstance(value, bool):
+        return False
+    secret_key = is_secret_key(key) or (unknown_is_secret and not is_safe_key(key))
+    if not isinstance(value, str):
+        return secret_key  # a number under a secret key is a literal secret too
+    if secret_key:
+        return not _is_reference(value)
+    found = _uri_parts(value)
+    if found is None:
+        return False
+    parts = found[1]
+    secrets = [parts.password] if parts.password else []
+    secrets += [v for k, v in _query_items(parts.query) if v and is_secret_key(k)]
+    return any(not _is_reference(part) for part in secrets)

@@ -1,0 +1,109 @@
+"""The schema: policy and settings models refuse what they cannot use, and answer what they hold."""
+
+import pytest
+
+from icelake_assets.policies import policy_for
+from icelake_assets.settings import DEFAULT_MODE, SettingsError, load_settings
+from icelake_assets_tests.settings.conftest import CAT, write
+
+
+def test_unknown_catalog_lists_the_configured_ones(tmp_path):
+    s = load_settings(write(tmp_path, "catalogs:\n  a: {type: sql, uri: 'sqlite:///x.db'}\n"))
+    with pytest.raises(SettingsError, match=r"unknown catalog 'b' .*: a\)"):
+        s.catalog_properties("b")
+
+
+def test_include_exclude_patterns(tmp_path):
+    s = load_settings(
+        write(tmp_path, "tables:\n  include: ['taxi.*', 'demo.sales.*']\n  exclude: ['*.tmp_*']\n")
+    )
+    assert s.selects("demo", "taxi", "trips")
+    assert s.selects("demo", "sales", "orders")
+    assert not s.selects("demo", "taxi", "tmp_x")
+    assert not s.selects("demo", "events", "clicks")
+    assert not s.selects("demo", "icelake", "audit_log")  # the product's own namespace
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "thresholds: {mode: yolo}\n",
+            r"thresholds\.mode: Input should be 'observe', 'propose' or 'enforce'",
+        ),
+        (
+            "policies:\n  namespaces:\n    taxi: {mode: run}\n",
+            r"policies\.namespaces\.taxi\.mode: Input should be 'observe', 'propose' or 'enforce'",
+        ),
+        (
+            "policies:\n  tables:\n    'taxi.trips': {orphans: {older_than_hours: 12}}\n",
+            r"policies\.tables\['taxi\.trips'\]\.orphans\.older_than_hours: .*at least 24 hours",
+        ),
+        (
+            "thresholds:\n  operations: {enabled: [expire_snapshots, vacuum]}\n",
+            r"operations\.enabled\[1\]: Input should be 'expire_snapshots', 'remove_orphan_files', "
+            r"'rewrite_data_files' or 'rewrite_manifests'",
+        ),
+        ("thresholds:\n  small_files: {strategy: zorder}\n", r"small_files: .*zorder.* needs zorder_columns"),
+        (
+            "thresholds:\n  sensor: {interval_seconds: 5}\n",
+            r"sensor\.interval_seconds: .*greater than or equal to 10",
+        ),
+        (
+            "thresholds:\n  guards: {quiet_period_minutes: -1}\n",
+            r"guards\.quiet_period_minutes: .*greater than or equal to 0",
+        ),
+        # Every numeric knob has an upper bound, in the file too: no way to switch a guard off.
+        (
+            "thresholds:\n  guards: {max_rewrite_bytes: 1000000000000000000}\n",
+            r"guards\.max_rewrite_bytes: Input should be less than or equal to 1125899906842624",
+        ),
+        (
+            "thresholds:\n  partitions: {max_retries: 1000000}\n",
+            r"partitions\.max_retries: .*less than or equal to 10",
+        ),
+        (
+            "thresholds:\n  sensor: {interval_seconds: 1000000}\n",
+            r"sensor\.interval_seconds: .*less than or equal to 86400",
+        ),
+        (
+            "policies:\n  namespaces:\n    taxi: {snapshots: {max_age_hours: 1e9}}\n",
+            r"policies\.namespaces\.taxi\.snapshots\.max_age_hours: .*less than or equal to 87600",
+        ),
+        ("thresholds:\n  schedule: {cron: 'every night'}\n", r"schedule\.cron: .*not a 5-field cron"),
+        (
+            "thresholds:\n  schedule: {timezone: Mars/Olympus}\n",
+            r"schedule\.timezone: .*not an IANA time zone",
+        ),
+        ("thresholds:\n  owners: [bob]\n", r"owners: .*e-mail addresses or 'team:<name>'"),
+        ("thresholds:\n  tags: {tier: 'gold plated'}\n", r"tags: .*tag 'tier' value 'gold plated'"),
+        (
+            "thresholds:\n  configuration: {file_format: csv}\n",
+            r"configuration\.file_format: Input should be 'parquet', 'orc' or 'avro'",
+        ),
+        (
+            "thresholds:\n  small_files: {max_concurrent_file_group_rewrites: 0}\n",
+            r"max_concurrent_file_group_rewrites",
+        ),
+        (
+            "policies:\n  tables:\n    trips: {mode: observe}\n",
+            r"table pattern 'trips' must be namespace\.table",
+        ),
+        (
+            "policies:\n  catalogs:\n    c2: {mode: enforce}\n",
+            r"policies\.catalogs\.c2: unknown catalog \(configured: c1\)",
+        ),
+        ("policies:\n  namespace: {}\n", r"policies\.namespace: unknown key"),
+    ],
+)
+def test_bad_policies_name_file_key_and_allowed_values(tmp_path, text, expected):
+    path = write(tmp_path, CAT + text)
+    with pytest.raises(SettingsError, match=expected) as err:
+        load_settings(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_new_catalog_starts_in_propose_mode(tmp_path):
+    s = load_settings(write(tmp_path, CAT))
+    assert s.thresholds.mode == DEFAULT_MODE == "propose"
+    assert policy_for(s, "c1.any.table").mode == "propose"

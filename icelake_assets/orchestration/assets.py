@@ -27,12 +27,13 @@ from dagster import (
     AssetIn,
     AssetKey,
     AssetMaterialization,
-    AssetOut,
     AssetsDefinition,
     BackfillPolicy,
     Backoff,
     DagsterInstance,
     Failure,
+    GraphIn,
+    GraphOut,
     In,
     Jitter,
     MetadataValue,
@@ -42,9 +43,10 @@ from dagster import (
     Output,
     RetryPolicy,
     TimestampMetadataValue,
-    graph_multi_asset,
+    graph,
     op,
 )
+from dagster._core.definitions.tags import build_kind_tag
 
 from icelake_assets.catalog.connection import (
     CatalogUnavailableError,
@@ -163,7 +165,7 @@ def _op_step(
         pyspark: IcebergSparkResource,
         dt: DiscoveredTable,
         state: RunState | None,
-    ) -> tuple[RunState, runner.OpOutcome]:
+    ) -> tuple[RunState, str | None]:
         ref = dt.ref
         table = _load(icelake, ref)
         policy = icelake.policy(table)
@@ -194,7 +196,9 @@ def _op_step(
             raise
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
-        return state.with_op(outcome.to_dict()), outcome
+        # Before the outcome is recorded: wants_retry may add to its result (Dagster partition keys).
+        retry = bool(wants_retry and wants_retry(context, dt, outcome))
+        return state.with_op(outcome.to_dict()), (f"{ref}: {outcome.reason}" if retry else None)
 
     def body(
         context: OpExecutionContext,
@@ -210,7 +214,7 @@ def _op_step(
             if key in states.errors:
                 continue
             try:
-                state, outcome = one_table(context, icelake, pyspark, dt, states.tables.get(key))
+                state, retry_reason = one_table(context, icelake, pyspark, dt, states.tables.get(key))
             except Exception as err:
                 if len(tables) == 1:
                     raise
@@ -218,8 +222,8 @@ def _op_step(
                 states = states.with_error(key, f"{name} failed: {err}")
                 continue
             states = states.with_table(key, state)
-            if wants_retry and wants_retry(context, dt, outcome):
-                retry.append(f"{dt.ref}: {outcome.reason}")
+            if retry_reason:
+                retry.append(retry_reason)
         if retry:
             max_retries = retry_policy.max_retries if retry_policy else 0
             raise Failure(
@@ -774,7 +778,7 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
     ``producers`` (lineage, single-table groups) are upstream in the graph, and maintenance runs after
     them when both are in one run."""
     policies = policies or {}
-    # @graph_multi_asset has no deps=: Nothing-typed inputs feed one fanned-in Nothing input of the first op.
+    # Producers (lineage) feed one fanned-in Nothing input of the first op.
     ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(group.producers)}
     expire = _op_step(
         group, "expire_snapshots", runner.expire_snapshots, first=True, after_upstream=bool(ins)
@@ -794,38 +798,39 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
         group, "rewrite_manifests", runner.rewrite_manifests, first=False, work_kwargs=_rewrite_commits
     )
     validate = _validate_op(group)
-    outs = {}
-    for t in group.tables:
-        policy = policies.get(t.ref)
-        outs[t.ref.safe_name] = AssetOut(
-            key=table_asset_key(t.ref),
-            kinds={"iceberg", "spark"},
-            description=_describe(t),
-            metadata=_asset_metadata(t, policy),
-            tags={"icelake/catalog": t.ref.catalog, **(policy.asset_tags() if policy else {})},
-            owners=list(policy.owners) if policy else None,
-            is_required=False,
-        )
     per_run = min(_partitions_policy(policies.get(t.ref)).partitions_per_run for t in group.tables)
+    names = {t.ref.safe_name: t for t in group.tables}
 
-    @graph_multi_asset(
-        name=group.name,
-        ins=ins,
-        outs=outs,
+    # A named graph: a graph named after an asset key would refuse e.g. o'brien or café.
+    @graph(name=group.name, ins={name: GraphIn() for name in ins}, out={n: GraphOut() for n in names})
+    def maintained_tables(**upstream):
+        first = expire(upstream=list(upstream.values())) if upstream else expire()
+        done = validate(manifests(rewrite(orphans(first))))
+        return {next(iter(names)): done} if len(names) == 1 else dict(done._asdict())
+
+    # from_graph, not @graph_multi_asset: per-table groups (namespaces), and no second AssetSpec per table.
+    return AssetsDefinition.from_graph(
+        maintained_tables,
+        keys_by_input_name={name: i.key for name, i in ins.items() if i.key is not None},
+        keys_by_output_name={n: table_asset_key(t.ref) for n, t in names.items()},
+        group_names_by_output_name={n: _asset_group(t.ref) for n, t in names.items()},
+        descriptions_by_output_name={n: _describe(t) for n, t in names.items()},
+        metadata_by_output_name={n: _asset_metadata(t, policies.get(t.ref)) for n, t in names.items()},
+        tags_by_output_name={n: _asset_tags(t.ref, policies.get(t.ref)) for n, t in names.items()},
+        owners_by_output_name={
+            n: list(p.owners) for n, t in names.items() if (p := policies.get(t.ref)) is not None and p.owners
+        },
         partitions_def=group.partitions_def,
         backfill_policy=BackfillPolicy.multi_run(per_run) if group.partitions_def else None,
         can_subset=True,
     )
-    def maintained_tables(**upstream):
-        first = expire(upstream=list(upstream.values())) if upstream else expire()
-        done = validate(manifests(rewrite(orphans(first))))
-        if len(group.tables) == 1:
-            return {group.tables[0].ref.safe_name: done}
-        return dict(done._asdict())
 
-    # Asset groups by namespace (@graph_multi_asset takes one group name for all its assets).
-    namespaces = {table_asset_key(t.ref): _asset_group(t.ref) for t in group.tables}
-    return maintained_tables.map_asset_specs(lambda spec: spec.replace_attributes(group_name=namespaces[spec.key]))
+
+_KIND_TAGS = {**build_kind_tag("iceberg"), **build_kind_tag("spark")}
+
+
+def _asset_tags(ref: TableRef, policy: Any) -> dict[str, str]:
+    return {"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {}), **_KIND_TAGS}
 
 
 def _asset_group(ref: TableRef) -> str:

@@ -3,7 +3,6 @@ Dagster (each its own key, history and status); the op evaluates the ones a run 
 table. A table whose evaluation fails (missing, catalog down) does not stop the others: the op
 raises after the rest, naming it (alone in the run, it raises at once, as a single check would)."""
 
-
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from dagster import (
@@ -11,6 +10,7 @@ from dagster import (
     AssetCheckResult,
     AssetChecksDefinition,
     AssetCheckSpec,
+    AssetKey,
     Failure,
 )
 
@@ -40,12 +40,13 @@ def group_checks(
         description=description,
     )
     def checks(context: AssetCheckExecutionContext, icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
-        selected: dict[DiscoveredTable, set[str]] = {}
+        selected: dict[AssetKey, set[str]] = {}
         for key in context.selected_asset_check_keys:
             if key.asset_key in by_key:
-                selected.setdefault(by_key[key.asset_key], set()).add(key.name)
+                selected.setdefault(key.asset_key, set()).add(key.name)
         failed: list[str] = []
-        for table, names in sorted(selected.items(), key=lambda kv: kv[0].ref):
+        for asset_key, names in sorted(selected.items(), key=lambda kv: by_key[kv[0]].ref):
+            table = by_key[asset_key]
             try:
                 yield from evaluate(context, icelake, table, names)
             except Exception as err:

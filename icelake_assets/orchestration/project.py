@@ -8,7 +8,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster import (
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    Definitions,
+    define_asset_job,
+    in_process_executor,
+)
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
 from icelake_assets.catalog import inventory
@@ -34,7 +41,7 @@ from icelake_assets.orchestration.resources import IcebergSparkResource, Icelake
 from icelake_assets.orchestration.schedules import build_check_schedules, build_table_schedules
 from icelake_assets.orchestration.sensors import build_maintenance_sensor
 from icelake_assets.orchestration.table_groups import group_tables
-from icelake_assets.policies import resolve_policy
+from icelake_assets.policies import resolve_policies
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
 CHECKS_JOB = "icelake_health_checks"
@@ -56,7 +63,7 @@ def build_definitions(
     settings = settings or load_settings()
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     tables = list(discover_tables(settings) if tables is None else tables)
-    policies = {t.ref: resolve_policy(settings, t.ref, t.properties) for t in tables}
+    policies = resolve_policies(settings, ((t.ref, t.properties) for t in tables))
     lineage = build_lineage(tables, policies)
     groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
     group_assets = [build_group_asset(g, policies) for g in groups]
@@ -139,6 +146,14 @@ def load_definitions(context: DefinitionsLoadContext) -> Definitions:
     if path is None:
         return defs
     return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: json.dumps({"path": str(path)})})
+
+
+def table_maintenance_job(defs: Definitions, key: AssetKey) -> str:
+    """The whole-table maintenance job of the table whose asset key is ``key``."""
+    for asset in defs.assets or ():
+        if isinstance(asset, AssetsDefinition) and key in asset.keys:
+            return maintenance_job_name(asset, MAINTENANCE_JOB)
+    raise KeyError(f"no table asset {key.to_user_string()} in these definitions")
 
 
 def maintenance_job_names(defs: Definitions) -> list[str]:

@@ -1,8 +1,10 @@
 """The run model: at most one maintenance run per table at a time, whatever launched it.
 
 * **Concurrency** is enforced by Dagster, not by our tags: every op of a table's maintenance claims
-  the table's pool (:func:`table_pool`), and ``dagster.yaml`` limits every pool to one run
-  (``pools: default_limit: 1, granularity: run``) plus a global cap on runs. The run queue applies
+  the table's pool (:func:`table_pool`; tables share ``automation.maintenance_pools`` pools by a hash
+  of their name, so 10,000 tables need no 10,000 op definitions), and ``dagster.yaml`` limits every
+  pool to one run (``pools: default_limit: 1, granularity: run``) plus a global cap on runs. Two
+  tables of one pool take turns; a table never runs twice at once. The run queue applies
   pools to every queued run: sensor runs, schedules, *Materialize* in the UI and backfill runs alike.
 * **No duplicate work**: before requesting a run the sensor asks the instance which tables already
   have a queued or running maintenance run (by the pools in the run's plan, so runs launched by
@@ -27,6 +29,7 @@ from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
 
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.orchestration.table_groups import pool_name
 
 # First retry of a table whose maintenance failed after this long, then 2x per failure in a row.
 FAILED_RUN_BACKOFF_SECONDS = 600.0
@@ -36,9 +39,10 @@ HISTORY_SECONDS = 24 * 3600.0
 _IN_FLIGHT_BACKFILLS = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
 
 
-def table_pool(ref: TableRef) -> str:
-    """The table's concurrency pool: every op of its maintenance claims it (see module docstring)."""
-    return f"icelake/{ref.safe_name}"
+def table_pool(ref: TableRef, pools: int) -> str:
+    """The table's concurrency pool among ``pools`` (``automation.maintenance_pools``): every op of its
+    maintenance claims it (see module docstring and orchestration/table_groups.py)."""
+    return pool_name(ref, pools)
 
 
 @dataclass
@@ -64,30 +68,41 @@ def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
     return found
 
 
+def _tables_of(run, pools_by_key: Mapping[AssetKey, str], keys_by_pool: Mapping[str, list[AssetKey]]):
+    """The tables a run maintains: its asset selection; a run of a whole job (no selection), every
+    table of the pools in its plan."""
+    if run.asset_selection:
+        return [k for k in run.asset_selection if k in pools_by_key]
+    return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
+
+
 def table_runs(
     instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str], now: float | None = None
-) -> dict[str, TableRuns]:
-    """Per table pool, its in-flight run or backfill and its recent finished runs. Three queries per
-    tick, whatever the number of tables: runs not finished, backfills in progress, runs finished in
-    the last day."""
+) -> dict[AssetKey, TableRuns]:
+    """Per table (asset key), its in-flight run or backfill and its recent finished runs (a run of
+    another table of its pool does not count: the run queue makes the two take turns). Three queries
+    per tick, whatever the number of tables: runs not finished, backfills in progress, runs finished
+    in the last day."""
     now = now or time.time()
-    wanted = set(pools_by_key.values())
-    out: dict[str, TableRuns] = {}
+    keys_by_pool: dict[str, list[AssetKey]] = {}
+    for key, pool in pools_by_key.items():
+        keys_by_pool.setdefault(pool, []).append(key)
+    out: dict[AssetKey, TableRuns] = {}
     for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES)):
-        for pool in _pools_of(run, pools_by_key) & wanted:
-            out.setdefault(pool, TableRuns()).in_flight = f"run {run.run_id}"
+        for key in _tables_of(run, pools_by_key, keys_by_pool):
+            out.setdefault(key, TableRuns()).in_flight = f"run {run.run_id}"
     for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=_IN_FLIGHT_BACKFILLS)):
         for key in backfill.asset_selection or ():
             if key in pools_by_key:
-                entry = out.setdefault(pools_by_key[key], TableRuns())
+                entry = out.setdefault(key, TableRuns())
                 entry.in_flight = entry.in_flight or f"backfill {backfill.backfill_id}"
     since = datetime.fromtimestamp(now - HISTORY_SECONDS, tz=UTC)
     records = instance.get_run_records(RunsFilter(statuses=FINISHED_STATUSES, updated_after=since))
     # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
     for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):
         run = record.dagster_run
-        for pool in _pools_of(run, pools_by_key) & wanted:
-            entry = out.setdefault(pool, TableRuns())
+        for key in _tables_of(run, pools_by_key, keys_by_pool):
+            entry = out.setdefault(key, TableRuns())
             entry.last_status = run.status
             entry.last_finished = record.end_time or record.update_timestamp.timestamp()
             failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
@@ -153,5 +168,5 @@ def free_slots(
     return free, f"cap {cap} runs + {ahead} queued ahead, {busy} maintenance run(s) in flight: {free} free"
 
 
-def pools_by_key(refs: Iterable[TableRef]) -> dict[AssetKey, str]:
-    return {AssetKey(r.asset_key_path): table_pool(r) for r in refs}
+def pools_by_key(refs: Iterable[TableRef], pools: int) -> dict[AssetKey, str]:
+    return {AssetKey(r.asset_key_path): table_pool(r, pools) for r in refs}

@@ -403,7 +403,7 @@ def evaluate_tick(
         except Exception as err:  # one unreachable catalog must not stop the others
             unreachable[name] = err
             context.log.warning(f"catalog {name!r} unreachable, its tables are skipped this tick: {err}")
-    pools = pools_by_key(t.ref for t in tables)
+    pools = pools_by_key((t.ref for t in tables), icelake.settings.automation.maintenance_pools)
     limits = PoolLimits(context.instance)
     runs = table_runs(context.instance, pools)
     now = time.time()
@@ -447,7 +447,7 @@ def evaluate_tick(
             continue
         pool = pools[table_asset_key(table.ref)]
         limits.ensure(pool)
-        table_state = runs.get(pool)
+        table_state = runs.get(table_asset_key(table.ref))
         scan_orphans = now - scanned >= orphan_scan_seconds
         unchanged = bool(previous) and previous[0] == _metadata_file(location)
         # A launched table whose run failed since is looked at again (and retried after its backoff).
@@ -462,7 +462,9 @@ def evaluate_tick(
         ):
             continue  # unchanged since the last tick: nothing to read
         try:
-            evaluation = evaluate_table(context, icelake, table, partitions.get(table.ref), scan_orphans, known)
+            evaluation = evaluate_table(
+                context, icelake, table, partitions.get(table.ref), scan_orphans, known
+            )
         except Exception as err:  # missing/corrupt metadata, unreadable storage: this table only
             evaluation = _error(table.ref, err, context)
         _hold_back(evaluation, table_state, now, backoff_seconds)

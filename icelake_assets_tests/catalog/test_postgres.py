@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
-from dagster import build_sensor_context, instance_for_test
+from dagster import AssetKey, build_sensor_context, instance_for_test
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -25,7 +25,7 @@ from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.plan import rewrite_options
-from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
+from icelake_assets.orchestration.project import build_definitions, table_maintenance_job
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG
 from icelake_assets.policies import resolve_policy
@@ -147,7 +147,7 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
     policy = resolve_policy(settings, ref, table.properties).policy
     options = rewrite_options(compute_table_stats(table, policy), policy)
     assert options["max-concurrent-file-group-rewrites"] == "3"
-    job = defs.resolve_job_def(f"{MAINTENANCE_JOB}__{ref.safe_name}")
+    job = defs.resolve_job_def(table_maintenance_job(defs, AssetKey(ref.asset_key_path)))
     # The sensor's tags without its partition: the run maintains the whole table.
     tags = {k: v for k, v in tick.run_requests[0].tags.items() if not k.startswith("dagster/")}
     result = job.execute_in_process(instance=instance, tags=tags)

@@ -4,7 +4,6 @@ lake (pyiceberg only: these jobs never start Spark)."""
 import pytest
 from dagster import AssetCheckSeverity, AssetKey, DagsterInstance
 
-from icelake_assets.catalog.connection import dagster_name
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.orchestration.checks import (
     HEALTH_CHECK,
@@ -18,6 +17,7 @@ from icelake_assets.orchestration.project import (
     MAINTENANCE_JOB,
     ORPHANS_JOB,
     build_definitions,
+    table_maintenance_job,
 )
 from icelake_assets_tests.conftest import catalog_name, new_lake
 
@@ -53,7 +53,7 @@ def test_each_table_has_one_health_summary_linking_failing_checks_to_the_job_tha
     assert trips.description.startswith("Warning, score ") and "failing: small_files" in trips.description
     summary = trips.metadata["summary"].value
     # trips is partitioned: its own whole-table maintenance job fixes it.
-    job = f"{MAINTENANCE_JOB}__{dagster_name([name, 'taxi', 'trips'])}"
+    job = table_maintenance_job(run["defs"], AssetKey([name, "taxi", "trips"]))
     assert (
         "| small_files | **WARN** |" in summary and f"[{job}](/guess/{job}) (rewrite_data_files)" in summary
     )

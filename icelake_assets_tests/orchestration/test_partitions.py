@@ -28,7 +28,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 from pyiceberg.types import DateType, LongType, NestedField, StringType, TimestampType, TimestamptzType
 
-from icelake_assets.catalog.connection import TableRef, dagster_name, open_catalog
+from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables
 from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, append, local_path, trips_batch
 from icelake_assets.health.stats import compute_table_stats
@@ -298,7 +298,7 @@ def test_the_assets_carry_partitions_and_the_configured_backfill_and_retry_polic
     assert isinstance(days30.partitions_def, DailyPartitionsDefinition)
     assert days30.partitions_def.get_first_partition_key() == "2024-01-01"
     assert days30.backfill_policy.max_partitions_per_run == 2
-    rewrite = days30.node_def.node_dict[f"{ref['days30'].safe_name}__rewrite_data_files"].definition
+    rewrite = days30.node_def.node_dict[f"{days30.node_def.name}__rewrite_data_files"].definition
     assert rewrite.retry_policy.max_retries == 1 and rewrite.retry_policy.backoff.value == "EXPONENTIAL"
     categories = defs.resolve_assets_def(_key(ref["categories"]))
     assert categories.partitions_def.name == dynamic_partitions_name(
@@ -312,8 +312,11 @@ def test_whole_table_jobs_load_beside_differently_partitioned_tables(lake):
     jobs = maintenance_jobs(assets, "maint")
     # one asset job over tables of different partitions definitions would not even load
     Definitions.validate_loadable(Definitions(assets=assets, jobs=jobs, resources=defs.resources))
-    safe = {n: dagster_name(r.asset_key_path) for n, r in lake["ref"].items()}
-    assert sorted(j.name for j in jobs if j.name != "maint") == sorted(f"maint__{s}" for s in safe.values())
+    # One job per partitioned table group, named after the group.
+    partitioned = {a.node_def.name for a in assets if a.partitions_def is not None}
+    assert sorted(j.name for j in jobs if j.name != "maint") == sorted(f"maint__{g}" for g in partitioned)
+    covered = {k for a in assets if a.partitions_def is not None for k in a.keys}
+    assert covered == {_key(r) for r in lake["ref"].values()}  # every table has a whole-table job
 
 
 def lake_layout(lake):

@@ -21,6 +21,7 @@ from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, RANK_TAG, TABLE_TAG, TRIGGER_TAG
+from icelake_assets.orchestration.table_groups import pool_index
 from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch, _lake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,11 +34,26 @@ def _lake_of(make_lake, names):
 
     cat = open_catalog(settings, ref.catalog)
     refs = {"t": ref}
+    pools = settings.automation.maintenance_pools
     for name in names:
-        t = cat.create_table(("ns", name), SCHEMA)
+        # Tables share a pool by hash of their name: pick names whose pools differ (or, for a name
+        # "same_as_<key>", the pool of that table), so the test does not depend on the hash's luck.
+        wanted = refs[name.removeprefix("same_as_")] if name.startswith("same_as_") else None
+        taken = {pool_index(r, pools) for r in refs.values()}
+        candidate = next(
+            r
+            for i in ["", *range(100_000)]
+            if (r := TableRef(ref.catalog, ("ns",), f"{name}{i}"))
+            and (
+                pool_index(r, pools) == pool_index(wanted, pools)
+                if wanted
+                else pool_index(r, pools) not in taken
+            )
+        )
+        t = cat.create_table(candidate.identifier, SCHEMA)
         for i in range(25):
             t.append(_batch(i, 2))
-        refs[name] = TableRef(ref.catalog, ("ns",), name)
+        refs[name] = candidate
     return settings, refs
 
 
@@ -81,7 +97,7 @@ def test_no_second_run_while_one_is_queued_and_a_failed_run_is_retried_after_a_b
         backfill_run = _queue(instance, defs, refs["t"], {"dagster/backfill": "abcdefgh"})
         first = _tick(defs, settings, instance)
         assert [r.tags[TABLE_TAG] for r in first.run_requests] == [str(refs["u"])]
-        assert _outcomes(first) == {"t": "in_flight", "u": "launched"}
+        assert _outcomes(first) == {"t": "in_flight", refs["u"].name: "launched"}
 
         # Still queued: still nothing for t (it is looked at again, u is unchanged and launched).
         again = _tick(defs, settings, instance, first.cursor)
@@ -147,6 +163,24 @@ def test_the_run_queue_never_overlaps_two_runs_of_one_table_whatever_launched_th
         instance.report_run_failed(instance.get_run_by_id(backfill.run_id))
         instance.report_run_failed(instance.get_run_by_id(other.run_id))
         assert _dequeue(instance) == {sensor.run_id}
+
+
+def test_tables_sharing_a_pool_take_turns_and_other_pools_go_in_parallel(make_lake):
+    """Tables are spread over ``automation.maintenance_pools`` pools by a hash of their name; a pool
+    admits one run at a time, so two tables of one pool never run together (one table never does)."""
+    settings, refs = _lake_of(make_lake, ["same_as_t", "v"])
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+    assert pools[table_asset_key(refs["t"])] == pools[table_asset_key(refs["same_as_t"])]
+    assert pools[table_asset_key(refs["t"])] != pools[table_asset_key(refs["v"])]
+    with _queued_instance() as instance:
+        _tick(defs, settings, instance)  # creates the pools
+        first = _queue(instance, defs, refs["t"], {})
+        neighbour = _queue(instance, defs, refs["same_as_t"], {})
+        other = _queue(instance, defs, refs["v"], {})
+        assert _dequeue(instance) == {first.run_id, other.run_id}
+        _finish(instance, first.run_id)
+        assert _dequeue(instance) == {other.run_id, neighbour.run_id}
 
 
 def _finish(instance, run_id):
@@ -253,7 +287,12 @@ def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
     settings, refs = _lake_of(make_lake, ["u", "v", "w", "x"])
     defs = build_definitions(settings)
     with _queued_instance() as instance:
-        assert run_model.free_slots(instance, run_model.pools_by_key(refs.values()))[0] == 4
+        assert (
+            run_model.free_slots(
+                instance, run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+            )[0]
+            == 4
+        )
         tick = _tick(defs, settings, instance)
         assert len(tick.run_requests) == 4
         assert sorted(o for o in _outcomes(tick).values()) == ["launched"] * 4 + ["queued_by_priority"]

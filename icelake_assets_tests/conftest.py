@@ -19,6 +19,9 @@ from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.settings import Settings, load_settings
 
 _LAKES = itertools.count()
+# No cached table inventory unless a test asks for one (catalog/test_inventory.py): make sets
+# DAGSTER_HOME, and a cache there would outlive the test lakes (subprocesses inherit this too).
+os.environ.setdefault("ICELAKE_INVENTORY", "off")
 
 # Thresholds scaled to the demo lake's "test" size (the defaults are sized for production tables).
 TEST_THRESHOLDS: dict[str, Any] = {

@@ -197,10 +197,15 @@ class InventoryChange:
         return "; ".join(parts) + " (reload the code location to see the change in Dagster)"
 
 
+# What this process last wrote or found up to date, per file: later ticks skip re-reading it.
+_UP_TO_DATE: dict[Path, tuple[str, frozenset[TableRef]]] = {}
+
+
 def refresh(settings: Settings, known: Iterable[TableRef], path: Path | None = None) -> InventoryChange:
     """Compare the catalogs' table names (one listing per namespace, no table loaded) with
-    ``known`` (the tables the definitions hold); on a difference, load only the new tables and
-    rewrite the cached inventory, so the next load of the code location shows them."""
+    ``known`` (the tables the definitions hold); on a difference, make the cached inventory list
+    exactly the current tables (loading only the new ones), so the next load of the code location
+    shows them. Dropped tables leave it; tables of other settings are never mixed in."""
     path = path if path is not None else inventory_path()
     known = set(known)
     current: set[TableRef] = set()
@@ -209,13 +214,15 @@ def refresh(settings: Settings, known: Iterable[TableRef], path: Path | None = N
     change = InventoryChange(sorted(current - known), sorted(known - current))
     if not change or path is None:
         return change
-    cached = read(settings, path)
+    state = (fingerprint(settings), frozenset(current))
+    if _UP_TO_DATE.get(path) == state:
+        return change
+    cached = read(settings, path, max_age_hours=None)
     kept = [t for t in (cached.tables if cached else []) if t.ref in current]
     have = {t.ref for t in kept}
-    missing = current - have
-    if missing:
+    if have != current:
         catalogs: dict[str, Any] = {}
-        for ref in sorted(missing):
+        for ref in sorted(current - have):
             try:
                 catalog = catalogs.get(ref.catalog) or open_catalog(settings, ref.catalog)
                 catalogs[ref.catalog] = catalog
@@ -224,5 +231,6 @@ def refresh(settings: Settings, known: Iterable[TableRef], path: Path | None = N
                 raise
             except Exception as err:  # dropped meanwhile, or unreadable: discovery leaves it out too
                 _log.warning("table %s left out of the inventory: %s", ref, err)
-    write(settings, path, kept)
+        write(settings, path, kept)
+    _UP_TO_DATE[path] = state
     return change

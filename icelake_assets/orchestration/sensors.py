@@ -44,6 +44,7 @@ from dagster._core.storage.tags import (
 from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
+from icelake_assets.catalog import inventory
 from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
@@ -513,7 +514,22 @@ def evaluate_tick(
     )
     # Last, once the result is built: the audit never records a launch the tick does not request.
     _record(context, icelake.settings, [r.audit for r in results if r.audit])
+    _refresh_inventory(context, icelake.settings, tables)
     return result
+
+
+def _refresh_inventory(
+    context: SensorEvaluationContext, settings: Settings, tables: Sequence[DiscoveredTable]
+) -> None:
+    """New and dropped tables: the cached inventory follows them (the next load of the code location
+    shows them); the tick log says so. Best effort: a failure is logged, the tick goes on."""
+    try:
+        change = inventory.refresh(settings, [t.ref for t in tables])
+    except Exception as err:
+        context.log.warning(f"table inventory not refreshed: {err}")
+        return
+    if change:
+        context.log.warning(f"table inventory: {change.describe()}")
 
 
 def _record(context: SensorEvaluationContext, settings: Settings, records: list[AuditRecord]) -> None:

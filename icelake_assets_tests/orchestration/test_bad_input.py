@@ -108,3 +108,24 @@ def test_table_names_are_validated():
     for bad in ("t", "c..t", "c.ns.", "c.ns.t\n", "c.ns.t\x00"):
         with pytest.raises(ValueError, match="invalid table name"):
             TableRef.parse(bad, default_catalog=None)
+
+
+def test_in_a_run_of_several_tables_of_one_group_a_dropped_table_fails_alone(make_lake):
+    """One pool: every table shares one maintenance graph, and one run maintains them one after the
+    other; the dropped table fails the run by name, the others are maintained and materialized."""
+    settings = make_lake(extra={"automation": {"maintenance_pools": 1}})
+    for name in ("a", "dropped", "z"):
+        _table_with_files(settings, name, 2)
+    defs = build_definitions(settings)
+    graphs = {a.node_def.name for a in defs.assets if a.node_def.name.startswith("maintain")}
+    assert graphs == {"maintain_000"}
+    open_catalog(settings, catalog_name(settings)).drop_table(("ns", "dropped"))
+    result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+        instance=DagsterInstance.ephemeral(), raise_on_error=False
+    )
+    assert not result.success
+    kept = sorted(e.asset_key.path[-1] for e in result.get_asset_materialization_events())
+    assert kept == ["a", "z"]
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert failure.step_key.endswith("__validate")
+    assert "ns.dropped does not exist" in str(failure.event_specific_data.error)

@@ -1,0 +1,77 @@
+"""Tables grouped for Dagster (one maintenance graph and pool per group), from discovered facts only."""
+
+from collections import Counter
+from datetime import UTC, datetime
+
+from dagster import AssetKey, DailyPartitionsDefinition
+
+from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.catalog.partition_layout import LayoutField, PartitionLayout
+from icelake_assets.orchestration.table_groups import group_tables, pool_index, pool_name
+from icelake_assets.types import TableRef
+
+NOW = datetime(2026, 11, 23, tzinfo=UTC)
+
+
+def _table(name: str, *, day: tuple[str, str] | None = None, identity: bool = False) -> DiscoveredTable:
+    fields: tuple[LayoutField, ...] = ()
+    if day:
+        fields = (LayoutField("ts_day", 2, ("ts",), "timestamptz", "day", day[0], day[1]),)
+    elif identity:
+        fields = (LayoutField("kind", 3, ("kind",), "string", "identity"),)
+    layout = PartitionLayout(f"ns.{name}", 0, fields, {0: fields}, (0,)) if fields else None
+    return DiscoveredTable(
+        ref=TableRef("lake", ("ns",), name),
+        location=f"/lake/{name}",
+        format_version=2,
+        partition_spec="x",
+        sort_order="unsorted",
+        current_snapshot_id=1,
+        layout=layout,
+    )
+
+
+def test_pools_are_stable_and_spread_evenly():
+    refs = [TableRef("lake", (f"ns{i % 10}",), f"t{i}") for i in range(10_000)]
+    counts = Counter(pool_index(r, 64) for r in refs)
+    assert set(counts) == set(range(64))
+    assert max(counts.values()) < 2 * 10_000 / 64  # no pool holds twice its share
+    assert pool_name(refs[0], 64) == pool_name(TableRef("lake", ("ns0",), "t0"), 64)
+    assert pool_name(refs[0], 64).startswith("icelake/maintain_")
+
+
+def test_unpartitioned_tables_share_their_pools_graph_and_names_do_not_depend_on_other_tables():
+    tables = [_table(f"t{i}") for i in range(200)]
+    groups = group_tables(tables, 8, now=NOW)
+    assert len(groups) == 8 and sum(len(g.tables) for g in groups) == 200
+    assert all(g.partitions_def is None and g.name == f"maintain_{g.pool[-3:]}" for g in groups)
+    # Adding tables never renames the group of an existing table (a run worker finds its graph).
+    before = {t.ref: g.name for g in groups for t in g.tables}
+    after = {t.ref: g.name for g in group_tables([*tables, _table("new")], 8, now=NOW) for t in g.tables}
+    assert all(after[ref] == name for ref, name in before.items())
+
+
+def test_time_partitioned_tables_group_by_grain_and_first_partition_spanning_the_latest_data():
+    a = _table("a", day=("2024-01-01", "2024-01-05"))
+    b = _table("b", day=("2024-01-01", "2024-01-20"))
+    c = _table("c", day=("2024-02-01", "2024-02-03"))
+    groups = {g.name: g for g in group_tables([a, b, c], 1, now=NOW)}
+    assert set(groups) == {"maintain_000_day_2024_01_01", "maintain_000_day_2024_02_01"}
+    jan = groups["maintain_000_day_2024_01_01"]
+    assert {t.ref.name for t in jan.tables} == {"a", "b"}
+    assert isinstance(jan.partitions_def, DailyPartitionsDefinition)
+    keys = jan.partitions_def.get_partition_keys(current_time=NOW)
+    assert keys[0] == "2024-01-01" and keys[-1] == "2024-01-20"  # up to b's latest day
+
+
+def test_dynamic_partitions_and_lineage_make_a_group_of_their_own():
+    kinds, fed, plain = _table("kinds", identity=True), _table("fed"), _table("plain")
+    producers = {fed.ref: [AssetKey(["writer"])]}
+    groups = group_tables([kinds, fed, plain], 1, producers, now=NOW)
+    by_table = {t.ref.name: g for g in groups for t in g.tables}
+    assert by_table["kinds"].name == f"maintain__{kinds.ref.safe_name}"
+    assert by_table["fed"].name == f"maintain__{fed.ref.safe_name}" and by_table["fed"].producers == (
+        AssetKey(["writer"]),
+    )
+    assert by_table["plain"].name == "maintain_000"
+    assert len({g.pool for g in groups}) == 1  # one pool: the three still take turns

@@ -152,6 +152,11 @@ def partition_layout(table: Table, with_earliest: bool = True) -> PartitionLayou
     specs = {spec_id: _spec_fields(table, spec_id) for spec_id in table.specs()}
     current = specs[md.default_spec_id]
     snap = table.current_snapshot()
+    if len(specs) == 1 and not (with_earliest and any(f.kind == "time" for f in current)):
+        # One spec and no time bound to find: the manifest list (one file read per table, the most
+        # of discovery's time at 10,000 tables) would only tell that the one spec holds the files.
+        live_only = (md.default_spec_id,) if snap is not None else ()
+        return PartitionLayout(".".join(table.name()), md.default_spec_id, current, specs, live_only)
     manifests = snap.manifests(table.io) if snap is not None else []
     live = tuple(
         sorted(

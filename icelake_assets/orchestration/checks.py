@@ -197,12 +197,16 @@ def metadata_check_results(
     return results
 
 
-def _metadata_specs(table: DiscoveredTable) -> list[AssetCheckSpec]:
+def metadata_check_names(granularity: str = "each") -> tuple[str, ...]:
+    """The metadata checks of each table (``automation.checks_per_table``): every one and the health
+    summary, or the summary alone (which reports every check's finding)."""
+    return (*METADATA_CHECKS, HEALTH_CHECK) if granularity == "each" else (HEALTH_CHECK,)
+
+
+def _metadata_specs(table: DiscoveredTable, names: Sequence[str]) -> list[AssetCheckSpec]:
     key = table_asset_key(table.ref)
-    return [
-        *(AssetCheckSpec(name, asset=key, description=desc) for name, desc in METADATA_CHECKS.items()),
-        AssetCheckSpec(HEALTH_CHECK, asset=key, description=HEALTH_CHECK_DESCRIPTION),
-    ]
+    descriptions = {**METADATA_CHECKS, HEALTH_CHECK: HEALTH_CHECK_DESCRIPTION}
+    return [AssetCheckSpec(name, asset=key, description=descriptions[name]) for name in names]
 
 
 def _orphan_specs(table: DiscoveredTable) -> list[AssetCheckSpec]:
@@ -218,7 +222,10 @@ def _orphan_specs(table: DiscoveredTable) -> list[AssetCheckSpec]:
 
 
 def build_group_checks(
-    name: str, tables: Sequence[DiscoveredTable], fix_jobs: Mapping[Any, str] | None = None
+    name: str,
+    tables: Sequence[DiscoveredTable],
+    fix_jobs: Mapping[Any, str] | None = None,
+    granularity: str = "each",
 ) -> list[AssetChecksDefinition]:
     """The metadata checks (one metadata read serves all of a table's checks) and the orphan check
     of ``tables``, one op each for the group. ``fix_jobs``: each table's maintenance job (by ref),
@@ -265,7 +272,11 @@ def build_group_checks(
 
     return [
         group_checks(
-            f"{name}__metadata_checks", tables, _metadata_specs, metadata, "Health from Iceberg metadata"
+            f"{name}__metadata_checks",
+            tables,
+            lambda t: _metadata_specs(t, metadata_check_names(granularity)),
+            metadata,
+            "Health from Iceberg metadata",
         ),
         group_checks(
             f"{name}__{ORPHAN_CHECK}", tables, _orphan_specs, orphans, "Orphan files (lists storage)"
@@ -273,11 +284,11 @@ def build_group_checks(
     ]
 
 
-def metadata_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:
+def metadata_check_keys(tables: Sequence[DiscoveredTable], granularity: str = "each") -> list[AssetCheckKey]:
     return [
         AssetCheckKey(table_asset_key(t.ref), name)
         for t in tables
-        for name in (*METADATA_CHECKS, HEALTH_CHECK)
+        for name in metadata_check_names(granularity)
     ]
 
 
@@ -285,8 +296,8 @@ def orphan_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:
     return [AssetCheckKey(table_asset_key(t.ref), ORPHAN_CHECK) for t in tables]
 
 
-def metadata_checks_selection(tables: Sequence[DiscoveredTable]) -> AssetSelection:
-    return AssetSelection.checks(*metadata_check_keys(tables))
+def metadata_checks_selection(tables: Sequence[DiscoveredTable], granularity: str = "each") -> AssetSelection:
+    return AssetSelection.checks(*metadata_check_keys(tables, granularity))
 
 
 def orphan_checks_selection(tables: Sequence[DiscoveredTable]) -> AssetSelection:

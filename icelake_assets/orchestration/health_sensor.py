@@ -32,7 +32,7 @@ from icelake_assets.catalog.connection import CatalogUnavailableError, TableMiss
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.health.overview import evaluate
-from icelake_assets.orchestration.checks import metadata_check_results
+from icelake_assets.orchestration.checks import metadata_check_names, metadata_check_results
 from icelake_assets.orchestration.config_checks import configuration_result
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
@@ -68,19 +68,18 @@ def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
 
 
 def table_check_evaluations(
-    icelake: IcelakeResource, ref: TableRef, fix_job: str | None = None
+    icelake: IcelakeResource, ref: TableRef, fix_job: str | None = None, granularity: str = "each"
 ) -> list[AssetCheckEvaluation]:
-    """What the table's metadata and configuration checks would report now."""
+    """What the table's metadata and configuration checks would report now (those it has:
+    ``automation.checks_per_table``)."""
     table = icelake.load_table(ref)
     effective = icelake.effective_policy(table)
     health = evaluate(icelake.stats(table, effective.policy), effective.policy, name=str(ref))
     key = table_asset_key(ref)
-    results = [
-        *metadata_check_results(health, key, fix_job=fix_job),
-        configuration_result(
-            configuration_report(table.metadata.format_version, table.properties, effective), effective, key
-        ),
-    ]
+    results = metadata_check_results(health, key, set(metadata_check_names(granularity)), fix_job=fix_job)
+    if granularity == "each":
+        report = configuration_report(table.metadata.format_version, table.properties, effective)
+        results.append(configuration_result(report, effective, key))
     return [_evaluation(r) for r in results]
 
 
@@ -90,6 +89,7 @@ def evaluate_health_tick(
     tables: Sequence[DiscoveredTable],
     fix_jobs: Mapping[TableRef, str],
     budget_seconds: float,
+    granularity: str = "each",
 ) -> SensorResult:
     started = time.monotonic()
     try:
@@ -117,7 +117,7 @@ def evaluate_health_tick(
             left += 1  # the next tick goes on where this one stopped: these are still unseen
             continue
         try:
-            events.extend(table_check_evaluations(icelake, t.ref, fix_jobs.get(t.ref)))
+            events.extend(table_check_evaluations(icelake, t.ref, fix_jobs.get(t.ref), granularity))
         except (TableMissingError, CatalogUnavailableError) as err:
             context.log.warning(f"{name}: {err}")
             continue
@@ -138,6 +138,7 @@ def build_health_sensor(
     fix_jobs: Mapping[TableRef, str],
     interval_seconds: int,
     budget_seconds: float,
+    granularity: str = "each",
 ) -> SensorDefinition:
     # Running by default whatever the maintenance sensor's status: it only reads metadata.
     @sensor(
@@ -148,6 +149,6 @@ def build_health_sensor(
         "(pyiceberg only: no run, no Spark, nothing written).",
     )
     def health_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
-        return evaluate_health_tick(context, icelake, tables, fix_jobs, budget_seconds)
+        return evaluate_health_tick(context, icelake, tables, fix_jobs, budget_seconds, granularity)
 
     return health_sensor

@@ -73,6 +73,7 @@ def build_definitions(
         for t in g.tables
     }
     partitions = {t.ref: g.partitions_def for g in groups for t in g.tables}
+    granularity = settings.automation.checks_per_table
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
     jobs = [
         define_asset_job(
@@ -85,7 +86,7 @@ def build_definitions(
         ),
         define_asset_job(
             HEALTH_JOB,
-            selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables),
+            selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables, granularity),
             description="Metadata checks of every table and the lake-wide overview (no Spark)",
         ),
         define_asset_job(
@@ -97,14 +98,17 @@ def build_definitions(
     sensors = [
         build_maintenance_sensor(tables, partitions, settings, interval),
         build_partition_keys_sensor(tables, interval),
-        build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds),
+        build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity),
     ]
     return Definitions(
         assets=[*group_assets, build_health_overview(tables), *lineage.assets],
         asset_checks=[
             c
             for g in groups
-            for c in (*build_group_checks(g.name, g.tables, fix_jobs), *build_config_checks(g.name, g.tables))
+            for c in (
+                *build_group_checks(g.name, g.tables, fix_jobs, granularity),
+                *(build_config_checks(g.name, g.tables) if granularity == "each" else ()),
+            )
         ],
         jobs=jobs,
         sensors=[s for s in sensors if s is not None],

@@ -372,6 +372,11 @@ class AutomationSettings(_Strict):
     # one maintenance run at a time, see orchestration/run_model.py) and share one maintenance graph
     # per pool: definitions stay cheap at 10,000 tables. More pools: fewer tables wait on another's run.
     maintenance_pools: int = Field(64, ge=1, le=4096)
+    # Which health checks each table's asset carries: "each" (every metadata check, the health summary,
+    # the orphan and configuration checks) or "summary" (the health summary, which lists every check's
+    # finding and fails with the worst, and the orphan check): a fifth of the checks, for lakes of
+    # thousands of tables, whose code location then loads much faster (BENCHMARKS.md, "Lake scale").
+    checks_per_table: Literal["each", "summary"] = "each"
     # A cached table inventory (catalog/inventory.py) older than this is discovered again at load.
     inventory_max_age_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
 

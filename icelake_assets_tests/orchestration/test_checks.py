@@ -167,3 +167,20 @@ def test_a_failing_configuration_check_sets_the_status_everywhere(tmp_path_facto
     checks, overview = _statuses(result)
     assert checks["orders"] == overview["orders"] == "Critical"  # no write.distribution-mode set
     assert checks == overview
+
+
+def test_summary_checks_keep_the_health_and_orphan_checks_with_every_finding(tmp_path_factory):
+    """``automation.checks_per_table: summary`` (lakes of thousands of tables): each table carries the
+    health summary and the orphan check only; the summary still names every failing check."""
+    settings = new_lake(tmp_path_factory, extra={"automation": {"checks_per_table": "summary"}})
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    defs = build_definitions(settings)
+    checks = {(k.asset_key.path[-1], k.name) for c in defs.asset_checks for k in c.check_keys}
+    assert checks == {(t, c) for t in ("trips", "clicks", "orders") for c in (HEALTH_CHECK, ORPHAN_CHECK)}
+    instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
+    health = defs.resolve_job_def(HEALTH_JOB).execute_in_process(instance=instance)
+    evaluations = _evaluations(health)
+    assert set(evaluations) == {(t, HEALTH_CHECK) for t in ("trips", "clicks", "orders")}
+    trips = evaluations[("trips", HEALTH_CHECK)]
+    assert not trips.passed and "failing: small_files" in trips.description
+    assert "| small_files | **WARN** |" in trips.metadata["summary"].value

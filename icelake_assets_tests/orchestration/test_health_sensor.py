@@ -73,3 +73,14 @@ def test_a_table_under_maintenance_is_reported_once_its_run_ended(lake):
     instance.report_run_failed(run)  # the run ended (how does not matter)
     after = _tick(settings, defs, instance, during.cursor)
     assert {e.asset_key.path[-1] for e in after.asset_events} == {"clicks"}
+
+
+def test_with_summary_checks_the_sensor_reports_only_the_checks_the_tables_carry(make_lake, tmp_path):
+    settings = make_lake(extra={"automation": {"checks_per_table": "summary"}})
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    defs = build_definitions(settings)
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        first = _tick(settings, defs, instance)
+    events = {(e.asset_key.path[-1], e.check_name): e for e in first.asset_events}
+    assert set(events) == {(t, HEALTH_CHECK) for t in ("trips", "clicks", "orders")}
+    assert events[("clicks", HEALTH_CHECK)].severity is AssetCheckSeverity.ERROR

@@ -8,12 +8,14 @@ derived from the key (which Dagster's decorators do by default, and which fails 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 
 from dagster import AssetChecksDefinition, AssetCheckSpec, AssetKey, In, Nothing, Out, op
 
 from icelake_assets.catalog.connection import TableRef
 
 
+@cache  # asked for ten times per table when the definitions are built
 def table_asset_key(ref: TableRef) -> AssetKey:
     """The asset key of a table: its exact Iceberg name (catalog, namespace levels, table)."""
     return AssetKey(ref.asset_key_path)
@@ -26,8 +28,10 @@ def named_checks(
     and outputs are positional. (``@multi_asset_check`` and ``@asset_check`` name them after the
     asset key.) The decorated function yields ``AssetCheckResult``s, as for ``@multi_asset_check``."""
     keys = list(dict.fromkeys(s.asset_key for s in specs))
-    ins = {f"asset_{i}": In(Nothing) for i in range(len(keys))}
-    outs = {f"check_{i}": Out(None, is_required=not can_subset) for i in range(len(specs))}
+    # One In / Out object for all (they are immutable): a group's check op has tens of thousands.
+    nothing_in, check_out = In(Nothing), Out(None, is_required=not can_subset)
+    ins = {f"asset_{i}": nothing_in for i in range(len(keys))}
+    outs = {f"check_{i}": check_out for i in range(len(specs))}
 
     def decorate(fn: Callable) -> AssetChecksDefinition:
         node = op(name=name, ins=ins, out=outs, description=description)(fn)

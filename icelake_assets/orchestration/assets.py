@@ -19,7 +19,7 @@ and re-runs only them.
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from dagster import (
     BackfillPolicy,
     Backoff,
     DagsterInstance,
+    Definitions,
     Failure,
     GraphIn,
     GraphOut,
@@ -73,7 +74,12 @@ from icelake_assets.orchestration.config_checks import policy_asset_metadata
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
-from icelake_assets.orchestration.partitions import partition_key, run_scope
+from icelake_assets.orchestration.partitions import (
+    maintenance_job_name,
+    maintenance_jobs,
+    partition_key,
+    run_scope,
+)
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup
@@ -124,6 +130,7 @@ _MEASURES = {
 # How many materializations back to look for the last run that acted (each no-op run carries it on).
 _HISTORY = 100
 NOTHING_TO_DO = "nothing to do"
+MAINTENANCE_JOB = "icelake_maintenance"
 
 
 def _load(icelake: IcelakeResource, ref: TableRef):
@@ -860,3 +867,30 @@ def _asset_metadata(table: DiscoveredTable, policy: Any = None) -> dict[str, Any
         "sort_order": MetadataValue.text(table.sort_order),
         "current_snapshot_id": MetadataValue.text(str(table.current_snapshot_id)),
     }
+
+
+def maintenance_definitions(groups: Sequence[TableGroup], policies: Mapping[TableRef, Any]) -> Definitions:
+    """This module's part of the code location: one maintenance asset definition per table group, and
+    the whole-table maintenance jobs (:func:`~icelake_assets.orchestration.partitions.maintenance_jobs`)."""
+    assets = [build_group_asset(g, policies) for g in groups]
+    return Definitions(
+        assets=assets,
+        jobs=maintenance_jobs(
+            assets, MAINTENANCE_JOB, description="Maintenance of every table, then its checks"
+        ),
+    )
+
+
+def fix_jobs_of(defs: Definitions) -> dict[TableRef, str]:
+    """Each table's whole-table maintenance job (linked from its failing checks)."""
+    return {
+        table_ref(key): maintenance_job_name(a, MAINTENANCE_JOB)
+        for a in defs.assets or ()
+        if isinstance(a, AssetsDefinition)
+        for key in a.keys
+    }
+
+
+def table_ref(key: AssetKey) -> TableRef:
+    """The table of a table asset key (catalog, namespace levels, table)."""
+    return TableRef(key.path[0], tuple(key.path[1:-1]), key.path[-1])

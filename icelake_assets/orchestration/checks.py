@@ -22,6 +22,7 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     AssetSelection,
+    Definitions,
     MaterializeResult,
     MetadataValue,
     Nothing,
@@ -29,6 +30,7 @@ from dagster import (
     TableRecord,
     TableSchema,
     asset,
+    define_asset_job,
 )
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError
@@ -36,6 +38,7 @@ from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import HealthStatus
+from icelake_assets.orchestration.config_checks import build_config_checks
 from icelake_assets.orchestration.display import human_bytes
 from icelake_assets.orchestration.group_checks import group_checks
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
@@ -66,6 +69,11 @@ FIXED_BY = {
     ORPHAN_CHECK: "remove_orphan_files",
 }
 OVERVIEW_KEY = AssetKey(["icelake", "health_overview"])
+CHECKS_JOB = "icelake_health_checks"
+# Health without Spark: the metadata checks and the lake-wide overview (cheap, run often), and the
+# orphan check, which lists storage (expensive, run less often). Their schedules: settings.automation.
+HEALTH_JOB = "icelake_health"
+ORPHANS_JOB = "icelake_orphan_checks"
 
 
 def _number(value: int | float) -> MetadataValue:
@@ -347,3 +355,39 @@ def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition
         return MaterializeResult(metadata=metadata)
 
     return health_overview
+
+
+def health_definitions(
+    tables: Sequence[DiscoveredTable],
+    groups: Sequence[Any],
+    fix_jobs: Mapping[Any, str],
+    granularity: str = "each",
+) -> Definitions:
+    """This module's part of the code location: every table's checks (one op per kind and table
+    group; orchestration/table_groups.py), the lake-wide overview, and the jobs that run them."""
+    checks = [
+        c
+        for g in groups
+        for c in (
+            *build_group_checks(g.name, g.tables, fix_jobs, granularity),
+            *(build_config_checks(g.name, g.tables) if granularity == "each" else ()),
+        )
+    ]
+    jobs = [
+        define_asset_job(
+            CHECKS_JOB,
+            selection=AssetSelection.all_asset_checks(),
+            description="Every table's health checks (pyiceberg metadata only, no Spark)",
+        ),
+        define_asset_job(
+            HEALTH_JOB,
+            selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables, granularity),
+            description="Metadata checks of every table and the lake-wide overview (no Spark)",
+        ),
+        define_asset_job(
+            ORPHANS_JOB,
+            selection=orphan_checks_selection(tables),
+            description="Orphan check of every table: lists storage, never deletes",
+        ),
+    ]
+    return Definitions(assets=[build_health_overview(tables)], asset_checks=checks, jobs=jobs)

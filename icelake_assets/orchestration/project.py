@@ -8,48 +8,32 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dagster import (
-    AssetKey,
-    AssetsDefinition,
-    AssetSelection,
-    Definitions,
-    define_asset_job,
-    in_process_executor,
-)
+from dagster import AssetKey, AssetsDefinition, Definitions, in_process_executor
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
 from icelake_assets.catalog import inventory
 from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables
 from icelake_assets.maintenance.spark_session import spark_config
-from icelake_assets.orchestration.assets import build_group_asset
-from icelake_assets.orchestration.checks import (
-    OVERVIEW_KEY,
-    build_group_checks,
-    build_health_overview,
-    metadata_checks_selection,
-    orphan_checks_selection,
-)
-from icelake_assets.orchestration.config_checks import build_config_checks
+from icelake_assets.orchestration.assets import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
+from icelake_assets.orchestration.checks import CHECKS_JOB, HEALTH_JOB, ORPHANS_JOB, health_definitions
 from icelake_assets.orchestration.health_sensor import build_health_sensor
 from icelake_assets.orchestration.lineage import build_lineage
-from icelake_assets.orchestration.partitions import (
-    build_partition_keys_sensor,
-    maintenance_job_name,
-    maintenance_jobs,
-)
+from icelake_assets.orchestration.partitions import build_partition_keys_sensor, maintenance_job_name
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
-from icelake_assets.orchestration.schedules import build_check_schedules, build_table_schedules
+from icelake_assets.orchestration.schedules import schedule_definitions
 from icelake_assets.orchestration.sensors import build_maintenance_sensor
 from icelake_assets.orchestration.table_groups import group_tables
 from icelake_assets.policies import resolve_policies
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
-CHECKS_JOB = "icelake_health_checks"
-MAINTENANCE_JOB = "icelake_maintenance"
-# Health without Spark: the metadata checks and the lake-wide overview (cheap, run often), and the
-# orphan check, which lists storage (expensive, run less often). Their schedules: settings.automation.
-HEALTH_JOB = "icelake_health"
-ORPHANS_JOB = "icelake_orphan_checks"
+__all__ = [
+    "CHECKS_JOB",
+    "HEALTH_JOB",
+    "MAINTENANCE_JOB",
+    "ORPHANS_JOB",
+    "build_definitions",
+    "load_definitions",
+]
 # Reconstruction metadata: the inventory file the code server loaded its tables from.
 INVENTORY_METADATA_KEY = "icelake/inventory"
 
@@ -58,73 +42,42 @@ def build_definitions(
     settings: Settings | None = None, tables: Sequence[DiscoveredTable] | None = None
 ) -> Definitions:
     """Definitions for ``tables`` (default: discovery of every selected table of the configured
-    catalogs). One in-process executor per run: every op of a run shares one Spark JVM instead of
-    one per step."""
+    catalogs): each orchestration module contributes its part, merged here with the resources. One
+    in-process executor per run: every op of a run shares one Spark JVM instead of one per step."""
     settings = settings or load_settings()
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     tables = list(discover_tables(settings) if tables is None else tables)
     policies = resolve_policies(settings, ((t.ref, t.properties) for t in tables))
     lineage = build_lineage(tables, policies)
     groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
-    group_assets = [build_group_asset(g, policies) for g in groups]
-    fix_jobs = {
-        t.ref: maintenance_job_name(a, MAINTENANCE_JOB)
-        for g, a in zip(groups, group_assets, strict=True)
-        for t in g.tables
-    }
-    partitions = {t.ref: g.partitions_def for g in groups for t in g.tables}
     granularity = settings.automation.checks_per_table
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
-    jobs = [
-        define_asset_job(
-            CHECKS_JOB,
-            selection=AssetSelection.all_asset_checks(),
-            description="Every table's health checks (pyiceberg metadata only, no Spark)",
-        ),
-        *maintenance_jobs(
-            group_assets, MAINTENANCE_JOB, description="Maintenance of every table, then its checks"
-        ),
-        define_asset_job(
-            HEALTH_JOB,
-            selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables, granularity),
-            description="Metadata checks of every table and the lake-wide overview (no Spark)",
-        ),
-        define_asset_job(
-            ORPHANS_JOB,
-            selection=orphan_checks_selection(tables),
-            description="Orphan check of every table: lists storage, never deletes",
-        ),
-    ]
+
+    maintenance = maintenance_definitions(groups, policies)
+    fix_jobs = fix_jobs_of(maintenance)
+    health = health_definitions(tables, groups, fix_jobs, granularity)
     sensors = [
-        build_maintenance_sensor(tables, partitions, settings, interval),
+        build_maintenance_sensor(
+            tables, {t.ref: g.partitions_def for g in groups for t in g.tables}, settings, interval
+        ),
         build_partition_keys_sensor(tables, interval),
         build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity),
     ]
-    return Definitions(
-        assets=[*group_assets, build_health_overview(tables), *lineage.assets],
-        asset_checks=[
-            c
-            for g in groups
-            for c in (
-                *build_group_checks(g.name, g.tables, fix_jobs, granularity),
-                *(build_config_checks(g.name, g.tables) if granularity == "each" else ()),
-            )
-        ],
-        jobs=jobs,
-        sensors=[s for s in sensors if s is not None],
-        schedules=[
-            *build_check_schedules(
-                settings, *(next(j for j in jobs if j.name == n) for n in (HEALTH_JOB, ORPHANS_JOB))
-            ),
-            *build_table_schedules(tables, policies),
-        ],
-        resources={
-            "icelake": IcelakeResource(config_path=config_path),
-            "pyspark": IcebergSparkResource(
-                spark_config=spark_config(settings, include_secrets=False), config_path=config_path
-            ),
-        },
-        executor=in_process_executor,
+    return Definitions.merge(
+        maintenance,
+        health,
+        Definitions(assets=lineage.assets),
+        Definitions(sensors=[s for s in sensors if s is not None]),
+        schedule_definitions(settings, tables, policies, health),
+        Definitions(
+            resources={
+                "icelake": IcelakeResource(config_path=config_path),
+                "pyspark": IcebergSparkResource(
+                    spark_config=spark_config(settings, include_secrets=False), config_path=config_path
+                ),
+            },
+            executor=in_process_executor,
+        ),
     )
 
 

@@ -8,11 +8,13 @@ from typing import Any
 from dagster import (
     AssetSelection,
     DefaultScheduleStatus,
+    Definitions,
     ScheduleDefinition,
     define_asset_job,
 )
 
 from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.orchestration.checks import HEALTH_JOB, ORPHANS_JOB
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.sensors import TABLE_TAG, TRIGGER_TAG
 from icelake_assets.settings import Settings
@@ -71,3 +73,20 @@ def build_table_schedules(
             )
         )
     return schedules
+
+
+def schedule_definitions(
+    settings: Settings,
+    tables: Sequence[DiscoveredTable],
+    policies: Mapping[TableRef, Any],
+    health: Definitions,
+) -> Definitions:
+    """This module's part of the code location: the checks' schedules (on the jobs of ``health``,
+    checks.py's part) and the per-table maintenance crons."""
+    jobs = {j.name: j for j in health.jobs or ()}
+    return Definitions(
+        schedules=[
+            *build_check_schedules(settings, jobs[HEALTH_JOB], jobs[ORPHANS_JOB]),
+            *build_table_schedules(tables, policies),
+        ]
+    )

@@ -881,16 +881,12 @@ def maintenance_definitions(groups: Sequence[TableGroup], policies: Mapping[Tabl
     )
 
 
-def fix_jobs_of(defs: Definitions) -> dict[TableRef, str]:
-    """Each table's whole-table maintenance job (linked from its failing checks)."""
+def fix_jobs_of(groups: Sequence[TableGroup], maintenance: Definitions) -> dict[TableRef, str]:
+    """Each table's whole-table maintenance job (linked from its failing checks); ``maintenance`` is
+    :func:`maintenance_definitions` of ``groups``."""
+    assets = [a for a in maintenance.assets or () if isinstance(a, AssetsDefinition)]
     return {
-        table_ref(key): maintenance_job_name(a, MAINTENANCE_JOB)
-        for a in defs.assets or ()
-        if isinstance(a, AssetsDefinition)
-        for key in a.keys
+        t.ref: maintenance_job_name(a, MAINTENANCE_JOB)
+        for g, a in zip(groups, assets, strict=True)
+        for t in g.tables
     }
-
-
-def table_ref(key: AssetKey) -> TableRef:
-    """The table of a table asset key (catalog, namespace levels, table)."""
-    return TableRef(key.path[0], tuple(key.path[1:-1]), key.path[-1])

@@ -54,7 +54,7 @@ def build_definitions(
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
 
     maintenance = maintenance_definitions(groups, policies)
-    fix_jobs = fix_jobs_of(maintenance)
+    fix_jobs = fix_jobs_of(groups, maintenance)
     health = health_definitions(tables, groups, fix_jobs, granularity)
     sensors = [
         build_maintenance_sensor(

@@ -74,15 +74,10 @@ from icelake_assets.orchestration.config_checks import policy_asset_metadata
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
-from icelake_assets.orchestration.partitions import (
-    maintenance_job_name,
-    maintenance_jobs,
-    partition_key,
-    run_scope,
-)
+from icelake_assets.orchestration.partitions import partition_key, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_state import RunState, RunStates
-from icelake_assets.orchestration.table_groups import TableGroup
+from icelake_assets.orchestration.table_groups import TableGroup, maintenance_job_name, maintenance_jobs
 from icelake_assets.settings import PartitionsPolicy
 
 # Short metadata keys (the UI's key column is narrow, and a long key pushes the values aside).
@@ -871,7 +866,7 @@ def _asset_metadata(table: DiscoveredTable, policy: Any = None) -> dict[str, Any
 
 def maintenance_definitions(groups: Sequence[TableGroup], policies: Mapping[TableRef, Any]) -> Definitions:
     """This module's part of the code location: one maintenance asset definition per table group, and
-    the whole-table maintenance jobs (:func:`~icelake_assets.orchestration.partitions.maintenance_jobs`)."""
+    the whole-table maintenance jobs (:func:`~icelake_assets.orchestration.table_groups.maintenance_jobs`)."""
     assets = [build_group_asset(g, policies) for g in groups]
     return Definitions(
         assets=assets,

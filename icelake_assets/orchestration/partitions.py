@@ -33,8 +33,6 @@ from typing import cast
 
 from dagster import (
     AddDynamicPartitionsRequest,
-    AssetsDefinition,
-    AssetSelection,
     DagsterInstance,
     DailyPartitionsDefinition,
     DefaultSensorStatus,
@@ -50,10 +48,8 @@ from dagster import (
     SensorResult,
     SkipReason,
     TimeWindowPartitionsDefinition,
-    define_asset_job,
     sensor,
 )
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pyiceberg.table import Table
 
 from icelake_assets.catalog.connection import TableRef
@@ -321,39 +317,3 @@ def build_partition_keys_sensor(
         return SensorResult(dynamic_partitions_requests=requests)
 
     return partition_keys_sensor
-
-
-# -- jobs -------------------------------------------------------------------------------------------------
-
-
-def maintenance_job_name(asset: AssetsDefinition, name: str) -> str:
-    """The whole-table maintenance job of a group's asset among :func:`maintenance_jobs` ``name``."""
-    if asset.partitions_def is None:
-        return name
-    return f"{name}__{asset.node_def.name}"
-
-
-def maintenance_jobs(
-    assets: Sequence[AssetsDefinition], name: str, description: str = ""
-) -> list[UnresolvedAssetJobDefinition]:
-    """Whole-table maintenance jobs. Dagster refuses a job over assets with different partitions
-    definitions (the code location then fails to load), so: ``name`` runs every unpartitioned table,
-    and each partitioned group gets ``<name>__<group>``; a run of those without a partition key
-    maintains its tables whole. Partition runs and backfills use the assets' implicit jobs."""
-    plain = [a for a in assets if a.partitions_def is None]
-    jobs = []
-    if plain:
-        jobs.append(define_asset_job(name, selection=AssetSelection.assets(*plain), description=description))
-    for a in assets:
-        if a.partitions_def is not None:
-            tables = ", ".join(k.to_user_string() for k in sorted(a.keys)[:3]) + (
-                " …" if len(a.keys) > 3 else ""
-            )
-            jobs.append(
-                define_asset_job(
-                    maintenance_job_name(a, name),
-                    selection=AssetSelection.assets(a),
-                    description=f"{description} (partitioned: {tables})",
-                )
-            )
-    return jobs

@@ -18,11 +18,11 @@ from icelake_assets.orchestration.assets import MAINTENANCE_JOB, fix_jobs_of, ma
 from icelake_assets.orchestration.checks import CHECKS_JOB, HEALTH_JOB, ORPHANS_JOB, health_definitions
 from icelake_assets.orchestration.health_sensor import build_health_sensor
 from icelake_assets.orchestration.lineage import build_lineage
-from icelake_assets.orchestration.partitions import build_partition_keys_sensor, maintenance_job_name
+from icelake_assets.orchestration.partitions import build_partition_keys_sensor
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.schedules import schedule_definitions
 from icelake_assets.orchestration.sensors import build_maintenance_sensor
-from icelake_assets.orchestration.table_groups import group_tables
+from icelake_assets.orchestration.table_groups import group_tables, maintenance_job_name
 from icelake_assets.policies import resolve_policies
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 

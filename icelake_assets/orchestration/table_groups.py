@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from dagster import AssetKey, PartitionsDefinition
+from dagster import AssetKey, AssetsDefinition, AssetSelection, PartitionsDefinition, define_asset_job
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
@@ -102,9 +103,61 @@ def group_tables(
             continue
         key = (f"{index:03d}",) if pdef is None else (f"{index:03d}", *time_key)  # type: ignore[misc]
         buckets.setdefault(key, []).append(t)
+    # One partitions definition per (grain, first partition) across pools, so that the groups of
+    # every pool share one whole-table job (:func:`maintenance_jobs`).
+    by_time: dict[tuple[str, ...], list[DiscoveredTable]] = {}
+    for key, members in buckets.items():
+        if len(key) > 1:
+            by_time.setdefault(key[1:], []).extend(members)
+    time_defs = {k: partitions_def_for(_merged(members), now) for k, members in by_time.items()}
     groups = []
     for key, members in sorted(buckets.items()):
         name = "maintain_" + "_".join(_UNSAFE.sub("_", part).strip("_") for part in key)
-        pdef = None if len(key) == 1 else partitions_def_for(_merged(members), now)
+        pdef = None if len(key) == 1 else time_defs[key[1:]]
         groups.append(TableGroup(name, pool_name(members[0].ref, pools), tuple(members), pdef))
     return groups + sorted(singles, key=lambda g: g.name)
+
+
+# -- whole-table jobs -------------------------------------------------------------------------------
+
+_POOLED = re.compile(r"maintain_\d{3}_(.+)")
+
+
+def maintenance_job_name(asset: AssetsDefinition, name: str) -> str:
+    """The whole-table maintenance job of a group's asset among :func:`maintenance_jobs` ``name``:
+    ``name`` for unpartitioned tables, ``<name>__day_2024_01_01`` for time groups (every pool's group
+    of that grain and first partition), ``<name>__maintain__<table>`` for a group of its own."""
+    if asset.partitions_def is None:
+        return name
+    group = asset.node_def.name
+    pooled = _POOLED.fullmatch(group)
+    return f"{name}__{pooled.group(1) if pooled else group}"
+
+
+def maintenance_jobs(
+    assets: Sequence[AssetsDefinition], name: str, description: str = ""
+) -> list[UnresolvedAssetJobDefinition]:
+    """Whole-table maintenance jobs. Dagster refuses a job over assets with different partitions
+    definitions (the code location then fails to load), so one job per partitions definition (named
+    by :func:`maintenance_job_name`); a run of a partitioned job without a partition key maintains
+    its tables whole. Partition runs and backfills use the assets' implicit jobs. Few jobs matter:
+    Dagster resolves each over the whole asset graph when the code location loads."""
+    by_job: dict[str, list[AssetsDefinition]] = {}
+    for a in assets:
+        by_job.setdefault(maintenance_job_name(a, name), []).append(a)
+    jobs = []
+    for job, members in by_job.items():
+        if len({a.partitions_def for a in members}) > 1:  # not expected: same grain and start
+            raise ValueError(f"job {job}: its tables' partitions differ")
+        keys = sorted(k for a in members for k in a.keys)
+        tables = ", ".join(k.to_user_string() for k in keys[:3]) + (" …" if len(keys) > 3 else "")
+        jobs.append(
+            define_asset_job(
+                job,
+                selection=AssetSelection.assets(*members),
+                description=description
+                if members[0].partitions_def is None
+                else f"{description} (partitioned: {tables})",
+            )
+        )
+    return jobs

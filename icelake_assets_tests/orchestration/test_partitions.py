@@ -36,7 +36,6 @@ from icelake_assets.orchestration.partitions import (
     build_partition_keys_sensor,
     dynamic_partitions_name,
     key_values,
-    maintenance_jobs,
     offending_partition_keys,
     partition_key,
     partitions_def_for,
@@ -44,6 +43,7 @@ from icelake_assets.orchestration.partitions import (
 )
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.table_groups import maintenance_jobs
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
 
 UTC = UTC
@@ -312,9 +312,12 @@ def test_whole_table_jobs_load_beside_differently_partitioned_tables(lake):
     jobs = maintenance_jobs(assets, "maint")
     # one asset job over tables of different partitions definitions would not even load
     Definitions.validate_loadable(Definitions(assets=assets, jobs=jobs, resources=defs.resources))
-    # One job per partitioned table group, named after the group.
-    partitioned = {a.node_def.name for a in assets if a.partitions_def is not None}
-    assert sorted(j.name for j in jobs if j.name != "maint") == sorted(f"maint__{g}" for g in partitioned)
+    # One job per partitions definition: days30 and fragile (days from 2024-01-01) share one,
+    # whatever their pools; categories (dynamic partitions) has its own.
+    partitioned = sorted(j.name for j in jobs if j.name != "maint")
+    assert partitioned == sorted(
+        ["maint__day_2024_01_01", f"maint__maintain__{lake['ref']['categories'].safe_name}"]
+    )
     covered = {k for a in assets if a.partitions_def is not None for k in a.keys}
     assert covered == {_key(r) for r in lake["ref"].values()}  # every table has a whole-table job
 

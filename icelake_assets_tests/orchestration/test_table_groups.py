@@ -7,7 +7,14 @@ from dagster import AssetKey, DailyPartitionsDefinition
 
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.partition_layout import LayoutField, PartitionLayout
-from icelake_assets.orchestration.table_groups import group_tables, pool_index, pool_name
+from icelake_assets.orchestration.assets import build_group_asset
+from icelake_assets.orchestration.table_groups import (
+    group_tables,
+    maintenance_job_name,
+    maintenance_jobs,
+    pool_index,
+    pool_name,
+)
 from icelake_assets.types import TableRef
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
@@ -75,3 +82,13 @@ def test_dynamic_partitions_and_lineage_make_a_group_of_their_own():
     )
     assert by_table["plain"].name == "maintain_000"
     assert len({g.pool for g in groups}) == 1  # one pool: the three still take turns
+
+
+def test_time_groups_of_every_pool_share_their_partitions_and_one_whole_table_job():
+    tables = [_table(f"t{i}", day=("2024-01-01", f"2024-01-{i % 20 + 1:02d}")) for i in range(60)]
+    groups = group_tables(tables, 8, now=NOW)
+    assert len(groups) == 8 and len({g.partitions_def for g in groups}) == 1
+    assets = [build_group_asset(g) for g in groups]
+    jobs = maintenance_jobs(assets, "maint")
+    assert [j.name for j in jobs] == ["maint__day_2024_01_01"]
+    assert {maintenance_job_name(a, "maint") for a in assets} == {"maint__day_2024_01_01"}

@@ -53,13 +53,14 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
+from functools import partial
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
 import pyarrow as pa
 import yaml
-from dagster import DagsterInstance, build_sensor_context
+from dagster import DagsterInstance, RepositoryDefinition, build_sensor_context
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -194,7 +195,7 @@ def _generate_tables(lake: Path, tables: list[BenchTable], healthy_appends: int,
                 if isinstance(e, OperationalError) and "locked" not in str(e) and "busy" not in str(e):
                     raise
                 time.sleep(0.05 * (1 + random.random()))
-                iceberg = _retry(f"reload {t.key}", lambda t=t: cat.load_table(t.identifier))
+                iceberg = _retry(f"reload {t.key}", partial(cat.load_table, t.identifier))
         if n % 100 == 0 or n == len(tables):
             print(
                 f"  worker {worker}: {n}/{len(tables)} tables in {time.perf_counter() - started:.0f}s",
@@ -366,11 +367,13 @@ def tick(
     if profiler is not None:
         profiler.enable()
     # A new resource per tick, as Dagster builds one per evaluation: settings load and catalog open count.
+    # ``defs``: a Definitions, or the RepositoryDefinition a code server resolved (scale_bench).
+    where = {"repository_def": defs} if isinstance(defs, RepositoryDefinition) else {"definitions": defs}
     context = build_sensor_context(
         instance=instance,
         cursor=cursor,
-        definitions=defs,
         resources={"icelake": IcelakeResource(config_path=settings.source)},
+        **where,
     )
     result = sensor.evaluate_tick(context)
     if profiler is not None:

@@ -398,7 +398,7 @@ def main() -> None:
             )
 
         lines.append(
-            row("`import dagster` alone (fresh process, the baseline)", baseline, None, f"{len(imports)} runs")
+            row("`import dagster` alone (fresh process: baseline)", baseline, None, f"{len(imports)} runs")
         )
         load_rows("cold")
         load_rows("cached")
@@ -520,7 +520,10 @@ def run_ticks(
             f"{sum(t.run_requests for t in cover)} run requests",
         ),
         row(
-            "**unchanged tick**", unchanged.seconds, GOALS["tick unchanged"], f"CPU {unchanged.cpu_seconds:.2f}s"
+            "**unchanged tick**",
+            unchanged.seconds,
+            GOALS["tick unchanged"],
+            f"CPU {unchanged.cpu_seconds:.2f} s",
         ),
     ]
 

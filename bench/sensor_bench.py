@@ -53,8 +53,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
-from functools import partial
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 

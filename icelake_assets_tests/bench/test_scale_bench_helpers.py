@@ -23,7 +23,8 @@ def test_document_is_the_query_plus_every_fragment_it_spreads_transitively(tmp_p
         "export const Q = gql`\n  query Q($n: Int) {\n    things(n: $n) { ...A ... on X { y } }\n  }\n"
         "  ${A_FRAGMENT}\n`;\nconst z = 1;",
         "export const A = gql`\n  fragment A on Thing { id ...B }\n  ${B}\n`;\n"
-        "export const B = gql`fragment B on Thing { name }`; export const U = gql`fragment Unused on T { x }`;",
+        "export const B = gql`fragment B on Thing { name }`;\n"
+        "export const U = gql`fragment Unused on T { x }`;",
     )
     ui_documents.definitions.cache_clear()
     doc = ui_documents.document("Q", build)

@@ -282,7 +282,9 @@ def prepare_lake(
     return run, generated
 
 
-def write_settings(folder: Path, lake: Path, tick_budget_seconds: float = 55) -> Settings:
+def write_settings(
+    folder: Path, lake: Path, tick_budget_seconds: float = 55, orphan_scan_hours: float | None = None
+) -> Settings:
     data = {
         "catalogs": {
             CATALOG: {
@@ -296,7 +298,10 @@ def write_settings(folder: Path, lake: Path, tick_budget_seconds: float = 55) ->
             "guards": {"quiet_period_minutes": 0},
             "small_files": {"max_files_per_partition": MAX_FILES_PER_PARTITION},
         },
-        "automation": {"tick_budget_seconds": tick_budget_seconds},
+        "automation": {
+            "tick_budget_seconds": tick_budget_seconds,
+            **({"orphan_scan_hours": orphan_scan_hours} if orphan_scan_hours is not None else {}),
+        },
         "metrics": {"textfile_dir": str(folder / "metrics")},
     }
     path = folder / "icelake.yaml"

@@ -4,7 +4,13 @@ measures against a baseline taken in the same run). Results and commands: BENCHM
 import subprocess
 import sys
 
-BENCHES = ("bench.health_bench", "bench.sensor_bench", "bench.loop_bench", "bench.compaction_bench")
+BENCHES = (
+    "bench.health_bench",
+    "bench.sensor_bench",
+    "bench.loop_bench",
+    "bench.compaction_bench",
+    "bench.scale_bench",  # 10,000 tables: generates its lake once (about 5 minutes), cached
+)
 
 if __name__ == "__main__":
     failed = [b for b in BENCHES if subprocess.call([sys.executable, "-m", b]) != 0]

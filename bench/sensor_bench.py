@@ -38,31 +38,47 @@ import cProfile
 import gc
 import io
 import json
+import multiprocessing
 import os
 import platform
 import pstats
+import random
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import yaml
-from dagster import DagsterInstance, build_sensor_context
+from dagster import DagsterInstance, RepositoryDefinition, build_sensor_context
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table
 from pyiceberg.transforms import DayTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
 
 import icelake_assets.orchestration.resources as resources_module
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG, TickCursor
+from icelake_assets.orchestration.sensors import (
+    MAINTENANCE_SENSOR,
+    TABLE_TAG,
+    TickCursor,
+)
 from icelake_assets.settings import Settings, load_settings
 
 CATALOG = "sensorbench"
@@ -75,6 +91,7 @@ CHANGED_TABLES = 10
 GOALS = {"cold": 10.0, "unchanged": 2.0}  # issue 4, seconds
 LAKE_VERSION = 1  # bump when the generated layout changes: cached lakes of another version are rebuilt
 RESULTS = Path(__file__).resolve().parent / "results"
+T = TypeVar("T")
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False), NestedField(2, "payload", StringType(), required=False)
@@ -129,30 +146,98 @@ def batch(table: BenchTable, seq: int) -> pa.Table:
     return pa.table({"id": ids, "ts": pa.array(ts, pa.timestamp("us", tz="UTC")), "payload": payload})
 
 
-def _catalog(lake: Path) -> SqlCatalog:
-    return SqlCatalog(
+def _catalog(lake: Path, busy_timeout_ms: int = 0) -> SqlCatalog:
+    cat = SqlCatalog(
         CATALOG, uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=(lake / "warehouse").as_uri()
     )
+    if busy_timeout_ms:  # parallel generation: writers wait for each other's lock instead of failing
+        event.listen(
+            cat.engine,
+            "connect",
+            lambda conn, _record: conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"),
+        )
+    return cat
 
 
-def generate(lake: Path, tables: list[BenchTable]) -> float:
-    """Build the lake with pyiceberg appends; returns the seconds it took."""
+def _retry(what: str, action: Callable[[], T]) -> T:
+    """SQLite answers "database is locked" at once when a read transaction cannot become a write one
+    (the busy timeout does not help there): back off and try again."""
+    for attempt in range(60):
+        try:
+            return action()
+        except OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            time.sleep(0.05 * (1 + attempt % 10) * (1 + random.random()))
+    raise RuntimeError(f"{what}: the catalog database stayed locked after 60 attempts")
+
+
+def _generate_tables(lake: Path, tables: list[BenchTable], healthy_appends: int, worker: int) -> int:
+    """One worker's share of the tables. Each table is checked after the fact (its snapshot count),
+    so a commit that failed on a locked database is retried, never doubled."""
+    started = time.perf_counter()
+    cat = _catalog(lake, busy_timeout_ms=30_000)
+    for n, t in enumerate(tables, 1):
+
+        def create(t: BenchTable = t) -> Table:
+            if cat.table_exists(t.identifier):  # a retried create whose first attempt committed
+                return cat.load_table(t.identifier)
+            if t.partitioned:
+                return cat.create_table(t.identifier, PART_SCHEMA, partition_spec=PART_SPEC)
+            return cat.create_table(t.identifier, SCHEMA)
+
+        iceberg = _retry(f"create {t.key}", create)
+        appends = DEGRADED_APPENDS if t.degraded else healthy_appends
+        while (done := len(iceberg.snapshots())) < appends:
+            try:
+                iceberg.append(batch(t, done))
+            except (OperationalError, CommitFailedException) as e:
+                if isinstance(e, OperationalError) and "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                time.sleep(0.05 * (1 + random.random()))
+                iceberg = _retry(f"reload {t.key}", partial(cat.load_table, t.identifier))
+        if n % 100 == 0 or n == len(tables):
+            print(
+                f"  worker {worker}: {n}/{len(tables)} tables in {time.perf_counter() - started:.0f}s",
+                flush=True,
+            )
+    cat.engine.dispose()
+    return len(tables)
+
+
+def _journal_mode(lake: Path, mode: str) -> None:
+    with closing(sqlite3.connect(lake / "catalog.db")) as conn:
+        got = conn.execute(f"PRAGMA journal_mode = {mode}").fetchone()[0]
+    if got.upper() != mode:
+        raise RuntimeError(f"{lake / 'catalog.db'}: journal mode {got}, expected {mode}")
+
+
+def generate(
+    lake: Path, tables: list[BenchTable], healthy_appends: int = HEALTHY_APPENDS, workers: int = 1
+) -> float:
+    """Build the lake with pyiceberg appends; returns the seconds it took. With ``workers`` > 1, that
+    many processes write disjoint namespaces into the one SQLite catalog (WAL mode while they run)."""
     shutil.rmtree(lake, ignore_errors=True)
     (lake / "warehouse").mkdir(parents=True)
     started = time.perf_counter()
     cat = _catalog(lake)
-    for ns in sorted({t.namespace for t in tables}):
+    namespaces = sorted({t.namespace for t in tables})
+    for ns in namespaces:
         cat.create_namespace(ns)
-    for n, t in enumerate(tables, 1):
-        iceberg = (
-            cat.create_table(t.identifier, PART_SCHEMA, partition_spec=PART_SPEC)
-            if t.partitioned
-            else cat.create_table(t.identifier, SCHEMA)
-        )
-        for seq in range(DEGRADED_APPENDS if t.degraded else HEALTHY_APPENDS):
-            iceberg.append(batch(t, seq))
-        if n % 100 == 0:
-            print(f"  generated {n}/{len(tables)} tables in {time.perf_counter() - started:.0f}s", flush=True)
+    workers = max(1, min(workers, len(namespaces)))
+    if workers == 1:
+        _generate_tables(lake, tables, healthy_appends, 1)
+    else:
+        cat.engine.dispose()
+        _journal_mode(lake, "WAL")
+        shares = [[t for t in tables if namespaces.index(t.namespace) % workers == w] for w in range(workers)]
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            args = ([lake] * workers, shares, [healthy_appends] * workers, range(1, workers + 1))
+            done = list(pool.map(_generate_tables, *args))
+        if sum(done) != len(tables):
+            raise RuntimeError(f"generation: {sum(done)} tables written, {len(tables)} expected")
+        _journal_mode(lake, "DELETE")  # back to one file (checkpointed): as a one-worker lake
     cat.engine.dispose()
     return time.perf_counter() - started
 
@@ -165,16 +250,29 @@ def _link_or_copy(src: str, dst: str) -> None:
         os.link(src, dst)
 
 
-def prepare_lake(root: Path, tables: list[BenchTable], rebuild: bool) -> tuple[Path, float | None]:
+def prepare_lake(
+    root: Path,
+    tables: list[BenchTable],
+    rebuild: bool,
+    healthy_appends: int = HEALTHY_APPENDS,
+    workers: int = 1,
+) -> tuple[Path, float | None]:
     """The run's working copy of the cached lake (generated first when missing or stale)."""
     pristine, run = root / "pristine", root / "run"
     marker = root / "lake.json"
-    wanted = {"version": LAKE_VERSION, "tables": len(tables), "pristine": str(pristine), "run": str(run)}
+    wanted = {
+        "version": LAKE_VERSION,
+        "tables": len(tables),
+        "healthy_appends": healthy_appends,
+        "pristine": str(pristine),
+        "run": str(run),
+    }
     generated = None
     if rebuild or not marker.exists() or json.loads(marker.read_text()) != wanted:
         marker.unlink(missing_ok=True)
         print(f"generating {len(tables)} tables under {run} ...", flush=True)
-        generated = generate(run, tables)  # generated in place: metadata holds absolute paths
+        # generated in place: metadata holds absolute paths
+        generated = generate(run, tables, healthy_appends, workers)
         shutil.rmtree(pristine, ignore_errors=True)
         shutil.copytree(run, pristine, copy_function=_link_or_copy)
         marker.write_text(json.dumps(wanted))
@@ -184,7 +282,9 @@ def prepare_lake(root: Path, tables: list[BenchTable], rebuild: bool) -> tuple[P
     return run, generated
 
 
-def write_settings(folder: Path, lake: Path) -> Settings:
+def write_settings(
+    folder: Path, lake: Path, tick_budget_seconds: float = 55, orphan_scan_hours: float | None = None
+) -> Settings:
     data = {
         "catalogs": {
             CATALOG: {
@@ -198,7 +298,10 @@ def write_settings(folder: Path, lake: Path) -> Settings:
             "guards": {"quiet_period_minutes": 0},
             "small_files": {"max_files_per_partition": MAX_FILES_PER_PARTITION},
         },
-        "automation": {"tick_budget_seconds": 55},
+        "automation": {
+            "tick_budget_seconds": tick_budget_seconds,
+            **({"orphan_scan_hours": orphan_scan_hours} if orphan_scan_hours is not None else {}),
+        },
         "metrics": {"textfile_dir": str(folder / "metrics")},
     }
     path = folder / "icelake.yaml"
@@ -269,11 +372,13 @@ def tick(
     if profiler is not None:
         profiler.enable()
     # A new resource per tick, as Dagster builds one per evaluation: settings load and catalog open count.
+    # ``defs``: a Definitions, or the RepositoryDefinition a code server resolved (scale_bench).
+    where = {"repository_def": defs} if isinstance(defs, RepositoryDefinition) else {"definitions": defs}
     context = build_sensor_context(
         instance=instance,
         cursor=cursor,
-        definitions=defs,
         resources={"icelake": IcelakeResource(config_path=settings.source)},
+        **where,
     )
     result = sensor.evaluate_tick(context)
     if profiler is not None:

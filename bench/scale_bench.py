@@ -310,6 +310,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="fresh-process loads per case (median)")
     parser.add_argument("--max-ticks", type=int, default=100, help="cold ticks allowed to cover the lake")
     parser.add_argument("--no-ui", action="store_true", help="skip the webserver measurements")
+    parser.add_argument(
+        "--checks",
+        choices=["each", "summary"],
+        default="each",
+        help="automation.checks_per_table of the bench's settings (default each: eight checks per table)",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per load / UI start")
     args = parser.parse_args()
     if args.tables < 2:
@@ -331,7 +337,9 @@ def main() -> None:
     table_keys = {(CATALOG, t.namespace, t.name) for t in tables}
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         folder = Path(tmp)
-        settings = write_settings(folder, lake, TICK_BUDGET, ORPHAN_SCAN_HOURS)
+        settings = write_settings(
+            folder, lake, TICK_BUDGET, ORPHAN_SCAN_HOURS, {"checks_per_table": args.checks}
+        )
         inventory = folder / "inventory" / "tables.json"
         inventory.parent.mkdir()
         disk_cache = folder / "health.sqlite"

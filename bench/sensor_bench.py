@@ -283,7 +283,11 @@ def prepare_lake(
 
 
 def write_settings(
-    folder: Path, lake: Path, tick_budget_seconds: float = 55, orphan_scan_hours: float | None = None
+    folder: Path,
+    lake: Path,
+    tick_budget_seconds: float = 55,
+    orphan_scan_hours: float | None = None,
+    automation: dict | None = None,
 ) -> Settings:
     data = {
         "catalogs": {
@@ -301,6 +305,7 @@ def write_settings(
         "automation": {
             "tick_budget_seconds": tick_budget_seconds,
             **({"orphan_scan_hours": orphan_scan_hours} if orphan_scan_hours is not None else {}),
+            **(automation or {}),
         },
         "metrics": {"textfile_dir": str(folder / "metrics")},
     }

@@ -147,9 +147,7 @@ def batch(table: BenchTable, seq: int) -> pa.Table:
 
 
 def _catalog(lake: Path, busy_timeout_ms: int = 0) -> SqlCatalog:
-    cat = SqlCatalog(
-        CATALOG, uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=(lake / "warehouse").as_uri()
-    )
+    cat = SqlCatalog(CATALOG, uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=(lake / "warehouse").as_uri())
     if busy_timeout_ms:  # parallel generation: writers wait for each other's lock instead of failing
         event.listen(
             cat.engine,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from icelake_assets.maintenance.spark_session import spark_config
-from icelake_assets.orchestration.resources import IcebergSparkResource
+from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.settings import Settings, load_settings
 
 _LAKES = itertools.count()
@@ -60,6 +60,21 @@ def new_lake(
 
 def catalog_name(settings: Settings) -> str:
     return next(iter(settings.catalogs))
+
+
+def sensor_tick(defs, settings: Settings, instance, sensor: str | None = None, cursor: str | None = None):
+    """One real tick of ``sensor`` (default: the maintenance sensor) of ``defs``, as the daemon runs it."""
+    from dagster import build_sensor_context
+
+    from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
+
+    context = build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        definitions=defs,
+        resources={"icelake": IcelakeResource(config_path=settings.source)},
+    )
+    return defs.get_sensor_def(sensor or MAINTENANCE_SENSOR).evaluate_tick(context)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
-from dagster import AssetKey, build_sensor_context, instance_for_test
+from dagster import AssetKey, instance_for_test
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -26,11 +26,10 @@ from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.plan import rewrite_options
 from icelake_assets.orchestration.project import build_definitions, table_maintenance_job
-from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG
+from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import load_settings
-from icelake_assets_tests.conftest import TEST_THRESHOLDS, write_settings
+from icelake_assets_tests.conftest import TEST_THRESHOLDS, sensor_tick, write_settings
 from icelake_assets_tests.servers import ServerUnavailable, postgres_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,13 +128,7 @@ def test_sensor_and_concurrent_maintenance_with_postgres_catalog_and_dagster_sto
     defs = build_definitions(settings)
 
     # The sensor: one run over the range of the offending days, tagged with the table.
-    sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
-    context = build_sensor_context(
-        instance=instance,
-        definitions=defs,
-        resources={"icelake": IcelakeResource(config_path=settings.source)},
-    )
-    tick = sensor.evaluate_tick(context)
+    tick = sensor_tick(defs, settings, instance)
     assert [
         (r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG])
         for r in tick.run_requests

@@ -2,7 +2,7 @@
 whose metadata changed (real sensor ticks, a real SQLite catalog, no Spark)."""
 
 import pytest
-from dagster import AssetCheckSeverity, DagsterInstance, DagsterRun, DagsterRunStatus, build_sensor_context
+from dagster import AssetCheckSeverity, DagsterInstance, DagsterRun, DagsterRunStatus
 from dagster._core.utils import make_new_run_id
 
 from icelake_assets.catalog.connection import open_catalog
@@ -11,9 +11,8 @@ from icelake_assets.orchestration.checks import HEALTH_CHECK, METADATA_CHECKS
 from icelake_assets.orchestration.config_checks import CONFIG_CHECK
 from icelake_assets.orchestration.health_sensor import HEALTH_SENSOR
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
-from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
-from icelake_assets_tests.conftest import catalog_name
+from icelake_assets_tests.conftest import catalog_name, sensor_tick
 
 
 @pytest.fixture
@@ -25,13 +24,7 @@ def lake(make_lake, tmp_path):
 
 
 def _tick(settings, defs, instance, cursor=None):
-    context = build_sensor_context(
-        instance=instance,
-        cursor=cursor,
-        definitions=defs,
-        resources={"icelake": IcelakeResource(config_path=settings.source)},
-    )
-    return defs.get_sensor_def(HEALTH_SENSOR).evaluate_tick(context)
+    return sensor_tick(defs, settings, instance, HEALTH_SENSOR, cursor)
 
 
 def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(lake):

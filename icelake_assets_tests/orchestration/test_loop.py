@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import yaml
-from dagster import DagsterInstance, build_sensor_context
+from dagster import DagsterInstance
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
@@ -21,10 +21,8 @@ from icelake_assets.health.overview import evaluate
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.effect import OUTCOME_TAG
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
-from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
 from icelake_assets.settings import load_settings
-from icelake_assets_tests.conftest import catalog_name
+from icelake_assets_tests.conftest import catalog_name, sensor_tick
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType()),
@@ -107,13 +105,7 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
 
 def _tick(settings, instance, cursor=None):
     defs = build_definitions(settings)
-    context = build_sensor_context(
-        instance=instance,
-        cursor=cursor,
-        definitions=defs,
-        resources={"icelake": IcelakeResource(config_path=settings.source)},
-    )
-    return defs, defs.get_sensor_def(MAINTENANCE_SENSOR).evaluate_tick(context)
+    return defs, sensor_tick(defs, settings, instance, cursor=cursor)
 
 
 def _manifest_lake(make_lake):

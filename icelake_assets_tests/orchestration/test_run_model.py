@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from dagster import DagsterRunStatus, RunsFilter, build_sensor_context, instance_for_test
+from dagster import DagsterRunStatus, RunsFilter, instance_for_test
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.test_utils import create_test_daemon_workspace_context
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
@@ -19,9 +19,9 @@ from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.project import build_definitions
-from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, RANK_TAG, TABLE_TAG, TRIGGER_TAG
+from icelake_assets.orchestration.sensors import RANK_TAG, TABLE_TAG, TRIGGER_TAG
 from icelake_assets.orchestration.table_groups import pool_index
+from icelake_assets_tests.conftest import sensor_tick
 from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch, _lake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,13 +74,7 @@ def _queue(instance, defs, ref, tags):
 
 
 def _tick(defs, settings, instance, cursor=None):
-    context = build_sensor_context(
-        instance=instance,
-        cursor=cursor,
-        definitions=defs,
-        resources={"icelake": IcelakeResource(config_path=settings.source)},
-    )
-    return defs.get_sensor_def(MAINTENANCE_SENSOR).evaluate_tick(context)
+    return sensor_tick(defs, settings, instance, cursor=cursor)
 
 
 def _outcomes(tick):

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import yaml
-from dagster import DagsterInstance, build_sensor_context
+from dagster import DagsterInstance
 from dagster._serdes import serialize_value
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
@@ -17,10 +17,9 @@ from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.cli import main
 from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
-from icelake_assets.orchestration.resources import IcelakeResource, quiet_py4j
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
+from icelake_assets.orchestration.resources import quiet_py4j
 from icelake_assets.settings import load_settings
-from icelake_assets_tests.conftest import TEST_THRESHOLDS
+from icelake_assets_tests.conftest import TEST_THRESHOLDS, sensor_tick
 
 SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "payload", StringType()))
 
@@ -104,12 +103,7 @@ def test_planted_secrets_reach_spark_and_never_leak(tmp_path, monkeypatch, capfd
     home = tmp_path / "dagster_home"
     home.mkdir()
     with DagsterInstance.local_temp(str(home)) as instance:
-        context = build_sensor_context(
-            instance=instance,
-            definitions=defs,
-            resources={"icelake": IcelakeResource(config_path=settings.source)},
-        )
-        tick = defs.get_sensor_def(MAINTENANCE_SENSOR).evaluate_tick(context)
+        tick = sensor_tick(defs, settings, instance)
         assert [r.tags["icelake/table"] for r in tick.run_requests] == [str(ref)]
         results = execute_maintenance(defs, instance)
         checks = defs.resolve_job_def(CHECKS_JOB).execute_in_process(instance=instance)

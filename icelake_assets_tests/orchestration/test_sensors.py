@@ -4,16 +4,15 @@ Dagster instance, a real SQLite catalog and, for the launched runs, real Spark."
 import numpy as np
 import pyarrow as pa
 import pytest
-from dagster import DagsterInstance, build_sensor_context
+from dagster import DagsterInstance
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.orchestration.project import build_definitions
-from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR, TABLE_TAG, TRIGGER_TAG, TickCursor
-from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name
+from icelake_assets.orchestration.sensors import TABLE_TAG, TRIGGER_TAG, TickCursor
+from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, sensor_tick
 
 SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "payload", StringType()))
 
@@ -41,14 +40,7 @@ def _lake(make_lake, files: int = 25, rows_per_file: int = 10, width: int = 8, a
 
 def _tick(settings, instance, cursor=None):
     defs = build_definitions(settings)
-    sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
-    context = build_sensor_context(
-        instance=instance,
-        cursor=cursor,
-        definitions=defs,
-        resources={"icelake": IcelakeResource(config_path=settings.source)},
-    )
-    return defs, sensor.evaluate_tick(context)
+    return defs, sensor_tick(defs, settings, instance, cursor=cursor)
 
 
 def _audit(settings, ref):
@@ -240,13 +232,7 @@ def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(
         lambda self: (_ for _ in ()).throw(OSError(28, "No space left on device")),
     )
 
-    sensor = defs.get_sensor_def(MAINTENANCE_SENSOR)
-    context = build_sensor_context(
-        instance=instance,
-        definitions=defs,
-        resources={"icelake": IcelakeResource(config_path=settings.source)},
-    )
-    tick = sensor.evaluate_tick(context)
+    tick = sensor_tick(defs, settings, instance)
     assert [r.tags[TABLE_TAG] for r in tick.run_requests] == [str(ref)]
     outcomes = {
         e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value, e.metadata["sensor/reason"].value)
@@ -259,13 +245,7 @@ def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(
     assert "no longer exists" in outcomes["gone"][1] and "other.db does not exist" in outcomes["far"][1]
 
     monkeypatch.undo()  # the audit works again: every error is recorded once, with its cause
-    sensor.evaluate_tick(
-        build_sensor_context(
-            instance=instance,
-            definitions=defs,
-            resources={"icelake": IcelakeResource(config_path=settings.source)},
-        )
-    )
+    sensor_tick(defs, settings, instance)
     decisions = {
         r.table_name.rsplit(".", 1)[-1]: r.decision
         for r in AuditLog.from_settings(settings).records()

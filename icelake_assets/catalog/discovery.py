@@ -91,19 +91,22 @@ def list_table_refs(settings: Settings, catalog: Catalog, name: str) -> list[Tab
         raise CatalogUnavailableError(f"catalog {name!r}: listing tables failed: {err}") from err
 
 
+def discover_table(catalog: Catalog, ref: TableRef) -> DiscoveredTable | None:
+    """One table's discovered facts; None (logged) when its metadata cannot be read or it was dropped
+    meanwhile: one unreadable table must not stop the code location."""
+    try:
+        return DiscoveredTable.from_table(ref, catalog.load_table(ref.identifier))
+    except Exception as err:
+        _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
+        return None
+
+
 def discover_tables(settings: Settings) -> list[DiscoveredTable]:
     """Every selected table of every configured catalog, sorted by name."""
     found: list[DiscoveredTable] = []
     for name in settings.catalogs:
         catalog = open_catalog(settings, name)
-        for ref in list_table_refs(settings, catalog, name):
-            try:
-                table = catalog.load_table(ref.identifier)
-            except Exception as err:  # one unreadable table must not stop the code location
-                _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
-                continue
-            try:
-                found.append(DiscoveredTable.from_table(ref, table))
-            except Exception as err:
-                _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
+        found += [
+            t for ref in list_table_refs(settings, catalog, name) if (t := discover_table(catalog, ref))
+        ]
     return sorted(found, key=lambda t: t.ref)

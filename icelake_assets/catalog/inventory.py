@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
-from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables, list_table_refs
+from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.catalog.discovery import DiscoveredTable, discover_table, discover_tables, list_table_refs
 from icelake_assets.catalog.partition_layout import LayoutField, PartitionLayout
 from icelake_assets.settings import Settings
 from icelake_assets.types import IcelakeError
@@ -125,9 +125,10 @@ class Inventory:
     source: str  # "cache" (read from the file) or "discovery"
 
 
-def read(settings: Settings, path: Path, max_age_hours: float | None = -1.0) -> Inventory | None:
+def read(settings: Settings, path: Path, any_age: bool = False) -> Inventory | None:
     """The cached inventory for ``settings``; None when missing, for other settings, or older than
-    ``max_age_hours`` (default: the settings' ``inventory_max_age_hours``; None: any age)."""
+    ``automation.inventory_max_age_hours`` (unless ``any_age``: a run worker takes what its code
+    server used)."""
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -137,10 +138,8 @@ def read(settings: Settings, path: Path, max_age_hours: float | None = -1.0) -> 
         return None
     if doc.get("format") != FORMAT or doc.get("fingerprint") != fingerprint(settings):
         return None
-    if max_age_hours == -1.0:
-        max_age_hours = settings.automation.inventory_max_age_hours
     age_hours = (time.time() - float(doc.get("written_at", 0))) / 3600
-    if max_age_hours is not None and age_hours > max_age_hours:
+    if not any_age and age_hours > settings.automation.inventory_max_age_hours:
         return None
     return Inventory([table_from_dict(d) for d in doc["tables"]], float(doc["written_at"]), "cache")
 
@@ -217,20 +216,12 @@ def refresh(settings: Settings, known: Iterable[TableRef], path: Path | None = N
     state = (fingerprint(settings), frozenset(current))
     if _UP_TO_DATE.get(path) == state:
         return change
-    cached = read(settings, path, max_age_hours=None)
+    cached = read(settings, path, any_age=True)
     kept = [t for t in (cached.tables if cached else []) if t.ref in current]
     have = {t.ref for t in kept}
     if have != current:
-        catalogs: dict[str, Any] = {}
-        for ref in sorted(current - have):
-            try:
-                catalog = catalogs.get(ref.catalog) or open_catalog(settings, ref.catalog)
-                catalogs[ref.catalog] = catalog
-                kept.append(DiscoveredTable.from_table(ref, catalog.load_table(ref.identifier)))
-            except CatalogUnavailableError:
-                raise
-            except Exception as err:  # dropped meanwhile, or unreadable: discovery leaves it out too
-                _log.warning("table %s left out of the inventory: %s", ref, err)
+        catalogs = {name: open_catalog(settings, name) for name in {r.catalog for r in current - have}}
+        kept += [t for ref in sorted(current - have) if (t := discover_table(catalogs[ref.catalog], ref))]
         write(settings, path, kept)
     _UP_TO_DATE[path] = state
     return change

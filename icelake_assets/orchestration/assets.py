@@ -497,146 +497,141 @@ def _validate_table(
 ) -> dict[str, Any]:
     """Row-count parity of one table between the snapshots before and after its maintenance, the
     closed loop's effects, the audit; returns the materialization's metadata or raises Failure."""
-    if True:  # keeps the body's indentation of the single-table op it was (reviewable diff)
-        table = _load(icelake, ref)
-        policy = icelake.policy(table)
-        # Baseline: the snapshot current when the first rewrite started. Expiry and orphan removal
-        # change no rows, and expiry may remove the run's first snapshot when a writer committed since.
-        rewrites = [
-            o for o in state.ops if o["acted"] and o["op"] in ("rewrite_data_files", "rewrite_manifests")
-        ]
-        acted = bool(rewrites)
-        baseline = rewrites[0]["snapshot_before"] if acted else _current_snapshot_id(table)
-        state = replace(state, before_snapshot_id=baseline)
-        duration = sum(float(o["duration_s"]) for o in state.ops)
-        result, mismatch = None, None
-        try:
-            # Without a rewrite of ours no row can have changed: summaries suffice, no JVM needed.
-            # With one, Spark counts the live rows of snapshots that carry delete files.
-            result = validate_row_counts(
-                (lambda: pyspark.spark_session) if acted else None, ref, table, baseline, real_counts=acted
-            )
-            if not result.ok:
-                mismatch = result.mismatch(ref)
-            elif policy.loop.cross_engine_check and state.acted():
-                # Proof by a second and third engine: Spark, pyiceberg and DuckDB agree on the result.
-                cross = cross_engine_check(pyspark.spark_session, ref, table)
-                context.log.info(f"{ref} cross-engine read: {cross.describe()}")
-                state = replace(state, cross_engine=cross.describe())
-                if not cross.ok:
-                    mismatch = f"{ref}: engines disagree after maintenance: {cross.describe()}"
-        except (ValidationFailed, CrossEngineError) as err:
-            mismatch = str(err)
-        if mismatch:
-            # Undo our rewrites when nothing else came after them; otherwise leave the ids to recover.
-            rollback = rollback_if_safe(table, state.before_snapshot_id) if acted else None
-            records = run_records(context, ref, state, policy, "failed", mismatch, result, rollback)
-            write_run_audit(
-                context,
-                icelake.settings,
-                ref,
-                records,
-                "rolled_back" if rollback and rollback.rolled_back else "failed",
-                duration,
-            )
-            table.refresh()
-            current = table.current_snapshot()
-            if rollback and rollback.rolled_back:
-                advice = f"Rolled back automatically: {rollback.reason}."
-            else:
-                advice = (
-                    f"Not rolled back ({rollback.reason if rollback else 'nothing of ours to undo'}). Recover "
-                    f"with CALL {ref.catalog}.system.rollback_to_snapshot('{'.'.join(ref.identifier)}', "
-                    f"{state.before_snapshot_id}) once the writers' rows are accounted for."
-                )
-            raise Failure(
-                description=f"{mismatch}. {advice} Current snapshot: {current.snapshot_id if current else None}",
-                metadata={
-                    "before_snapshot_id": str(state.before_snapshot_id),
-                    "current_snapshot_id": str(current.snapshot_id if current else None),
-                    "rolled_back": bool(rollback and rollback.rolled_back),
-                },
-                allow_retries=False,
-            )
-        assert result is not None  # no result: the mismatch above raised
-        after_stats = icelake.stats(table, policy)
-        context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
-        # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
-        effects = verify_effects(list(state.ops), after_stats, policy)
-        outcome = run_outcome(effects)
-        removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
-        health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
-        # A run that did nothing points to the last one that did (its before/after stays findable).
-        last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
-        metadata = _run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
-        if state.cross_engine is not None:
-            metadata["cross_engine"] = MetadataValue.text(state.cross_engine)
-        by_op = {e.op: e for e in effects}
-        state = replace(
-            state,
-            ops=tuple(
-                {
-                    **o,
-                    "result": {
-                        **o["result"],
-                        "effect": by_op[o["op"]].effect,
-                        "effect_reason": by_op[o["op"]].reason,
-                    },
-                }
-                if o["op"] in by_op
-                else o
-                for o in state.ops
-            ),
+    table = _load(icelake, ref)
+    policy = icelake.policy(table)
+    # Baseline: the snapshot current when the first rewrite started. Expiry and orphan removal
+    # change no rows, and expiry may remove the run's first snapshot when a writer committed since.
+    rewrites = [o for o in state.ops if o["acted"] and o["op"] in ("rewrite_data_files", "rewrite_manifests")]
+    acted = bool(rewrites)
+    baseline = rewrites[0]["snapshot_before"] if acted else _current_snapshot_id(table)
+    state = replace(state, before_snapshot_id=baseline)
+    duration = sum(float(o["duration_s"]) for o in state.ops)
+    result, mismatch = None, None
+    try:
+        # Without a rewrite of ours no row can have changed: summaries suffice, no JVM needed.
+        # With one, Spark counts the live rows of snapshots that carry delete files.
+        result = validate_row_counts(
+            (lambda: pyspark.spark_session) if acted else None, ref, table, baseline, real_counts=acted
         )
-        if outcome is not None:
-            context.instance.add_run_tags(
-                context.run_id,
-                {
-                    OUTCOME_TAG: outcome,
-                    OUTCOME_TABLE_TAG: str(ref),
-                    OUTCOME_SNAPSHOT_TAG: str(result.after_snapshot_id),
-                    POLICY_HASH_TAG: policy_hash(policy),
-                },
-            )
-        ineffective = [e for e in effects if e.effect == "ineffective"]
-        for e in ineffective:
-            context.log.warning(f"{ref} {e.op} ineffective: {e.reason}")
-        failure = _rewrite_failure(state)
-        failed = (
-            list(failure.get("partition_keys_failed", failure.get("partitions_failed", [])))
-            if failure
-            else []
-        )
-        effect_note = f"; ineffective: {', '.join(e.op for e in ineffective)}" if ineffective else ""
-        records = run_records(
+        if not result.ok:
+            mismatch = result.mismatch(ref)
+        elif policy.loop.cross_engine_check and state.acted():
+            # Proof by a second and third engine: Spark, pyiceberg and DuckDB agree on the result.
+            cross = cross_engine_check(pyspark.spark_session, ref, table)
+            context.log.info(f"{ref} cross-engine read: {cross.describe()}")
+            state = replace(state, cross_engine=cross.describe())
+            if not cross.ok:
+                mismatch = f"{ref}: engines disagree after maintenance: {cross.describe()}"
+    except (ValidationFailed, CrossEngineError) as err:
+        mismatch = str(err)
+    if mismatch:
+        # Undo our rewrites when nothing else came after them; otherwise leave the ids to recover.
+        rollback = rollback_if_safe(table, state.before_snapshot_id) if acted else None
+        records = run_records(context, ref, state, policy, "failed", mismatch, result, rollback)
+        write_run_audit(
             context,
+            icelake.settings,
             ref,
-            state,
-            policy,
-            "partial" if failure else "passed",
-            "rows match" + (f"; {len(failed)} partitions not compacted" if failure else "") + effect_note,
-            result,
-            None,
-            [str(f) for f in failed],
-            effects={"outcome": outcome, "ops": [e.to_dict() for e in effects]},
+            records,
+            "rolled_back" if rollback and rollback.rolled_back else "failed",
+            duration,
         )
-        audit = write_run_audit(
-            context, icelake.settings, ref, records, "partial" if failure else "succeeded", duration
-        )
-        # The full records are in the audit table: here only whether they were written, and where.
-        metadata.update({k: v for k, v in audit.items() if k in ("audit/records", "audit/error")})
-        metadata["audit/record_id"] = MetadataValue.text(records[-1].record_id)
-        metadata["trigger"] = MetadataValue.text(records[-1].trigger)
-        if failure is not None:
-            _fail_partitions(context, ref, failure, metadata)
-        if ineffective and policy.loop.on_ineffective == "fail":
-            raise Failure(
-                description=f"{ref}: maintenance was ineffective (loop.on_ineffective: fail): "
-                + "; ".join(f"{e.op}: {e.reason}" for e in ineffective),
-                metadata=metadata,
-                allow_retries=False,
+        table.refresh()
+        current = table.current_snapshot()
+        if rollback and rollback.rolled_back:
+            advice = f"Rolled back automatically: {rollback.reason}."
+        else:
+            advice = (
+                f"Not rolled back ({rollback.reason if rollback else 'nothing of ours to undo'}). Recover "
+                f"with CALL {ref.catalog}.system.rollback_to_snapshot('{'.'.join(ref.identifier)}', "
+                f"{state.before_snapshot_id}) once the writers' rows are accounted for."
             )
-        return metadata
+        raise Failure(
+            description=f"{mismatch}. {advice} Current snapshot: {current.snapshot_id if current else None}",
+            metadata={
+                "before_snapshot_id": str(state.before_snapshot_id),
+                "current_snapshot_id": str(current.snapshot_id if current else None),
+                "rolled_back": bool(rollback and rollback.rolled_back),
+            },
+            allow_retries=False,
+        )
+    assert result is not None  # no result: the mismatch above raised
+    after_stats = icelake.stats(table, policy)
+    context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
+    # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
+    effects = verify_effects(list(state.ops), after_stats, policy)
+    outcome = run_outcome(effects)
+    removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
+    health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
+    # A run that did nothing points to the last one that did (its before/after stays findable).
+    last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
+    metadata = _run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
+    if state.cross_engine is not None:
+        metadata["cross_engine"] = MetadataValue.text(state.cross_engine)
+    by_op = {e.op: e for e in effects}
+    state = replace(
+        state,
+        ops=tuple(
+            {
+                **o,
+                "result": {
+                    **o["result"],
+                    "effect": by_op[o["op"]].effect,
+                    "effect_reason": by_op[o["op"]].reason,
+                },
+            }
+            if o["op"] in by_op
+            else o
+            for o in state.ops
+        ),
+    )
+    if outcome is not None:
+        context.instance.add_run_tags(
+            context.run_id,
+            {
+                OUTCOME_TAG: outcome,
+                OUTCOME_TABLE_TAG: str(ref),
+                OUTCOME_SNAPSHOT_TAG: str(result.after_snapshot_id),
+                POLICY_HASH_TAG: policy_hash(policy),
+            },
+        )
+    ineffective = [e for e in effects if e.effect == "ineffective"]
+    for e in ineffective:
+        context.log.warning(f"{ref} {e.op} ineffective: {e.reason}")
+    failure = _rewrite_failure(state)
+    failed = (
+        list(failure.get("partition_keys_failed", failure.get("partitions_failed", []))) if failure else []
+    )
+    effect_note = f"; ineffective: {', '.join(e.op for e in ineffective)}" if ineffective else ""
+    records = run_records(
+        context,
+        ref,
+        state,
+        policy,
+        "partial" if failure else "passed",
+        "rows match" + (f"; {len(failed)} partitions not compacted" if failure else "") + effect_note,
+        result,
+        None,
+        [str(f) for f in failed],
+        effects={"outcome": outcome, "ops": [e.to_dict() for e in effects]},
+    )
+    audit = write_run_audit(
+        context, icelake.settings, ref, records, "partial" if failure else "succeeded", duration
+    )
+    # The full records are in the audit table: here only whether they were written, and where.
+    metadata.update({k: v for k, v in audit.items() if k in ("audit/records", "audit/error")})
+    metadata["audit/record_id"] = MetadataValue.text(records[-1].record_id)
+    metadata["trigger"] = MetadataValue.text(records[-1].trigger)
+    if failure is not None:
+        _fail_partitions(context, ref, failure, metadata)
+    if ineffective and policy.loop.on_ineffective == "fail":
+        raise Failure(
+            description=f"{ref}: maintenance was ineffective (loop.on_ineffective: fail): "
+            + "; ".join(f"{e.op}: {e.reason}" for e in ineffective),
+            metadata=metadata,
+            allow_retries=False,
+        )
+    return metadata
 
 
 def _validate_op(group: TableGroup):

@@ -33,7 +33,7 @@ from dagster import (
     define_asset_job,
 )
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError
+from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
@@ -44,6 +44,8 @@ from icelake_assets.orchestration.group_checks import group_checks
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.table_groups import TableGroup
+from icelake_assets.settings import ChecksPerTable
 
 METADATA_CHECKS = {
     "small_files": "Partitions with many files that are small on average (compaction candidates).",
@@ -205,7 +207,7 @@ def metadata_check_results(
     return results
 
 
-def metadata_check_names(granularity: str = "each") -> tuple[str, ...]:
+def metadata_check_names(granularity: ChecksPerTable = "each") -> tuple[str, ...]:
     """The metadata checks of each table (``automation.checks_per_table``): every one and the health
     summary, or the summary alone (which reports every check's finding)."""
     return (*METADATA_CHECKS, HEALTH_CHECK) if granularity == "each" else (HEALTH_CHECK,)
@@ -232,8 +234,8 @@ def _orphan_specs(table: DiscoveredTable) -> list[AssetCheckSpec]:
 def build_group_checks(
     name: str,
     tables: Sequence[DiscoveredTable],
-    fix_jobs: Mapping[Any, str] | None = None,
-    granularity: str = "each",
+    fix_jobs: Mapping[TableRef, str] | None = None,
+    granularity: ChecksPerTable = "each",
 ) -> list[AssetChecksDefinition]:
     """The metadata checks (one metadata read serves all of a table's checks) and the orphan check
     of ``tables``, one op each for the group. ``fix_jobs``: each table's maintenance job (by ref),
@@ -292,7 +294,9 @@ def build_group_checks(
     ]
 
 
-def metadata_check_keys(tables: Sequence[DiscoveredTable], granularity: str = "each") -> list[AssetCheckKey]:
+def metadata_check_keys(
+    tables: Sequence[DiscoveredTable], granularity: ChecksPerTable = "each"
+) -> list[AssetCheckKey]:
     return [
         AssetCheckKey(table_asset_key(t.ref), name)
         for t in tables
@@ -304,7 +308,9 @@ def orphan_check_keys(tables: Sequence[DiscoveredTable]) -> list[AssetCheckKey]:
     return [AssetCheckKey(table_asset_key(t.ref), ORPHAN_CHECK) for t in tables]
 
 
-def metadata_checks_selection(tables: Sequence[DiscoveredTable], granularity: str = "each") -> AssetSelection:
+def metadata_checks_selection(
+    tables: Sequence[DiscoveredTable], granularity: ChecksPerTable = "each"
+) -> AssetSelection:
     return AssetSelection.checks(*metadata_check_keys(tables, granularity))
 
 
@@ -359,9 +365,9 @@ def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition
 
 def health_definitions(
     tables: Sequence[DiscoveredTable],
-    groups: Sequence[Any],
-    fix_jobs: Mapping[Any, str],
-    granularity: str = "each",
+    groups: Sequence[TableGroup],
+    fix_jobs: Mapping[TableRef, str],
+    granularity: ChecksPerTable = "each",
 ) -> Definitions:
     """This module's part of the code location: every table's checks (one op per kind and table
     group; orchestration/table_groups.py), the lake-wide overview, and the jobs that run them."""

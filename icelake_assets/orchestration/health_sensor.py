@@ -38,6 +38,7 @@ from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.policies import configuration_report
+from icelake_assets.settings import ChecksPerTable
 
 HEALTH_SENSOR = "icelake_health_sensor"
 _IN_PROGRESS = [
@@ -68,7 +69,7 @@ def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
 
 
 def table_check_evaluations(
-    icelake: IcelakeResource, ref: TableRef, fix_job: str | None = None, granularity: str = "each"
+    icelake: IcelakeResource, ref: TableRef, fix_job: str | None = None, granularity: ChecksPerTable = "each"
 ) -> list[AssetCheckEvaluation]:
     """What the table's metadata and configuration checks would report now (those it has:
     ``automation.checks_per_table``)."""
@@ -89,7 +90,7 @@ def evaluate_health_tick(
     tables: Sequence[DiscoveredTable],
     fix_jobs: Mapping[TableRef, str],
     budget_seconds: float,
-    granularity: str = "each",
+    granularity: ChecksPerTable = "each",
 ) -> SensorResult:
     started = time.monotonic()
     try:
@@ -138,7 +139,7 @@ def build_health_sensor(
     fix_jobs: Mapping[TableRef, str],
     interval_seconds: int,
     budget_seconds: float,
-    granularity: str = "each",
+    granularity: ChecksPerTable = "each",
 ) -> SensorDefinition:
     # Running by default whatever the maintenance sensor's status: it only reads metadata.
     @sensor(

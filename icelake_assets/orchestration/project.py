@@ -93,7 +93,7 @@ def load_definitions(context: DefinitionsLoadContext) -> Definitions:
     )
     tables = None
     if recorded:
-        cached = inventory.read(settings, Path(json.loads(recorded)["path"]), max_age_hours=None)
+        cached = inventory.read(settings, Path(json.loads(recorded)["path"]), any_age=True)
         tables = cached.tables if cached else None
     if tables is None:
         loaded = inventory.load_inventory(settings)

@@ -518,11 +518,21 @@ def evaluate_tick(
     return result
 
 
+# The catalogs' table names are listed at most this often (one listing per namespace: a REST catalog
+# with many namespaces answers slowly), per settings, in this code-server process.
+INVENTORY_LIST_SECONDS = 300.0
+_LISTED_AT: dict[str, float] = {}
+
+
 def _refresh_inventory(
     context: SensorEvaluationContext, settings: Settings, tables: Sequence[DiscoveredTable]
 ) -> None:
     """New and dropped tables: the cached inventory follows them (the next load of the code location
     shows them); the tick log says so. Best effort: a failure is logged, the tick goes on."""
+    key, now = inventory.fingerprint(settings), time.monotonic()
+    if now - _LISTED_AT.get(key, -INVENTORY_LIST_SECONDS) < INVENTORY_LIST_SECONDS:
+        return
+    _LISTED_AT[key] = now
     try:
         change = inventory.refresh(settings, [t.ref for t in tables])
     except Exception as err:

@@ -34,7 +34,9 @@ GiB = 1024 * MiB
 TiB = 1024 * GiB
 # Upper bounds of the numeric knobs (file and table properties alike): past them a value is a typo or an
 # attempt to switch a guard off (a cap of 10^18 bytes, a million retries), never a policy.
-MAX_HOURS = 10 * 365 * 24.0  # ten years
+MAX_HOURS = 10 * 365 * 24.0
+# automation.checks_per_table: every check per table, or the health summary and the orphan check.
+ChecksPerTable = Literal["each", "summary"]  # ten years
 MAX_COUNT = 1_000_000
 MAX_TARGET_FILE_BYTES = 16 * GiB
 MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off
@@ -376,7 +378,7 @@ class AutomationSettings(_Strict):
     # the orphan and configuration checks) or "summary" (the health summary, which lists every check's
     # finding and fails with the worst, and the orphan check): a fifth of the checks, for lakes of
     # thousands of tables, whose code location then loads much faster (BENCHMARKS.md, "Lake scale").
-    checks_per_table: Literal["each", "summary"] = "each"
+    checks_per_table: ChecksPerTable = "each"
     # A cached table inventory (catalog/inventory.py) older than this is discovered again at load.
     inventory_max_age_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
 

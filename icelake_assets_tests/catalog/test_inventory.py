@@ -69,7 +69,6 @@ def test_a_cached_inventory_replaces_discovery_until_it_is_too_old(make_lake, tm
     path = tmp_path / "inventory.json"
     first = inventory.load_inventory(settings, path)
     assert first.source == "discovery" and path.exists()
-    assert "secret" not in path.read_text()  # catalog properties are hashed, never written
     real_discover = inventory.discover_tables
     _no_discovery(monkeypatch)
     cached = inventory.load_inventory(settings, path)
@@ -79,6 +78,20 @@ def test_a_cached_inventory_replaces_discovery_until_it_is_too_old(make_lake, tm
     doc["written_at"] = time.time() - (settings.automation.inventory_max_age_hours + 1) * 3600
     path.write_text(json.dumps(doc))
     monkeypatch.setattr(inventory, "discover_tables", real_discover)
+    assert inventory.load_inventory(settings, path).source == "discovery"
+
+
+def test_catalog_properties_are_hashed_never_written(make_lake, tmp_path):
+    settings, _ = _lake(make_lake)
+    name = catalog_name(settings)
+    secret = "s3cr3t-key-material-0123"
+    props = {**settings.catalogs[name], "s3.secret-access-key": secret}
+    with_secret = settings.model_copy(update={"catalogs": {name: props}})
+    path = tmp_path / "inventory.json"
+    inventory.load_inventory(with_secret, path)
+    assert secret not in path.read_text()
+    # The property still decides which inventory applies: another key, another fingerprint.
+    assert inventory.fingerprint(with_secret) != inventory.fingerprint(settings)
     assert inventory.load_inventory(settings, path).source == "discovery"
 
 
@@ -170,3 +183,29 @@ def test_the_code_location_records_its_inventory_and_a_run_worker_reads_it(
         if a.node_def.name.startswith("maintain")
     }
     assert keys == {"plain", "daily", "kinds"}
+
+
+def test_the_sensor_adds_a_new_table_to_the_inventory_and_lists_at_most_every_few_minutes(
+    make_lake, tmp_path, monkeypatch
+):
+    from dagster import DagsterInstance
+
+    from icelake_assets.orchestration import sensors
+    from icelake_assets.orchestration.project import build_definitions
+    from icelake_assets_tests.conftest import sensor_tick
+
+    settings, cat = _lake(make_lake)
+    path = tmp_path / "inventory.json"
+    monkeypatch.setenv(inventory.INVENTORY_ENV, str(path))
+    defs = build_definitions(settings, inventory.load_inventory(settings, path).tables)
+    cat.create_table(("ns", "new"), SCHEMA)
+    monkeypatch.setattr(sensors, "_LISTED_AT", {})
+    calls = []
+    real = inventory.refresh
+    monkeypatch.setattr(inventory, "refresh", lambda *a, **k: calls.append(1) or real(*a, **k))
+    (tmp_path / "home").mkdir()
+    with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
+        sensor_tick(defs, settings, instance)
+        sensor_tick(defs, settings, instance)  # within INVENTORY_LIST_SECONDS: no second listing
+    assert calls == [1]
+    assert "new" in {t.ref.name for t in inventory.load_inventory(settings, path).tables}

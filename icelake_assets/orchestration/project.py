@@ -26,13 +26,18 @@ from icelake_assets.orchestration.table_groups import group_tables, maintenance_
 from icelake_assets.policies import resolve_policies
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
+# The job names live with their modules; re-exported here for the command line, demo and tests.
 __all__ = [
     "CHECKS_JOB",
     "HEALTH_JOB",
+    "INVENTORY_METADATA_KEY",
     "MAINTENANCE_JOB",
     "ORPHANS_JOB",
     "build_definitions",
+    "execute_maintenance",
     "load_definitions",
+    "maintenance_job_names",
+    "table_maintenance_job",
 ]
 # Reconstruction metadata: the inventory file the code server loaded its tables from.
 INVENTORY_METADATA_KEY = "icelake/inventory"

@@ -10,13 +10,13 @@ import pytest
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.health.cache import ManifestCache
 from icelake_assets.health.findings import Severity, delete_files_finding, layout_drift_finding
-from icelake_assets.health.manifests import ManifestMeta, read_manifest
 from icelake_assets.health.score import health_score
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.procedures import rewrite_data_files, table_identifier
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets_tests.conftest import catalog_name, new_lake
+from icelake_assets_tests.health.test_stats import projected_and_full_read
 
 ROWS = 300
 DELETED = 30  # DELETE ... WHERE id % 10 = 0
@@ -230,28 +230,8 @@ def test_an_evolved_partition_spec_in_spark(lake):
 
 def test_the_projected_reader_agrees_on_spark_written_manifests(lake):
     table = lake["stages"]["evolved"]["table"]
-    specs, schema = table.specs(), table.schema()
     manifests = [m for s in table.metadata.snapshots for m in s.manifests(table.io)]
     assert {int(m.content) for m in manifests} == {0, 1}  # data and delete manifests
     for manifest in {m.manifest_path: m for m in manifests}.values():
-        spec = specs[manifest.partition_spec_id]
-        summary = read_manifest(table.io, ManifestMeta.of(manifest), spec, schema)
-        ours = Counter(
-            zip(
-                (summary.labels[i] for i in summary.part.tolist()),
-                summary.size.tolist(),
-                summary.records.tolist(),
-                summary.content.tolist(),
-                strict=False,
-            )
-        )
-        theirs = Counter(
-            (
-                spec.partition_to_path(e.data_file.partition, schema),
-                e.data_file.file_size_in_bytes,
-                e.data_file.record_count,
-                int(e.data_file.content),
-            )
-            for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-        )
+        ours, theirs = projected_and_full_read(table, manifest)
         assert ours == theirs

@@ -180,30 +180,35 @@ def test_the_projected_reader_agrees_with_pyicebergs_full_reader(new_table):
     table.append(batch(range(30), [i % 3 for i in range(30)]))
     table.delete("id < 5")
     table.append(batch(range(30, 40), 4))
-    specs, schema = table.specs(), table.schema()
     for manifest in table.current_snapshot().manifests(table.io):
-        summary = read_manifest(
-            table.io, ManifestMeta.of(manifest), specs[manifest.partition_spec_id], schema
-        )
-        ours = Counter(
-            zip(
-                (summary.labels[i] for i in summary.part.tolist()),
-                summary.size.tolist(),
-                summary.records.tolist(),
-                summary.content.tolist(),
-                strict=False,
-            )
-        )
-        theirs = Counter(
-            (
-                specs[manifest.partition_spec_id].partition_to_path(e.data_file.partition, schema),
-                e.data_file.file_size_in_bytes,
-                e.data_file.record_count,
-                int(e.data_file.content),
-            )
-            for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-        )
+        ours, theirs = projected_and_full_read(table, manifest)
         assert ours == theirs
+
+
+def projected_and_full_read(table, manifest) -> tuple[Counter, Counter]:
+    """(partition, size, records, content) of each live entry of ``manifest``, as our projected reader
+    and as pyiceberg's full reader see them."""
+    spec, schema = table.specs()[manifest.partition_spec_id], table.schema()
+    summary = read_manifest(table.io, ManifestMeta.of(manifest), spec, schema)
+    ours = Counter(
+        zip(
+            (summary.labels[i] for i in summary.part.tolist()),
+            summary.size.tolist(),
+            summary.records.tolist(),
+            summary.content.tolist(),
+            strict=False,
+        )
+    )
+    theirs = Counter(
+        (
+            spec.partition_to_path(e.data_file.partition, schema),
+            e.data_file.file_size_in_bytes,
+            e.data_file.record_count,
+            int(e.data_file.content),
+        )
+        for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+    )
+    return ours, theirs
 
 
 def test_a_target_size_over_the_bound_falls_back_to_the_policy(new_table):

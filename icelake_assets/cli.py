@@ -53,8 +53,9 @@ def cmd_health(args: argparse.Namespace) -> int:
                 table,
                 str(ref),
                 policy.orphans.older_than_hours,
-                known,
+                known.tables,
                 default_locations(open_catalog(settings, ref.catalog), ref),
+                unlisted=known.unlisted,
             )
             extra.append(
                 orphan_finding(

@@ -96,3 +96,26 @@ class KnownTable:
         paths = {"write.data.path": f"{loc}/data", "write.metadata.path": f"{loc}/metadata"}
         paths.update({k: self.properties[k] for k in WRITE_PATH_PROPERTIES if self.properties.get(k)})
         return paths
+
+
+@dataclass(frozen=True)
+class UnlistedTable:
+    """A table, or a whole catalog, whose location could not be read: where it probably lives
+    (``hints``; empty: it could be anywhere) and why it could not be listed."""
+
+    name: str
+    cause: str
+    hints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KnownTables:
+    """Every table of every configured catalog that could be read, and those that could not (orphan
+    removal must not clean a location one of them may share)."""
+
+    tables: tuple[KnownTable, ...] = ()
+    unlisted: tuple[UnlistedTable, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.unlisted

@@ -34,6 +34,8 @@ from icelake_assets.types import (
     WRITE_PATH_PROPERTIES as WRITE_PATH_PROPERTIES,
     IcelakeError,
     KnownTable as KnownTable,
+    KnownTables as KnownTables,
+    UnlistedTable,
 )
 
 # Iceberg's default equal_schemes (DeleteOrphanFilesSparkAction): s3a and s3n are s3.
@@ -72,12 +74,14 @@ class OrphanScan:
     skipped: Counter = field(default_factory=Counter)  # reason -> files left alone
     skipped_sample: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     refused: str | None = None  # why this table is never cleaned
+    # why it is not cleaned now: a table that may share its location could not be listed
+    deferred: str | None = None
     listed_files: int = 0
 
     @property
     def removable(self) -> list[OrphanFile]:
-        """The files removal may delete: none when the table is refused."""
-        return [] if self.refused else self.orphans
+        """The files removal may delete: none when the table is refused or deferred."""
+        return [] if self.refused or self.deferred else self.orphans
 
     def summary(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -91,6 +95,8 @@ class OrphanScan:
             out["skipped_sample"] = [f"{p} ({r})" for p, r in self.skipped_sample]
         if self.refused:
             out["refused"] = self.refused
+        if self.deferred:
+            out["deferred"] = self.deferred
         return out
 
 
@@ -286,6 +292,21 @@ def _refusal(
     return None
 
 
+def _overlapping(table: Table, unlisted: Sequence[UnlistedTable]) -> str | None:
+    """Why the table must not be cleaned while ``unlisted`` tables are unknown: one of them may live
+    inside its location, around it, or write into it (no hint: it could be anywhere)."""
+    own = _own_prefixes(table)
+    for other in unlisted:
+        hints = [file_key(h) for h in other.hints]
+        if not hints or any(h.under(p) or p.under(h) for h in hints for p in own):
+            where = f"may live at {', '.join(other.hints)}" if other.hints else "could live anywhere"
+            return (
+                f"skipped, the listing of other tables is incomplete: {other.name} ({other.cause}) "
+                f"{where}, which may overlap this table's location"
+            )
+    return None
+
+
 def _foreign_prefixes(location: FileKey, others: Sequence[KnownTable]) -> list[tuple[FileKey, str]]:
     """Prefixes inside ``location`` that belong to another table, each with the reason to skip it."""
     out = []
@@ -305,10 +326,12 @@ def scan_orphans(
     others: Sequence[KnownTable] = (),
     default_locations: Sequence[str] = (),
     now: float | None = None,
+    unlisted: Sequence[UnlistedTable] = (),
 ) -> OrphanScan:
     """List the table's location with its own FileIO and decide which files are orphans.
 
     ``others``: every other known table (a table named ``name`` among them is ignored);
+    ``unlisted``: tables that could not be read (the table is not cleaned if it may overlap one);
     ``default_locations``: where the table's catalog would put it (empty: unknown, not checked).
     Raises :class:`PathMismatchError` when a listed file matches a referenced one only by path."""
     now = time.time() if now is None else now
@@ -320,6 +343,7 @@ def scan_orphans(
     location = file_key(table.metadata.location)
     scan = OrphanScan(table=name, location=table.metadata.location)
     scan.refused = _refusal(table, name, others, default_locations, (k for ks in refs.values() for k in ks))
+    scan.deferred = _overlapping(table, [u for u in unlisted if u.name != name])
     foreign = _foreign_prefixes(location, others)
     hidden_prefixes = _partition_prefixes(table)
     _, _, prefix = _filesystem(table.io, table.metadata.location)

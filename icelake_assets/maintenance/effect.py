@@ -5,7 +5,9 @@ An op that acted is
 * ``effective`` when the finding that triggered it passes afterwards (for a rewrite: none of the
   partitions it named is still a compaction candidate);
 * ``partial`` when some of its partitions were fixed and others were not;
-* ``ineffective`` when it committed nothing, or its finding still fails (with the reason).
+* ``ineffective`` when it committed nothing, or its finding still fails (with the reason);
+* ``failed`` when it was denied access to the table's storage: not a plan that does nothing, a
+  permission to fix (the run fails and is retried after its backoff, not held as ineffective).
 The run's outcome is the worst of its ops'. ``relaunch_hold`` keeps the sensor from relaunching an
 ineffective plan on an unchanged table until the policy changes or a backoff passes.
 """
@@ -28,8 +30,8 @@ from icelake_assets.health.findings import (
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 
-Effect = Literal["effective", "partial", "ineffective"]
-_RANK = {"effective": 0, "partial": 1, "ineffective": 2}
+Effect = Literal["effective", "partial", "ineffective", "failed"]
+_RANK = {"effective": 0, "partial": 1, "ineffective": 2, "failed": 3}
 # Run tags carrying the outcome (read back by the sensor, see relaunch_hold).
 OUTCOME_TAG = "icelake/outcome"
 OUTCOME_SNAPSHOT_TAG = "icelake/outcome_snapshot"
@@ -70,6 +72,14 @@ def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Polic
     res = outcome.get("result", {})
     named = [*res.get("partitions_rewritten", []), *res.get("partitions_failed", [])]
     finding = small_files_finding(after, policy)
+    if res.get("snapshots_committed", 1) == 0 and res.get("error_kind") == "access_denied":
+        return OpEffect(
+            "rewrite_data_files",
+            "failed",
+            f"access denied, nothing committed for {len(named)} named partitions: {res.get('error')}",
+            finding.check,
+            tuple(named),
+        )
     if res.get("snapshots_committed", 1) == 0:
         error = f" ({res['error']})" if res.get("error") else ""
         return OpEffect(

@@ -13,6 +13,7 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef, current_snapshot_id as _snapshot_id
+from icelake_assets.causes import Cause, describe, root_cause
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
 from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
@@ -41,6 +42,7 @@ class OpOutcome:
     duration_s: float = 0.0
     snapshot_before: int | None = None
     snapshot_after: int | None = None
+    attempt: int = 1  # the op's attempt (Dagster retries the rewrite while partitions fail)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +138,8 @@ def remove_orphan_files(
         }
         if scan.refused:
             return OpOutcome(d.op, False, f"never cleaned: {scan.refused}", signals, info)
+        if scan.deferred:
+            return OpOutcome(d.op, False, scan.deferred, signals, info)
         if not d.act:
             return OpOutcome(d.op, False, d.reason, signals, info)
         # A commit since the listing may reference a listed file (e.g. add_files): keep those.
@@ -251,32 +255,24 @@ def rewrite_data_files(
                 ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
             )
         options = rp.options
-        error, fallback = None, False
-        try:
-            res = procedures.rewrite_data_files(
-                spark_fn(), ref, strategy=strategy, sort_order=sort_order, options=options, where=run_where
-            )
-        except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
-            res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
+
+        def run(opts: dict[str, str]) -> tuple[dict[str, Any], Cause | None]:
+            try:
+                return procedures.rewrite_data_files(
+                    spark_fn(), ref, strategy=strategy, sort_order=sort_order, options=opts, where=run_where
+                ), None
+            except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
+                return {}, root_cause(err)
+
+        res, cause = run(options)
+        fallback = False
         single_commit = options["partial-progress.enabled"] == "false" and sf.partial_progress_enabled
-        if error and single_commit and rp.groups > 1:
+        if cause and cause.kind != "access_denied" and single_commit and rp.groups > 1:
             # A single commit failed as a whole (nothing committed): retry with partial progress so
             # the groups that can be rewritten commit and only the failing ones are left behind.
             fallback, options = True, {**options, "partial-progress.enabled": "true"}
-            try:
-                res, error = (
-                    procedures.rewrite_data_files(
-                        spark_fn(),
-                        ref,
-                        strategy=strategy,
-                        sort_order=sort_order,
-                        options=options,
-                        where=run_where,
-                    ),
-                    None,
-                )
-            except Exception as err:
-                res, error = {}, f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
+            res, cause = run(options)
+        error = str(cause) if cause else None
         after = stats_fn(_refreshed(table))
         failed = [c for c in candidates if _not_compacted(stats, after, c, int(options["min-input-files"]))]
         iceberg_failed = int(res.get("failed_data_files_count", 0) or 0)
@@ -316,8 +312,8 @@ def rewrite_data_files(
 
             res["failed_partition_values"] = vals(failed)
             res["rewritten_partition_values"] = vals([c for c in candidates if c not in failed])
-        if error:
-            res["error"] = error
+        if cause:
+            res["error"], res["error_kind"] = error, cause.kind
         reason = (
             d.reason
             if not (failed or error)
@@ -358,7 +354,7 @@ def _remove_dangling_deletes(
         if equality and len(table.metadata.partition_specs) == 1 and table.spec().is_unpartitioned():
             out.update(procedures.remove_dangling_deletes(spark_fn(), ref))
     except Exception as err:  # recorded: effect verification reports the delete files left
-        out["dangling_deletes_error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:500]}"
+        out["dangling_deletes_error"] = describe(err)
     out["dangling_delete_commits"] = _commits_after(_refreshed(table), before_id)
     return out
 

@@ -27,9 +27,11 @@ from dagster import (
     AssetIn,
     AssetKey,
     AssetMaterialization,
+    AssetObservation,
     AssetsDefinition,
     BackfillPolicy,
     Backoff,
+    DagsterEventType,
     DagsterInstance,
     Definitions,
     Failure,
@@ -56,6 +58,7 @@ from icelake_assets.catalog.connection import (
     current_snapshot_id as _current_snapshot_id,
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.causes import root_cause
 from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
 from icelake_assets.maintenance.effect import (
@@ -76,6 +79,7 @@ from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.run_model import failure_tags
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup, maintenance_job_name, maintenance_jobs
 from icelake_assets.settings import PartitionsPolicy
@@ -125,6 +129,8 @@ _MEASURES = {
 # How many materializations back to look for the last run that acted (each no-op run carries it on).
 _HISTORY = 100
 NOTHING_TO_DO = "nothing to do"
+# Metadata of a retry request: each table's outcome of the attempt that asks for the retry.
+ATTEMPT_METADATA = "icelake/attempt_outcomes"
 MAINTENANCE_JOB = "icelake_maintenance"
 
 
@@ -184,6 +190,8 @@ def _op_step(
             outcome = work(
                 lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy), **extra
             )
+        except Failure:
+            raise
         except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
             write_op_failure(
                 context,
@@ -195,7 +203,10 @@ def _op_step(
                 time.perf_counter() - started,
                 _current_snapshot_id(table),
             )
-            raise
+            cause = root_cause(err)
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, str(cause)))
+            raise Failure(description=f"{ref} {name} failed: {cause}", allow_retries=False) from err
+        outcome.attempt = context.retry_number + 1
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
         # Before the outcome is recorded: wants_retry may add to its result (Dagster partition keys).
@@ -210,13 +221,20 @@ def _op_step(
     ) -> RunStates:
         states = states or RunStates()
         tables = selected_tables(context, group)
+        # A retry starts from the op's input again: the earlier attempts' outcomes (their commits
+        # included) come back from the event log, so validation and audit cover every attempt.
+        earlier = earlier_attempts(context) if context.retry_number else {}
         retry: list[str] = []
+        attempt: dict[str, dict[str, Any]] = {}
         for dt in tables:
             key = str(dt.ref)
             if key in states.errors:
                 continue
+            before = states.tables.get(key)
+            for outcome in earlier.get(key, ()):
+                before = before.with_op(outcome) if before is not None else None
             try:
-                state, retry_reason = one_table(context, icelake, pyspark, dt, states.tables.get(key))
+                state, retry_reason = one_table(context, icelake, pyspark, dt, before)
             except Exception as err:
                 if len(tables) == 1:
                     raise
@@ -224,10 +242,20 @@ def _op_step(
                 states = states.with_error(key, f"{name} failed: {err}")
                 continue
             states = states.with_table(key, state)
+            attempt[key] = {**state.ops[-1], "table": key}
             if retry_reason:
                 retry.append(retry_reason)
         if retry:
             max_retries = retry_policy.max_retries if retry_policy else 0
+            for dt in tables:  # a retry request carries no metadata: the event log keeps the outcomes
+                if (done := attempt.get(str(dt.ref))) is not None:
+                    context.log_event(
+                        AssetObservation(
+                            asset_key=table_asset_key(dt.ref),
+                            description=f"{name} attempt {context.retry_number + 1}: {done['reason']}",
+                            metadata={ATTEMPT_METADATA: MetadataValue.json(done)},
+                        )
+                    )
             raise Failure(
                 description=f"{'; '.join(retry)}; retrying (attempt {context.retry_number + 1} of {max_retries})",
                 allow_retries=True,
@@ -265,6 +293,24 @@ def _op_step(
         return body(context, icelake, pyspark, state)
 
     return next_op
+
+
+def earlier_attempts(context: OpExecutionContext) -> dict[str, list[dict[str, Any]]]:
+    """This step's earlier attempts in this run, oldest first: each table's op outcome, as the
+    attempt recorded it (an observation of the table) before asking for its retry."""
+    step_key = context.get_step_execution_context().step.key
+    records = context.instance.get_records_for_run(
+        context.run_id, of_type=DagsterEventType.ASSET_OBSERVATION, limit=10_000
+    ).records
+    out: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        if event is None or event.step_key != step_key:
+            continue
+        entry = event.asset_observation_data.asset_observation.metadata.get(ATTEMPT_METADATA)
+        if entry is not None and isinstance(entry.value, dict):
+            out.setdefault(entry.value["table"], []).append(entry.value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -315,6 +361,7 @@ def _op_numbers(outcome: dict[str, Any]) -> str:
             f"{n('rewritten_data_files_count')} → {n('added_data_files_count')} data files, "
             f"{human_bytes(n('rewritten_bytes_count'))} rewritten"
             + (f", {len(failed)} partitions not compacted" if failed else "")
+            + (f" in {n('attempts')} attempts" if n("attempts") > 1 else "")
         )
     if outcome["op"] == "rewrite_manifests":
         return f"{n('rewritten_manifests_count')} → {n('added_manifests_count')} manifests"
@@ -417,7 +464,7 @@ def _run_metadata(
     ``*/before`` numbers appear only when an op acted: a run that did nothing shows no pair that
     reads like a change (a writer may have committed meanwhile), and points to ``last_effective_run``
     instead. ``*/after`` (the table as the run left it) is on every run, so its plots have no gaps."""
-    ops = list(state.ops)
+    ops = state.merged_ops()  # a retried op's attempts as one
     before, after = state.before, after_stats.summary()
     acted = [o for o in ops if o["acted"]]
     by_op = {e.op: e for e in effects}
@@ -481,7 +528,7 @@ def _run_metadata(
 
 def _rewrite_failure(state: RunState) -> dict[str, Any] | None:
     """The rewrite's result when some of its partitions did not compact (or Spark failed)."""
-    for outcome in state.ops:
+    for outcome in state.merged_ops():  # the last attempt's failures: earlier ones were retried
         res = outcome["result"]
         if outcome["op"] == "rewrite_data_files" and (res.get("partitions_failed") or res.get("error")):
             return res
@@ -559,7 +606,7 @@ def _validate_table(
     after_stats = icelake.stats(table, policy)
     context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
     # The closed loop: did each op fix what triggered it? (metadata only, incremental cache)
-    effects = verify_effects(list(state.ops), after_stats, policy)
+    effects = verify_effects(state.merged_ops(), after_stats, policy)
     outcome = run_outcome(effects)
     removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
     health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
@@ -623,6 +670,9 @@ def _validate_table(
     metadata["audit/record_id"] = MetadataValue.text(records[-1].record_id)
     metadata["trigger"] = MetadataValue.text(records[-1].trigger)
     if failure is not None:
+        if failure.get("error"):
+            kind = str(failure.get("error_kind") or "error")
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), kind, str(failure["error"])))
         _fail_partitions(context, ref, failure, metadata)
     if ineffective and policy.loop.on_ineffective == "fail":
         raise Failure(
@@ -746,7 +796,9 @@ def _rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]):
                 }
             )
         failed = res.get("partitions_failed") or res.get("error")
-        return bool(failed) and context.retry_number < by_ref[dt.ref].max_retries
+        # The same plan under the same permissions fails the same way: no retry.
+        denied = res.get("error_kind") == "access_denied"
+        return bool(failed) and not denied and context.retry_number < by_ref[dt.ref].max_retries
 
     return _op_step(
         group,

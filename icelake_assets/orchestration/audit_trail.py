@@ -12,6 +12,7 @@ from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord, trigger_from_tags
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.causes import describe
 from icelake_assets.maintenance.validation import RollbackOutcome, ValidationResult
 from icelake_assets.orchestration.run_state import RunState
 from icelake_assets.settings import Policy, Settings
@@ -46,7 +47,7 @@ def run_records(
             reason=o["reason"],
             signals=o["signals"],
             policy=policy.model_dump(mode="json"),
-            results=o["result"],
+            results={**o["result"], "attempt": o.get("attempt", 1)},
             snapshot_before=o["snapshot_before"],
             snapshot_after=o["snapshot_after"],
             duration_s=o["duration_s"],
@@ -130,7 +131,7 @@ def write_op_failure(
         decision="failed",
         trigger=trigger_from_tags(context.run.tags),
         run_id=context.run_id,
-        reason=f"{type(error).__name__}: {str(error).splitlines()[0][:500] if str(error) else ''}",
+        reason=describe(error),
         policy=policy.model_dump(mode="json") if policy else {},
         snapshot_before=snapshot_before,
         duration_s=duration_s,

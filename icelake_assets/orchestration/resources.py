@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.catalog.known_tables import default_locations, known_tables
 from icelake_assets.health.cache import default_cache_path
-from icelake_assets.health.orphans import KnownTable, OrphanScan, scan_orphans
+from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
 from icelake_assets.policies import EffectivePolicy, policy_for as _policy_for, resolve_policy
@@ -69,21 +69,23 @@ class IcelakeResource(ConfigurableResource):
         # The table's catalog and identifier pick its catalog/namespace/table layers.
         return _policy_for(self.settings, table, table.properties)
 
-    def known_tables(self) -> list[KnownTable]:
-        """Every table of every configured catalog (raises CatalogUnavailableError if one is down)."""
+    def known_tables(self) -> KnownTables:
+        """Every table of every configured catalog, and those that cannot be read (with the cause)."""
         return known_tables(self.settings, self.catalog)
 
     def scan_orphans(
-        self, ref: TableRef, table: Table, policy: Policy, known: list[KnownTable] | None = None
+        self, ref: TableRef, table: Table, policy: Policy, known: KnownTables | None = None
     ) -> OrphanScan:
-        """The table's orphans, leaving other tables' files alone; ``known``: from :meth:`known_tables`."""
+        """The table's orphans, leaving other tables' files alone; ``known``: from :meth:`known_tables`
+        (the table is not cleaned while a table that may overlap it cannot be read)."""
         others = self.known_tables() if known is None else known
         return scan_orphans(
             table,
             str(ref),
             policy.orphans.older_than_hours,
-            others,
+            others.tables,
             default_locations(self.catalog(ref.catalog), ref),
+            unlisted=others.unlisted,
         )
 
     def stats(self, table: Table, policy: Policy | None = None) -> TableStats:

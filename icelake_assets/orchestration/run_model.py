@@ -14,7 +14,9 @@
   ranking, and defers the others to a later tick; every request carries ``dagster/priority`` so
   the run queue, too, starts the most beneficial run first.
 * **Retries after failure**: a table whose last maintenance run failed is retried after a backoff
-  that doubles with each failure in a row (:meth:`TableRuns.retry_at`).
+  that doubles with each failure in a row (:meth:`TableRuns.retry_at`). A run of several tables
+  counts against the tables that failed in it, not against those it maintained (materialized), and
+  the failed table's cause (e.g. access denied) comes back with it from the run's tags.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
 
@@ -36,6 +38,12 @@ FAILED_RUN_BACKOFF_SECONDS = 600.0
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
+# Run tags of a table that failed in a run: its name, the kind of cause (icelake_assets.causes) and
+# the cause itself, cut to fit a tag.
+FAILURE_TABLE_TAG = "icelake/failure_table"
+FAILURE_KIND_TAG = "icelake/failure_kind"
+FAILURE_CAUSE_TAG = "icelake/failure_cause"
+FAILURE_CAUSE_MAX = 300
 _IN_FLIGHT_BACKFILLS = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
 
 
@@ -53,6 +61,16 @@ class TableRuns:
     last_status: DagsterRunStatus | None = None  # of the latest finished run
     last_finished: float | None = None  # its end time (epoch s)
     failures_in_a_row: int = 0
+    last_failure_kind: str | None = None  # of the latest failure, when its run named this table
+    last_failure_cause: str | None = None
+
+    def failure_reason(self) -> str:
+        """Why the table is backing off, for the sensor's reason."""
+        if self.last_failure_kind == "access_denied":
+            return (
+                f"access denied: {self.last_failure_cause} (fix the permissions of the maintenance identity)"
+            )
+        return self.last_failure_cause or "see the run"
 
     def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
         """When a table whose last run failed may be launched again (None: its last run did not fail)."""
@@ -101,13 +119,36 @@ def table_runs(
     # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
     for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):
         run = record.dagster_run
-        for key in _tables_of(run, pools_by_key, keys_by_pool):
+        tables = _tables_of(run, pools_by_key, keys_by_pool)
+        run_failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+        # A failed run of several tables: those it materialized were maintained (one query per such run).
+        maintained = _materialized(instance, run.run_id) if run_failed and len(tables) > 1 else set()
+        for key in tables:
             entry = out.setdefault(key, TableRuns())
-            entry.last_status = run.status
+            failed = run_failed and key not in maintained
+            entry.last_status = run.status if failed or not run_failed else DagsterRunStatus.SUCCESS
             entry.last_finished = record.end_time or record.update_timestamp.timestamp()
-            failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
             entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0
+            named = run.tags.get(FAILURE_TABLE_TAG) == ".".join(key.path)
+            entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
+            entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
     return out
+
+
+def _materialized(instance: DagsterInstance, run_id: str) -> set[AssetKey]:
+    records = instance.get_records_for_run(
+        run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=100_000
+    ).records
+    return {
+        e.asset_key
+        for r in records
+        if (e := r.event_log_entry.dagster_event) is not None and e.asset_key is not None
+    }
+
+
+def failure_tags(table: str, kind: str, cause: str) -> dict[str, str]:
+    """The run tags naming a table that failed in the run and why (read back by :func:`table_runs`)."""
+    return {FAILURE_TABLE_TAG: table, FAILURE_KIND_TAG: kind, FAILURE_CAUSE_TAG: cause[:FAILURE_CAUSE_MAX]}
 
 
 class PoolLimits:

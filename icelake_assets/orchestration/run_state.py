@@ -27,6 +27,14 @@ class RunState:
     def acted(self) -> list[dict[str, Any]]:
         return [o for o in self.ops if o["acted"]]
 
+    def merged_ops(self) -> list[dict[str, Any]]:
+        """One outcome per op: the attempts of a retried op folded into one (:func:`merge_attempts`),
+        so the run's change, effects and failures count every commit of every attempt."""
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for o in self.ops:
+            merged.setdefault(o["op"], []).append(o)
+        return [merge_attempts(attempts) for attempts in merged.values()]
+
     def rewrite_commits(self) -> int:
         """Commits that this run's data-file rewrite made (partial progress commits per group)."""
         return sum(
@@ -34,6 +42,47 @@ class RunState:
             for o in self.ops
             if o["op"] == "rewrite_data_files" and o["acted"]
         )
+
+
+# Counts an attempt adds to the ones before it; everything else describes the table as the last
+# attempt left it (its failed partitions, its error) or as the first found it (``*_before``).
+_SUMMED = (
+    "rewritten_data_files_count",
+    "added_data_files_count",
+    "rewritten_bytes_count",
+    "snapshots_committed",
+    "dangling_delete_commits",
+)
+_FIRST = ("data_files_before", "small_files_before", "delete_files_before", "manifests_before")
+
+
+def merge_attempts(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The attempts of one op (oldest first) as one outcome: it acted if any attempt acted, its
+    snapshot_before is the first attempt's, its counts are summed, its failures are the last's."""
+    if len(attempts) == 1:
+        return attempts[0]
+    first, last = attempts[0], attempts[-1]
+    acted = [a for a in attempts if a["acted"]]
+    result = dict(last["result"])
+    for key in _SUMMED:
+        values = [a["result"].get(key) for a in attempts]
+        if any(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            result[key] = sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+    for key in _FIRST:
+        if key in first["result"]:
+            result[key] = first["result"][key]
+    rewritten = [p for a in attempts for p in a["result"].get("partitions_rewritten", [])]
+    if rewritten or "partitions_rewritten" in result:
+        result["partitions_rewritten"] = sorted(set(rewritten) - set(result.get("partitions_failed", [])))
+    result["attempts"] = len(attempts)
+    return {
+        **last,
+        "acted": bool(acted),
+        "reason": f"{len(attempts)} attempts; last: {last['reason']}",
+        "duration_s": round(sum(float(a["duration_s"]) for a in attempts), 3),
+        "snapshot_before": first["snapshot_before"],
+        "result": result,
+    }
 
 
 @dataclass(frozen=True)
@@ -51,4 +100,4 @@ class RunStates:
         return replace(self, errors={**self.errors, key: error})
 
 
-__all__ = ["RunState", "RunStates"]
+__all__ = ["RunState", "RunStates", "merge_attempts"]

@@ -48,7 +48,7 @@ from icelake_assets.catalog import inventory
 from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.health.orphans import KnownTable
+from icelake_assets.health.orphans import KnownTables
 from icelake_assets.health.overview import TableBenefit, evaluate, priority_key, table_benefit
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance import plan
@@ -210,7 +210,7 @@ def evaluate_table(
     table: DiscoveredTable,
     pdef: PartitionsDefinition | None,
     scan_orphans: bool = False,
-    known: Callable[[], list[KnownTable]] | None = None,
+    known: Callable[[], KnownTables] | None = None,
 ) -> TableEvaluation:
     """``known``: every table of every catalog (listed once per tick), for the orphan scan."""
     ref = table.ref
@@ -409,9 +409,9 @@ def evaluate_tick(
     runs = table_runs(context.instance, pools)
     now = time.time()
 
-    known_cache: list[list[KnownTable]] = []
+    known_cache: list[KnownTables] = []
 
-    def known() -> list[KnownTable]:
+    def known() -> KnownTables:
         if not known_cache:
             known_cache.append(icelake.known_tables())
         return known_cache[0]

@@ -28,6 +28,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 from pyiceberg.types import DateType, LongType, NestedField, StringType, TimestampType, TimestamptzType
 
+from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables
 from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, append, local_path, trips_batch
@@ -436,6 +437,7 @@ def test_a_failing_partition_does_not_undo_the_others_and_reruns_after_repair(la
         )
     )
     good = victim.read_bytes()
+    start_snapshot = table.current_snapshot().snapshot_id
     victim.write_bytes(b"not a parquet file")  # a corrupt data file in 2024-01-02 only
     try:
         first, second = _backfill(lake, "fragile", days)  # [01, 02] then [03, 04]
@@ -459,6 +461,23 @@ def test_a_failing_partition_does_not_undo_the_others_and_reruns_after_repair(la
     retried = [e for e in first.all_events if e.event_type == DagsterEventType.STEP_UP_FOR_RETRY]
     assert [e.step_key.rsplit("__", 1)[1] for e in retried] == ["rewrite_data_files"]
     assert _rows(table).equals(rows)
+    # The first attempt committed 2024-01-01 and its retry nothing more: validation took its baseline
+    # from the first attempt, the run's numbers count both, and the audit has both attempts.
+    done = next(
+        r.asset_materialization.metadata
+        for r in lake["instance"].fetch_materializations(_key(lake["ref"]["fragile"]), limit=100).records
+        if r.run_id == first.run_id
+    )
+    assert done["snapshot_id/before"].value == str(start_snapshot)
+    assert done["files/rewritten"].value == COMMITS and "in 2 attempts" in done["change"].value
+    audit = [
+        r
+        for r in AuditLog.from_settings(lake["settings"]).records(table=str(lake["ref"]["fragile"]))
+        if r.run_id == first.run_id and r.op == "rewrite_data_files"
+    ]
+    assert [r.results["attempt"] for r in audit] == [1, 2]
+    assert [r.results["snapshots_committed"] for r in audit] == [1, 0]
+    assert audit[0].snapshot_before == start_snapshot
 
     rerun = _run(lake, "fragile", ["2024-01-02"])  # what "re-run failed" launches from the backfill page
     assert rerun.success

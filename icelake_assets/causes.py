@@ -1,0 +1,101 @@
+"""Why a Spark/JVM call failed, in one line: the root Java exception and its message.
+
+py4j's errors open with "An error occurred while calling o59.sql." and pyspark's captured ones with
+Spark's wrapper; the cause a user can act on ("AccessDeniedException: /lake/t/data: Permission
+denied") is the last "Caused by:" of the Java stack trace. The trace is read as text (the JVM may be
+dead by the time the error is reported), and a few kinds are told apart because they ask for
+different answers: a permission error is not fixed by retrying the same plan.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+CauseKind = Literal["access_denied", "commit_conflict", "not_found", "error"]
+
+# "java.nio.file.AccessDeniedException: /x" or "Caused by: org.apache...CommitFailedException: msg"
+_JAVA_LINE = re.compile(
+    r"^(?:Caused by: |: )?((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error|Throwable)[\w$]*)(?:: (.*))?$"
+)
+_ACCESS = (
+    "AccessDenied",
+    "Permission denied",
+    "Operation not permitted",
+    "AccessControlException",
+    "403 Forbidden",
+    "Forbidden (403)",
+)
+_CONFLICT = ("CommitFailedException", "CommitStateUnknownException", "ValidationException")
+_MAX_MESSAGE = 500
+
+
+@dataclass(frozen=True)
+class Cause:
+    """The root of an error: its exception's simple name, message, and kind."""
+
+    exception: str
+    message: str
+    kind: CauseKind = "error"
+    via: str | None = None  # the outermost Java exception, when it is not the root
+
+    def __str__(self) -> str:
+        text = f"{self.exception}: {self.message}" if self.message else self.exception
+        return f"{text} (in {self.via})" if self.via else text
+
+
+def _kind(text: str) -> CauseKind:
+    if any(k in text for k in _ACCESS):
+        return "access_denied"
+    if any(k in text for k in _CONFLICT):
+        return "commit_conflict"
+    if "FileNotFoundException" in text or "NoSuchFileException" in text or "NotFoundException" in text:
+        return "not_found"
+    return "error"
+
+
+def _java_trace(err: BaseException) -> str:
+    # pyspark's captured exceptions keep the JVM trace apart from their message.
+    trace = getattr(err, "stackTrace", None)
+    try:
+        text = str(err)
+    except Exception:  # py4j renders the trace through the gateway, which may be gone
+        text = ""
+    return f"{text}\n{trace}" if isinstance(trace, str) else text
+
+
+def root_cause(err: BaseException) -> Cause:
+    """The root cause of ``err``: for JVM errors the last ``Caused by:`` of the Java trace (else its
+    first Java exception line), for Python errors the innermost ``__cause__``."""
+    lines = [(m.group(1), (m.group(2) or "").strip()) for m in _matches(_java_trace(err))]
+    if lines:
+        name, message = lines[-1]
+        simple = name.rsplit(".", 1)[-1]
+        outer = lines[0][0].rsplit(".", 1)[-1]
+        message = message[:_MAX_MESSAGE]
+        return Cause(simple, message, _kind(f"{name} {message}"), outer if outer != simple else None)
+    inner = err
+    while inner.__cause__ is not None and inner.__cause__ is not inner:
+        inner = inner.__cause__
+    message = (str(inner).strip().splitlines() or [""])[0][:_MAX_MESSAGE]
+    name = type(inner).__name__
+    return Cause(name, message, _kind(f"{name} {message}"))
+
+
+def _matches(trace: str) -> list[re.Match[str]]:
+    """The Java exception lines of a trace: the first one, then every ``Caused by:``, in order."""
+    found: list[re.Match[str]] = []
+    for raw in trace.splitlines():
+        line = raw.strip()
+        if found and not line.startswith("Caused by: "):
+            continue
+        m = _JAVA_LINE.match(line)
+        if m:
+            found.append(m)
+    return found
+
+
+def describe(err: BaseException) -> str:
+    """One line for reasons, run failures and audit records."""
+    return str(root_cause(err))

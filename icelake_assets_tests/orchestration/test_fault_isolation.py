@@ -1,0 +1,139 @@
+"""One table's fault stays that table's (issue 19), with real faults on a real lake, real Spark and a
+real Dagster instance: ``ns.inner``'s metadata.json is truncated (it lives inside ``ns.outer``'s
+folder), ``ns.locked``'s data folder refuses new files (``chattr +i``: root ignores file modes), and
+their neighbours ``ns.good`` and ``ns.outer`` are maintained in the same run.
+
+- the unreadable table does not stop the others: ``good`` is compacted and its orphans removed;
+  ``outer``, which may share its folder with the unreadable table, is compacted but not cleaned,
+  with that reason (never cleaned blind);
+- the denied rewrite fails with its root cause (no "o59.sql"), is not retried, is not "ineffective";
+- the run's failure counts against ``locked`` only (backoff per table, with its cause).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from dagster import AssetKey, DagsterEventType, DagsterInstance
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
+
+from icelake_assets.audit.store import AuditLog
+from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.demo.lake import age_all_files, local_path, plant_orphans
+from icelake_assets.orchestration.project import build_definitions, execute_maintenance
+from icelake_assets.orchestration.run_model import pools_by_key, table_runs
+from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
+
+SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "s", StringType()))
+COMMITS = 25  # over the test threshold of 20 files
+
+
+def _immutable(path: Path, on: bool) -> bool:
+    if shutil.which("chattr") is None:
+        return False
+    done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    return done.returncode == 0
+
+
+def _fill(table, first: int) -> None:
+    for i in range(COMMITS):
+        table.append(pa.table({"id": pa.array([first + i], pa.int64()), "s": pa.array([f"r{i}"])}))
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    settings = new_lake(tmp_path_factory, {**TEST_THRESHOLDS, "orphans": {"max_count": 0}})
+    name = catalog_name(settings)
+    cat = open_catalog(settings, name, create=True)
+    cat.create_namespace("ns")
+    tables = {short: cat.create_table(("ns", short), SCHEMA) for short in ("good", "outer", "locked")}
+    tables["inner"] = cat.create_table(
+        ("ns", "inner"), SCHEMA, location=f"{tables['outer'].metadata.location.rstrip('/')}/inner"
+    )
+    for i, table in enumerate(tables.values()):
+        _fill(table, i * 1000)
+        table.refresh()
+    planted = {short: plant_orphans(tables[short], 3, age_days=5) for short in ("good", "outer")}
+    for short in ("good", "outer", "locked"):
+        age_all_files(tables[short], 5)
+    inner_metadata = local_path(tables["inner"].metadata_location)
+    inner_metadata.write_bytes(inner_metadata.read_bytes()[:40])  # a truncated metadata.json
+    data = local_path(tables["locked"].metadata.location) / "data"
+    if not _immutable(data, True):
+        pytest.skip("chattr +i is not available here: the read-only data folder cannot be planted")
+    try:
+        defs = build_definitions(settings)
+        instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
+        runs = execute_maintenance(defs, instance)
+    finally:
+        _immutable(data, False)
+    refs = {short: TableRef(name, ("ns",), short) for short in tables}
+    return {
+        "settings": settings,
+        "tables": tables,
+        "refs": refs,
+        "planted": planted,
+        "instance": instance,
+        "runs": runs,
+    }
+
+
+def _materialization(lake, short: str) -> dict:
+    records = lake["instance"].fetch_materializations(AssetKey(lake["refs"][short].asset_key_path), limit=5)
+    assert records.records, f"{short} was not maintained"
+    return {k: v.value for k, v in records.records[0].asset_materialization.metadata.items()}
+
+
+def _data_files(table) -> int:
+    table.refresh()
+    return len(table.inspect.files())
+
+
+def test_the_unreadable_table_does_not_stop_its_neighbours(lake):
+    good = _materialization(lake, "good")
+    assert _data_files(lake["tables"]["good"]) == 1 and _data_files(lake["tables"]["outer"]) == 1
+    assert good["orphans/removed"] == 3
+    assert not any(Path(p).exists() for p in lake["planted"]["good"])
+
+
+def test_a_table_that_may_overlap_the_unreadable_one_is_not_cleaned_and_says_why(lake):
+    outer = _materialization(lake, "outer")
+    assert all(Path(p).exists() for p in lake["planted"]["outer"])
+    why = outer["why/orphans"]
+    assert "listing of other tables is incomplete" in why and str(lake["refs"]["inner"]) in why
+    assert "inner" in why.split("may live at", 1)[1]
+
+
+def test_a_denied_rewrite_fails_with_its_root_cause_and_is_not_retried(lake):
+    (run,) = lake["runs"]
+    assert not run.success
+    retried = [e for e in run.all_events if e.event_type == DagsterEventType.STEP_UP_FOR_RETRY]
+    assert retried == []  # the same plan under the same permissions fails the same way
+    failure = next(e for e in run.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
+    message = failure.event_specific_data.error.message
+    assert str(lake["refs"]["locked"]) in message and "Operation not permitted" in message
+    assert "o59" not in message and "An error occurred while calling" not in message
+    records = AuditLog.from_settings(lake["settings"]).records(table=str(lake["refs"]["locked"]))
+    rewrite = next(r for r in records if r.op == "rewrite_data_files" and r.run_id == run.run_id)
+    assert "Operation not permitted" in rewrite.results["error"]
+    assert rewrite.results["error_kind"] == "access_denied"
+    validation = next(r for r in records if r.kind == "validation" and r.run_id == run.run_id)
+    effects = {e["op"]: e["effect"] for e in validation.results["effects"]["ops"]}
+    assert effects["rewrite_data_files"] == "failed"  # not "ineffective": no 24 h hold
+    assert run.dagster_run.tags.get("icelake/outcome") != "ineffective"
+
+
+def test_the_failed_run_backs_off_only_the_table_that_failed(lake):
+    refs = [lake["refs"][s] for s in ("good", "outer", "locked")]
+    runs = table_runs(lake["instance"], pools_by_key(refs, lake["settings"].automation.maintenance_pools))
+    by_name = {s: runs[AssetKey(lake["refs"][s].asset_key_path)] for s in ("good", "outer", "locked")}
+    assert by_name["good"].failures_in_a_row == 0 and by_name["outer"].failures_in_a_row == 0
+    locked = by_name["locked"]
+    assert locked.failures_in_a_row == 1 and locked.retry_at() is not None
+    assert locked.last_failure_kind == "access_denied"
+    assert "access denied" in locked.failure_reason() and "Operation not permitted" in locked.failure_reason()

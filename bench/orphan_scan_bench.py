@@ -35,12 +35,12 @@ for label in ("cold", "warm"):
         _BY_METADATA.clear()
     t0 = time.perf_counter()
     k = known_tables(s, lambda n: cat)
-    print(f"known_tables {label}: {len(k)} tables {time.perf_counter() - t0:.2f}s")
+    print(f"known_tables {label}: {len(k.tables)} tables {time.perf_counter() - t0:.2f}s")
 ref = TableRef(name, ("ns",), "t0")
 t0 = time.perf_counter()
-scan = scan_orphans(t, str(ref), 72, k, default_locations(cat, ref))
+scan = scan_orphans(t, str(ref), 72, k.tables, default_locations(cat, ref), unlisted=k.unlisted)
 print(
-    f"scan_orphans: {scan.listed_files} files listed, {len(k)} known tables, {time.perf_counter() - t0:.2f}s, refused={scan.refused}"
+    f"scan_orphans: {scan.listed_files} files listed, {len(k.tables)} known tables, {time.perf_counter() - t0:.2f}s, refused={scan.refused}"
 )
 t0 = time.perf_counter()
 n = verify_referenced_files(t)

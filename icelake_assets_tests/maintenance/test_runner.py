@@ -55,7 +55,9 @@ def _remove(lake, short: str) -> runner.OpOutcome:
         ref,
         table,
         policy,
-        lambda t: scan_orphans(t, str(ref), policy.orphans.older_than_hours, known, where),
+        lambda t: scan_orphans(
+            t, str(ref), policy.orphans.older_than_hours, known.tables, where, unlisted=known.unlisted
+        ),
     )
 
 

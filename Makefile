@@ -17,10 +17,11 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 demo-lake: bootstrap
 	$(PY) -m icelake_assets.cli demo-lake --scale $(SCALE)
 
-# Builds the demo lake if it is not there, then starts the Dagster webserver and daemon.
+# Builds the demo lake if it is not there, then starts the Dagster webserver and daemon. Through
+# scripts/run_dagster.py: Ctrl-C or SIGTERM stops every process dagster dev started (runs in flight too).
 run: bootstrap $(DAGSTER_HOME)/dagster.yaml
 	@[ -f .lake/catalog.db ] || $(PY) -m icelake_assets.cli demo-lake --scale $(SCALE)
-	.venv/bin/dagster dev -h $(HOST) -p $(PORT) -w workspace.yaml
+	$(PY) scripts/run_dagster.py -- -h $(HOST) -p $(PORT) -w workspace.yaml
 
 # Lint and format (ruff), types (mypy), import layers (lint-imports), then the tests.
 test: bootstrap

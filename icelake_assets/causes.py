@@ -97,5 +97,14 @@ def _matches(trace: str) -> list[re.Match[str]]:
 
 
 def describe(err: BaseException) -> str:
-    """One line for reasons, run failures and audit records."""
-    return str(root_cause(err))
+    """One line for reasons, run failures and audit records: a JVM error's root cause; a Python
+    error's own message (ours name the table or catalog at fault), then its root cause if that says
+    more."""
+    cause = root_cause(err)
+    if _matches(_java_trace(err)):
+        return str(cause)
+    first = (str(err).strip().splitlines() or [""])[0][:_MAX_MESSAGE]
+    outer = f"{type(err).__name__}: {first}" if first else type(err).__name__
+    if err.__cause__ is None or (cause.message and cause.message in outer):
+        return outer
+    return f"{outer} (caused by {cause})"

@@ -14,7 +14,7 @@ from icelake_assets.catalog.connection import (
     load_table,
     open_catalog,
 )
-from icelake_assets.catalog.discovery import discover_tables
+from icelake_assets.catalog.discovery import DiscoveryProblem, discover_lake
 from icelake_assets.demo.headless import run_headless_demo
 from icelake_assets.health.findings import orphan_finding
 from icelake_assets.health.orphans import scan_orphans
@@ -24,10 +24,12 @@ from icelake_assets.settings import Settings, SettingsError, load_settings
 from icelake_assets.text import format_table
 
 
-def _selected_refs(settings: Settings, table: str | None) -> list[TableRef]:
+def _selected_refs(settings: Settings, table: str | None) -> tuple[list[TableRef], list[DiscoveryProblem]]:
+    """The tables to report on, and what discovery could not read (reported after the others)."""
     if table:
-        return [TableRef.parse(table, default_catalog=next(iter(settings.catalogs)))]
-    return [t.ref for t in discover_tables(settings)]
+        return [TableRef.parse(table, default_catalog=next(iter(settings.catalogs)))], []
+    found = discover_lake(settings)
+    return [t.ref for t in found.tables], list(found.problems)
 
 
 def cmd_health(args: argparse.Namespace) -> int:
@@ -41,8 +43,15 @@ def cmd_health(args: argparse.Namespace) -> int:
     cache = ManifestCache(path=default_cache_path())  # repeated runs read only new manifests
     healths, rows = [], []
     known = None
-    for ref in _selected_refs(settings, args.table):
-        table = load_table(open_catalog(settings, ref.catalog), ref)
+    refs, problems = _selected_refs(settings, args.table)
+    for ref in refs:
+        try:
+            table = load_table(open_catalog(settings, ref.catalog), ref)
+        except CatalogUnavailableError as err:
+            if args.table:
+                raise
+            problems.append(DiscoveryProblem(ref.catalog, str(err), ref))  # failed since discovery
+            continue
         policy = policy_for(settings, ref, table.properties)
         extra = []
         if args.orphans:
@@ -140,6 +149,10 @@ def cmd_health(args: argparse.Namespace) -> int:
                     ],
                 )
             )
+    for problem in problems:  # after the complete output for everything that could be read
+        print(f"icelake: error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
     if args.fail_on:
         level = {"warn": 1, "error": 2}[args.fail_on]
         if any(f.severity.rank >= level for h in healths for f in h.findings):

@@ -5,25 +5,32 @@ Tables come from the cached inventory when it is fresh (catalog/inventory.py), e
 from dagster import Definitions, definitions
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
-from icelake_assets.orchestration.project import load_definitions
+from icelake_assets.orchestration.project import INVENTORY_METADATA_KEY, load_definitions
 
-# Dagster 1.13's code server calls a @definitions function twice per load (to find the module's
-# targets, then to build the repository) and does not keep the result: at 10,000 tables each build
-# takes seconds. One build per process and kind of load (a reload starts a new process).
-_BUILT: dict[object, Definitions] = {}
+# Dagster 1.13's code server calls a @definitions function several times per load: to find the
+# module's targets (initialization), then to build the repository (reconstruction, with the metadata
+# the first build recorded), and does not keep the result: at 10,000 tables each build takes tens of
+# seconds. A reconstruction whose metadata is what a build of this process recorded is that build;
+# a run worker (a new process) builds once from the recorded inventory. A reload starts a new process.
+_BUILT: dict[str, Definitions] = {}
+
+
+def _recorded(defs: Definitions) -> str:
+    value = (defs.metadata or {}).get(INVENTORY_METADATA_KEY)
+    return repr(getattr(value, "data", value))
 
 
 @definitions
 def defs() -> Definitions:
     # Dagster sets the load context (code server: initialization; run worker: reconstruction).
     context = DefinitionsLoadContext.get()
-    key = (context.load_type, repr(sorted(_reconstruction_metadata(context).items())))
+    if context.load_type == DefinitionsLoadType.RECONSTRUCTION:
+        key = repr(context.reconstruction_metadata.get(INVENTORY_METADATA_KEY))
+    else:
+        key = "initialization"
     if key not in _BUILT:
-        _BUILT[key] = load_definitions(context)
+        built = load_definitions(context)
+        _BUILT[key] = built
+        # The same build answers the reconstruction that carries what it recorded.
+        _BUILT.setdefault(_recorded(built), built)
     return _BUILT[key]
-
-
-def _reconstruction_metadata(context: DefinitionsLoadContext) -> dict[str, object]:
-    if context.load_type != DefinitionsLoadType.RECONSTRUCTION:
-        return {}  # Dagster refuses access to it during initialization
-    return dict(context.reconstruction_metadata)

@@ -11,6 +11,7 @@ from pyiceberg.table import Table
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
 from icelake_assets.catalog.partition_layout import PartitionLayout, partition_layout
+from icelake_assets.causes import describe
 from icelake_assets.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -91,22 +92,71 @@ def list_table_refs(settings: Settings, catalog: Catalog, name: str) -> list[Tab
         raise CatalogUnavailableError(f"catalog {name!r}: listing tables failed: {err}") from err
 
 
-def discover_table(catalog: Catalog, ref: TableRef) -> DiscoveredTable | None:
-    """One table's discovered facts; None (logged) when its metadata cannot be read or it was dropped
-    meanwhile: one unreadable table must not stop the code location."""
+@dataclass(frozen=True)
+class DiscoveryProblem:
+    """A catalog that could not be listed (``table`` None) or a table whose metadata could not be
+    read, with the cause (secrets redacted by the catalog's own error messages)."""
+
+    catalog: str
+    cause: str
+    table: TableRef | None = None
+
+    def __str__(self) -> str:
+        what = f"table {self.table}" if self.table else f"catalog {self.catalog!r}"
+        return f"{what}: {self.cause}"
+
+
+@dataclass(frozen=True)
+class LakeDiscovery:
+    """What discovery found, and what it could not read: one catalog or table at fault never hides
+    the others."""
+
+    tables: tuple[DiscoveredTable, ...] = ()
+    problems: tuple[DiscoveryProblem, ...] = ()
+
+    @property
+    def down_catalogs(self) -> tuple[DiscoveryProblem, ...]:
+        return tuple(p for p in self.problems if p.table is None)
+
+    @property
+    def unreadable_tables(self) -> tuple[DiscoveryProblem, ...]:
+        return tuple(p for p in self.problems if p.table is not None)
+
+
+def _discover_table(catalog: Catalog, ref: TableRef) -> DiscoveredTable | DiscoveryProblem:
     try:
         return DiscoveredTable.from_table(ref, catalog.load_table(ref.identifier))
     except Exception as err:
-        _log.warning("table %s left out: its metadata cannot be read: %s", ref, err)
-        return None
+        _log.warning("table %s left out: its metadata cannot be read: %s", ref, describe(err))
+        return DiscoveryProblem(ref.catalog, f"its metadata cannot be read: {describe(err)}", ref)
+
+
+def discover_table(catalog: Catalog, ref: TableRef) -> DiscoveredTable | None:
+    """One table's discovered facts; None (logged) when its metadata cannot be read or it was dropped
+    meanwhile: one unreadable table must not stop the code location."""
+    found = _discover_table(catalog, ref)
+    return found if isinstance(found, DiscoveredTable) else None
+
+
+def discover_lake(settings: Settings) -> LakeDiscovery:
+    """Every selected table of every configured catalog, sorted by name, and the catalogs and tables
+    that could not be read (logged): a catalog that is down is an error for its tables only."""
+    found: list[DiscoveredTable] = []
+    problems: list[DiscoveryProblem] = []
+    for name in settings.catalogs:
+        try:
+            catalog = open_catalog(settings, name)
+            refs = list_table_refs(settings, catalog, name)
+        except CatalogUnavailableError as err:
+            _log.warning("catalog %r left out: %s", name, err)
+            problems.append(DiscoveryProblem(name, str(err)))
+            continue
+        for ref in refs:
+            result = _discover_table(catalog, ref)
+            (found if isinstance(result, DiscoveredTable) else problems).append(result)  # type: ignore[arg-type]
+    return LakeDiscovery(tuple(sorted(found, key=lambda t: t.ref)), tuple(problems))
 
 
 def discover_tables(settings: Settings) -> list[DiscoveredTable]:
-    """Every selected table of every configured catalog, sorted by name."""
-    found: list[DiscoveredTable] = []
-    for name in settings.catalogs:
-        catalog = open_catalog(settings, name)
-        found += [
-            t for ref in list_table_refs(settings, catalog, name) if (t := discover_table(catalog, ref))
-        ]
-    return sorted(found, key=lambda t: t.ref)
+    """Every selected table that could be read (see :func:`discover_lake` for what could not)."""
+    return list(discover_lake(settings).tables)

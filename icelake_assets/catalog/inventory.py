@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from icelake_assets.catalog.connection import TableRef, open_catalog
-from icelake_assets.catalog.discovery import DiscoveredTable, discover_table, discover_tables, list_table_refs
+from icelake_assets.catalog.discovery import (
+    DiscoveredTable,
+    DiscoveryProblem,
+    discover_lake,
+    discover_table,
+    list_table_refs,
+)
 from icelake_assets.catalog.partition_layout import LayoutField, PartitionLayout
 from icelake_assets.settings import Settings
 from icelake_assets.types import IcelakeError
@@ -123,6 +129,9 @@ class Inventory:
     tables: list[DiscoveredTable]
     written_at: float  # epoch seconds
     source: str  # "cache" (read from the file) or "discovery"
+    # What discovery could not read (a down catalog, an unreadable table); never cached, so the next
+    # load tries them again.
+    problems: tuple[DiscoveryProblem, ...] = ()
 
 
 def read(settings: Settings, path: Path, any_age: bool = False) -> Inventory | None:
@@ -170,13 +179,14 @@ def load_inventory(settings: Settings, path: Path | None = None) -> Inventory:
         cached = read(settings, path)
         if cached is not None:
             return cached
-    tables = discover_tables(settings)
-    if path is not None:
+    found = discover_lake(settings)
+    tables = list(found.tables)
+    if path is not None and not found.problems:
         try:
             write(settings, path, tables)
         except OSError as err:  # a read-only home must not stop the code location
             _log.warning("table inventory %s not written: %s", path, err)
-    return Inventory(tables, time.time(), "discovery")
+    return Inventory(tables, time.time(), "discovery", found.problems)
 
 
 @dataclass(frozen=True)

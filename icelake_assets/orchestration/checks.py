@@ -318,8 +318,9 @@ def orphan_checks_selection(tables: Sequence[DiscoveredTable]) -> AssetSelection
     return AssetSelection.checks(*orphan_check_keys(tables))
 
 
-def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition:
-    """The lake-wide overview asset: tables and partitions ranked by the expected benefit of maintenance."""
+def build_health_overview(tables: Sequence[DiscoveredTable], left_out: str = "") -> AssetsDefinition:
+    """The lake-wide overview asset: tables and partitions ranked by the expected benefit of maintenance;
+    ``left_out``: markdown naming what the load could not read."""
 
     @asset(
         key=OVERVIEW_KEY,
@@ -328,7 +329,7 @@ def build_health_overview(tables: Sequence[DiscoveredTable]) -> AssetsDefinition
         # Named inputs: deps=[key] derives input names from the keys, refusing e.g. o'brien or café.
         ins={t.ref.safe_name: AssetIn(key=table_asset_key(t.ref), dagster_type=Nothing) for t in tables},
         description="What to fix first, and why: every table's health status and score, and the tables and "
-        "partitions ranked by the file opens maintenance would save (pyiceberg metadata only).",
+        "partitions ranked by the file opens maintenance would save (pyiceberg metadata only)." + left_out,
     )
     def health_overview(context: AssetExecutionContext, icelake: IcelakeResource) -> MaterializeResult:
         healths = []
@@ -368,9 +369,11 @@ def health_definitions(
     groups: Sequence[TableGroup],
     fix_jobs: Mapping[TableRef, str],
     granularity: ChecksPerTable = "each",
+    left_out: str = "",
 ) -> Definitions:
     """This module's part of the code location: every table's checks (one op per kind and table
-    group; orchestration/table_groups.py), the lake-wide overview, and the jobs that run them."""
+    group; orchestration/table_groups.py), the lake-wide overview (``left_out``: what the load could
+    not read), and the jobs that run them."""
     checks = [
         c
         for g in groups
@@ -396,4 +399,4 @@ def health_definitions(
             description="Orphan check of every table: lists storage, never deletes",
         ),
     ]
-    return Definitions(assets=[build_health_overview(tables)], asset_checks=checks, jobs=jobs)
+    return Definitions(assets=[build_health_overview(tables, left_out)], asset_checks=checks, jobs=jobs)

@@ -12,11 +12,18 @@ from dagster import AssetKey, AssetsDefinition, Definitions, in_process_executor
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
 from icelake_assets.catalog import inventory
-from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables
+from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, discover_lake
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.assets import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
-from icelake_assets.orchestration.checks import CHECKS_JOB, HEALTH_JOB, ORPHANS_JOB, health_definitions
+from icelake_assets.orchestration.checks import (
+    CHECKS_JOB,
+    HEALTH_JOB,
+    ORPHANS_JOB,
+    OVERVIEW_KEY,
+    health_definitions,
+)
 from icelake_assets.orchestration.health_sensor import build_health_sensor
+from icelake_assets.orchestration.lake_access import build_catalogs_check, problems_markdown
 from icelake_assets.orchestration.lineage import build_lineage
 from icelake_assets.orchestration.partitions import build_partition_keys_sensor
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
@@ -44,14 +51,20 @@ INVENTORY_METADATA_KEY = "icelake/inventory"
 
 
 def build_definitions(
-    settings: Settings | None = None, tables: Sequence[DiscoveredTable] | None = None
+    settings: Settings | None = None,
+    tables: Sequence[DiscoveredTable] | None = None,
+    problems: Sequence[DiscoveryProblem] = (),
 ) -> Definitions:
     """Definitions for ``tables`` (default: discovery of every selected table of the configured
     catalogs): each orchestration module contributes its part, merged here with the resources. One
-    in-process executor per run: every op of a run shares one Spark JVM instead of one per step."""
+    in-process executor per run: every op of a run shares one Spark JVM instead of one per step.
+    ``problems``: catalogs and tables discovery could not read (shown on the lake overview)."""
     settings = settings or load_settings()
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
-    tables = list(discover_tables(settings) if tables is None else tables)
+    if tables is None:
+        found = discover_lake(settings)
+        tables, problems = found.tables, found.problems
+    tables = list(tables)
     policies = resolve_policies(settings, ((t.ref, t.properties) for t in tables))
     lineage = build_lineage(tables, policies)
     groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
@@ -60,7 +73,7 @@ def build_definitions(
 
     maintenance = maintenance_definitions(groups, policies)
     fix_jobs = fix_jobs_of(groups, maintenance)
-    health = health_definitions(tables, groups, fix_jobs, granularity)
+    health = health_definitions(tables, groups, fix_jobs, granularity, problems_markdown(problems))
     sensors = [
         build_maintenance_sensor(
             tables, {t.ref: g.partitions_def for g in groups for t in g.tables}, settings, interval
@@ -73,6 +86,7 @@ def build_definitions(
         health,
         Definitions(assets=lineage.assets),
         Definitions(sensors=[s for s in sensors if s is not None]),
+        Definitions(asset_checks=[build_catalogs_check(OVERVIEW_KEY, problems)]),
         schedule_definitions(settings, tables, policies, health),
         Definitions(
             resources={
@@ -97,14 +111,15 @@ def load_definitions(context: DefinitionsLoadContext) -> Definitions:
         else None
     )
     tables = None
+    problems: tuple[DiscoveryProblem, ...] = ()
     if recorded:
         cached = inventory.read(settings, Path(json.loads(recorded)["path"]), any_age=True)
         tables = cached.tables if cached else None
     if tables is None:
         loaded = inventory.load_inventory(settings)
-        tables = loaded.tables
+        tables, problems = loaded.tables, loaded.problems
     path = inventory.inventory_path()
-    defs = build_definitions(settings, tables)
+    defs = build_definitions(settings, tables, problems)
     if path is None:
         return defs
     return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: json.dumps({"path": str(path)})})

@@ -64,13 +64,13 @@ class TableRuns:
     last_failure_kind: str | None = None  # of the latest failure, when its run named this table
     last_failure_cause: str | None = None
 
-    def failure_reason(self) -> str:
-        """Why the table is backing off, for the sensor's reason."""
+    def failure_reason(self) -> str | None:
+        """What the latest failure's run recorded of its cause, for the sensor's reason (None: nothing)."""
         if self.last_failure_kind == "access_denied":
             return (
                 f"access denied: {self.last_failure_cause} (fix the permissions of the maintenance identity)"
             )
-        return self.last_failure_cause or "see the run"
+        return self.last_failure_cause
 
     def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
         """When a table whose last run failed may be launched again (None: its last run did not fail)."""

@@ -48,6 +48,7 @@ from icelake_assets.catalog import inventory
 from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
+from icelake_assets.causes import describe
 from icelake_assets.health.orphans import KnownTables
 from icelake_assets.health.overview import TableBenefit, evaluate, priority_key, table_benefit
 from icelake_assets.health.stats import TableStats
@@ -195,7 +196,7 @@ def _audit(ref: TableRef, decision: str, reason: str, **fields: Any) -> AuditRec
 def _error(ref: TableRef, err: Exception, context: SensorEvaluationContext) -> TableEvaluation:
     """A table that cannot be evaluated (missing or corrupt metadata, unreadable storage, dropped, its
     catalog unreachable): an error outcome for it alone; the tick goes on with the others."""
-    reason = f"{type(err).__name__}: {str(err).splitlines()[0][:500] if str(err) else ''}"
+    reason = describe(err)
     context.log.warning(f"{ref}: not evaluated: {reason}")
     observation = AssetObservation(
         asset_key=table_asset_key(ref),
@@ -306,9 +307,11 @@ def _hold_back(
         reason = f"maintenance already queued or running ({runs.in_flight})"
         outcome = "in_flight"
     elif retry_at is not None and retry_at > now:
+        cause = runs.failure_reason()
         reason = (
             f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
             f"{datetime.fromtimestamp(retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC"
+            + (f" (last failure: {cause})" if cause else "")
         )
         outcome = "backoff"
     else:

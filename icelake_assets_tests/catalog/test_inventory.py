@@ -53,7 +53,7 @@ def _no_discovery(monkeypatch):
     def refuse(settings):
         raise AssertionError("discovery ran although the inventory is cached")
 
-    monkeypatch.setattr(inventory, "discover_tables", refuse)
+    monkeypatch.setattr(inventory, "discover_lake", refuse)
 
 
 def test_the_inventory_round_trips_every_discovered_fact(make_lake):
@@ -69,7 +69,7 @@ def test_a_cached_inventory_replaces_discovery_until_it_is_too_old(make_lake, tm
     path = tmp_path / "inventory.json"
     first = inventory.load_inventory(settings, path)
     assert first.source == "discovery" and path.exists()
-    real_discover = inventory.discover_tables
+    real_discover = inventory.discover_lake
     _no_discovery(monkeypatch)
     cached = inventory.load_inventory(settings, path)
     assert cached.source == "cache" and cached.tables == first.tables
@@ -77,7 +77,7 @@ def test_a_cached_inventory_replaces_discovery_until_it_is_too_old(make_lake, tm
     doc = json.loads(path.read_text())
     doc["written_at"] = time.time() - (settings.automation.inventory_max_age_hours + 1) * 3600
     path.write_text(json.dumps(doc))
-    monkeypatch.setattr(inventory, "discover_tables", real_discover)
+    monkeypatch.setattr(inventory, "discover_lake", real_discover)
     assert inventory.load_inventory(settings, path).source == "discovery"
 
 

@@ -1,5 +1,7 @@
 """Bad input gets a clear error naming the cause, and nothing is half-written."""
 
+import re
+
 import pyarrow as pa
 import pytest
 from dagster import DagsterInstance
@@ -7,9 +9,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from icelake_assets.audit.store import AuditLog
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
+from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.cli import main as cli_main
 from icelake_assets.maintenance import validation
+from icelake_assets.orchestration.checks import OVERVIEW_KEY
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import catalog_name, write_settings
@@ -26,20 +29,22 @@ def _table_with_files(settings, name: str, files: int):
     return table
 
 
-def test_a_missing_catalog_database_is_named(tmp_path):
+def test_a_missing_catalog_database_is_named_and_the_code_location_still_loads(tmp_path):
     settings = load_settings(write_settings(tmp_path, "gone"))
-    with pytest.raises(
-        CatalogUnavailableError, match=r"catalog 'gone': SQLite database .*catalog.db does not exist"
-    ):
-        build_definitions(settings)
+    defs = build_definitions(settings)
+    defs.get_repository_def()
+    description = defs.resolve_assets_def(OVERVIEW_KEY).descriptions_by_key[OVERVIEW_KEY]
+    assert re.search(r"catalog 'gone'.*SQLite database .*catalog.db does not exist", description)
 
 
 def test_an_unreachable_catalog_database_is_named(tmp_path):
     (tmp_path / "lake").mkdir()
     (tmp_path / "lake" / "catalog.db").write_bytes(b"this is not a sqlite database" * 100)
     settings = load_settings(write_settings(tmp_path, "broken"))
-    with pytest.raises(CatalogUnavailableError, match=r"catalog 'broken'"):
-        build_definitions(settings)
+    description = (
+        build_definitions(settings).resolve_assets_def(OVERVIEW_KEY).descriptions_by_key[OVERVIEW_KEY]
+    )
+    assert "catalog 'broken'" in description
 
 
 def test_cli_names_unknown_catalogs_and_bad_table_names(make_lake, capsys):

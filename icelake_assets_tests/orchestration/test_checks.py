@@ -12,6 +12,7 @@ from icelake_assets.orchestration.checks import (
     OVERVIEW_KEY,
 )
 from icelake_assets.orchestration.display import human_bytes
+from icelake_assets.orchestration.lake_access import CATALOGS_CHECK
 from icelake_assets.orchestration.project import (
     HEALTH_JOB,
     MAINTENANCE_JOB,
@@ -20,6 +21,9 @@ from icelake_assets.orchestration.project import (
     table_maintenance_job,
 )
 from icelake_assets_tests.conftest import catalog_name, new_lake
+
+# The lake-level check on the overview (orchestration/lake_access.py): in every health run.
+LAKE_CHECK = ("health_overview", CATALOGS_CHECK)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def test_every_table_gets_one_result_per_metadata_check(run):
     assert run["health"].success
     assert set(evaluations) == {
         (t, c) for t in ("trips", "clicks", "orders") for c in (*METADATA_CHECKS, HEALTH_CHECK)
-    }
+    } | {LAKE_CHECK}
 
 
 def test_each_table_has_one_health_summary_linking_failing_checks_to_the_job_that_fixes_them(run):
@@ -176,11 +180,13 @@ def test_summary_checks_keep_the_health_and_orphan_checks_with_every_finding(tmp
     build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
     defs = build_definitions(settings)
     checks = {(k.asset_key.path[-1], k.name) for c in defs.asset_checks for k in c.check_keys}
-    assert checks == {(t, c) for t in ("trips", "clicks", "orders") for c in (HEALTH_CHECK, ORPHAN_CHECK)}
+    assert checks == {(t, c) for t in ("trips", "clicks", "orders") for c in (HEALTH_CHECK, ORPHAN_CHECK)} | {
+        LAKE_CHECK
+    }
     instance = DagsterInstance.local_temp(str(tmp_path_factory.mktemp("dagster_home")))
     health = defs.resolve_job_def(HEALTH_JOB).execute_in_process(instance=instance)
     evaluations = _evaluations(health)
-    assert set(evaluations) == {(t, HEALTH_CHECK) for t in ("trips", "clicks", "orders")}
+    assert set(evaluations) == {(t, HEALTH_CHECK) for t in ("trips", "clicks", "orders")} | {LAKE_CHECK}
     trips = evaluations[("trips", HEALTH_CHECK)]
     assert not trips.passed and "failing: small_files" in trips.description
     assert "| small_files | **WARN** |" in trips.metadata["summary"].value

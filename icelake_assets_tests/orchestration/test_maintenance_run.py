@@ -78,7 +78,8 @@ def test_checks_fail_on_the_degraded_lake_and_pass_after_maintenance(run):
         ("clicks", "snapshot_retention"),
         ("orders", "orphan_files"),
     } <= failing
-    assert set(after) == set(before)
+    # every table check ran again after maintenance (the lake-level catalogs check is not a table's)
+    assert set(after) == {k for k in before if k[0] != "health_overview"}
     assert [(k, e.description) for k, e in after.items() if not e.passed] == []
     small = before[("trips", "small_files")].metadata
     assert small["candidate_partitions"].value == 6 and small["small_files"].value == 180

@@ -6,28 +6,34 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from icelake_assets.catalog.connection import (
-    CatalogUnavailableError,
-    TableMissingError,
-    TableRef,
-    load_table,
-    open_catalog,
-)
-from icelake_assets.catalog.discovery import DiscoveryProblem, discover_lake
-from icelake_assets.demo.headless import run_headless_demo
-from icelake_assets.health.findings import orphan_finding
-from icelake_assets.health.orphans import scan_orphans
-from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.policies import format_value, policy_for, resolve_policy
-from icelake_assets.settings import Settings, SettingsError, load_settings
-from icelake_assets.text import format_table
+# Only light modules at import: `icelake --help` must not load pyiceberg, pyarrow or Dagster (each
+# command imports what it needs).
+from icelake_assets.types import IcelakeError, TableRef
+
+if TYPE_CHECKING:
+    from icelake_assets.catalog.discovery import DiscoveryProblem
+    from icelake_assets.settings import Settings
+
+
+def parse_table(text: str, settings: Settings) -> TableRef:
+    """A table named as Iceberg does (``catalog.ns.table``, ``ns.table`` in the first catalog) or as the
+    Dagster UI shows its asset key (``catalog/ns/table``)."""
+    if "/" in text:
+        parts = [p for p in text.strip("/").split("/")]
+        if len(parts) < 3 or not all(parts):
+            raise ValueError(f"invalid table name {text!r}: expected catalog/namespace/table")
+        return TableRef.parse(".".join(parts))
+    return TableRef.parse(text, default_catalog=next(iter(settings.catalogs)))
 
 
 def _selected_refs(settings: Settings, table: str | None) -> tuple[list[TableRef], list[DiscoveryProblem]]:
     """The tables to report on, and what discovery could not read (reported after the others)."""
+    from icelake_assets.catalog.discovery import discover_lake
+
     if table:
-        return [TableRef.parse(table, default_catalog=next(iter(settings.catalogs)))], []
+        return [parse_table(table, settings)], []
     found = discover_lake(settings)
     return [t.ref for t in found.tables], list(found.problems)
 
@@ -36,8 +42,16 @@ def cmd_health(args: argparse.Namespace) -> int:
     """Findings of one table or all, as a table; ``--overview`` ranks what to fix first.
 
     Exit status 1 when ``--fail-on`` is given and a finding reaches that severity (for CI and cron)."""
+    from icelake_assets.catalog.connection import CatalogUnavailableError, load_table, open_catalog
+    from icelake_assets.catalog.discovery import DiscoveryProblem
     from icelake_assets.health.cache import ManifestCache, default_cache_path
+    from icelake_assets.health.findings import orphan_finding
+    from icelake_assets.health.orphans import scan_orphans
     from icelake_assets.health.overview import evaluate, lake_overview
+    from icelake_assets.health.stats import compute_table_stats
+    from icelake_assets.policies import policy_for
+    from icelake_assets.settings import load_settings
+    from icelake_assets.text import format_table
 
     settings = load_settings(args.config)
     cache = ManifestCache(path=default_cache_path())  # repeated runs read only new manifests
@@ -77,7 +91,14 @@ def cmd_health(args: argparse.Namespace) -> int:
                     scan.refused,
                 )
             )
-        health = evaluate(compute_table_stats(table, policy, cache), policy, extra, name=str(ref))
+        # Without --orphans the orphan check is not evaluated: the verdict says Unknown, not Healthy.
+        health = evaluate(
+            compute_table_stats(table, policy, cache),
+            policy,
+            extra,
+            name=str(ref),
+            not_evaluated=() if args.orphans else ("orphan_files",),
+        )
         healths.append(health)
         for f in health.findings:
             rows.append((str(ref), f.check, f.severity.value, f.summary, f.recommendation))
@@ -162,13 +183,22 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def cmd_policy(args: argparse.Namespace) -> int:
     """The effective policy of one table, each value with its source (a missing table gets the settings only)."""
+    from icelake_assets.catalog.connection import TableMissingError, load_table, open_catalog
+    from icelake_assets.policies import format_value, resolve_policy
+    from icelake_assets.settings import load_settings
+    from icelake_assets.text import format_table
+
     settings = load_settings(args.config)
-    ref = TableRef.parse(args.table, default_catalog=next(iter(settings.catalogs)))
+    ref = parse_table(args.table, settings)
+    missing = False
     try:
         properties = load_table(open_catalog(settings, ref.catalog), ref).properties
     except TableMissingError:
-        properties = {}
-        print(f"note: {ref} does not exist yet: the policy below ignores table properties", file=sys.stderr)
+        properties, missing = {}, True
+        print(
+            f"icelake: error: {ref} does not exist: the policy below is the settings' only (exit 1)",
+            file=sys.stderr,
+        )
     effective = resolve_policy(settings, ref, properties)
     values = effective.overridden() if args.changed else effective.values
     print(
@@ -179,11 +209,12 @@ def cmd_policy(args: argparse.Namespace) -> int:
     )
     for problem in effective.problems:
         print(f"problem: {problem}")
-    return 0
+    return 1 if missing else 0
 
 
 def cmd_demo_lake(args: argparse.Namespace) -> int:
     from icelake_assets.demo.lake import build_demo_lake
+    from icelake_assets.settings import load_settings
 
     settings = load_settings(args.config)
     started = time.perf_counter()
@@ -193,7 +224,13 @@ def cmd_demo_lake(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from icelake_assets.demo.headless import run_headless_demo
+    from icelake_assets.settings import load_settings
+
     return run_headless_demo(load_settings(args.config), scale=args.scale)
+
+
+TABLE_HELP = "catalog.namespace.table, namespace.table, or the UI's catalog/namespace/table"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -201,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="settings file (default: $ICELAKE_CONFIG or ./icelake.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("health", help="print the health findings of one table or all")
-    p.add_argument("table", nargs="?", help="catalog.namespace.table (or namespace.table)")
+    p.add_argument("table", nargs="?", help=TABLE_HELP)
     p.add_argument("--orphans", action="store_true", help="also list storage for orphan files (slower)")
     p.add_argument(
         "--overview", action="store_true", help="rank tables and partitions by the benefit of maintenance"
@@ -210,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--fail-on", choices=["warn", "error"], help="exit 1 when a finding reaches this severity")
     p.set_defaults(func=cmd_health)
     p = sub.add_parser("policy", help="print the effective policy of a table with the source of each value")
-    p.add_argument("table", help="catalog.namespace.table (or namespace.table)")
+    p.add_argument("table", help=TABLE_HELP)
     p.add_argument("--changed", action="store_true", help="only the values that are not built-in defaults")
     p.set_defaults(func=cmd_policy)
     p = sub.add_parser("demo-lake", help="build the degraded demo lake")
@@ -223,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (SettingsError, CatalogUnavailableError, TableMissingError, ValueError) as err:
+    except (IcelakeError, ValueError) as err:  # settings, catalogs, tables, names: the cause, no trace
         print(f"icelake: error: {err}", file=sys.stderr)
         return 2
 

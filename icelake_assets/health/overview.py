@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from icelake_assets.health.findings import Finding, Severity, metadata_findings
 from icelake_assets.health.retention import expiry_forecast
-from icelake_assets.health.score import HealthScore, HealthStatus, health_score, health_status
+from icelake_assets.health.score import HealthScore, HealthStatus, verdict
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 
@@ -41,6 +41,7 @@ class TableHealth:
     score: HealthScore
     status: HealthStatus
     policy: Policy
+    not_evaluated: tuple[str, ...] = ()
 
     def finding(self, check: str) -> Finding | None:
         return next((f for f in self.findings if f.check == check), None)
@@ -50,15 +51,20 @@ class TableHealth:
 
 
 def evaluate(
-    stats: TableStats, policy: Policy, extra: Iterable[Finding] = (), name: str | None = None
+    stats: TableStats,
+    policy: Policy,
+    extra: Iterable[Finding] = (),
+    name: str | None = None,
+    not_evaluated: Sequence[str] = (),
 ) -> TableHealth:
-    """Metadata findings (plus ``extra``, e.g. an orphan finding), the score and the status.
+    """Metadata findings (plus ``extra``, e.g. an orphan finding), the score and the status by the one
+    rule of :func:`~icelake_assets.health.score.verdict`.
 
-    ``name``: how to call the table (default: its pyiceberg name, which has no catalog)."""
+    ``name``: how to call the table (default: its pyiceberg name, which has no catalog);
+    ``not_evaluated``: checks without a result yet (the table is then never Healthy)."""
     findings = (*metadata_findings(stats, policy), *extra)
-    return TableHealth(
-        name or stats.table, stats, findings, health_score(stats, policy), health_status(findings), policy
-    )
+    score, status = verdict(stats, policy, findings, not_evaluated)
+    return TableHealth(name or stats.table, stats, findings, score, status, policy, tuple(not_evaluated))
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from icelake_assets.catalog.connection import (
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
+from icelake_assets.health.findings import Finding, orphan_finding
 from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
 from icelake_assets.maintenance.effect import (
@@ -526,6 +527,24 @@ def _run_metadata(
     return md
 
 
+def _scanned_orphans(state: RunState, policy) -> Finding | None:
+    """The orphan finding of this run's own storage scan (what its orphan op left), if it scanned."""
+    for o in state.merged_ops():
+        res = o["result"]
+        if o["op"] == "remove_orphan_files" and "listed_files" in res:
+            left = int(res.get("orphans_found", 0)) - int(res.get("orphans_removed", 0))
+            left_bytes = 0 if left <= 0 else int(res.get("bytes_found", 0))
+            return orphan_finding(
+                max(0, left),
+                left_bytes,
+                policy,
+                hidden_files=int(res.get("hidden_files", 0)),
+                skipped=res.get("skipped_reasons") or {},
+                refused=res.get("refused"),
+            )
+    return None
+
+
 def _rewrite_failure(state: RunState) -> dict[str, Any] | None:
     """The rewrite's result when some of its partitions did not compact (or Spark failed)."""
     for outcome in state.merged_ops():  # the last attempt's failures: earlier ones were retried
@@ -609,7 +628,9 @@ def _validate_table(
     effects = verify_effects(state.merged_ops(), after_stats, policy)
     outcome = run_outcome(effects)
     removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
-    health = table_health(icelake, table, ref, context.instance, after_stats, orphans_removed=removed)
+    health = table_health(
+        icelake, table, ref, context.instance, after_stats, removed, _scanned_orphans(state, policy)
+    )
     # A run that did nothing points to the last one that did (its before/after stays findable).
     last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
     metadata = _run_metadata(state, after_stats, result, effects, outcome, health, policy, last)

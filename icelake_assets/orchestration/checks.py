@@ -171,7 +171,12 @@ def health_result(
         result = "passed" if f.passed else f"**{f.severity.value}**"
         fix = "" if f.passed else (fix_link(f.check, fix_job) or _cell(f.recommendation))
         rows.append(f"| {f.check} | {result} | {_cell(f.summary)} | {fix} |")
-    verdict = f"failing: {', '.join(f.check for f in failing)}" if failing else "every check passes"
+    if failing:
+        verdict = f"failing: {', '.join(f.check for f in failing)}"
+    elif health.not_evaluated:
+        verdict = f"not evaluated yet: {', '.join(health.not_evaluated)}"
+    else:
+        verdict = "every check passes"
     description = f"{health.status.value}, score {health.score.score}/100; {verdict}"
     metadata: dict[str, Any] = dict(extra or {})
     metadata["failing_checks"] = MetadataValue.int(len(failing))
@@ -179,7 +184,7 @@ def health_result(
     return AssetCheckResult(
         asset_key=asset_key,
         check_name=HEALTH_CHECK,
-        passed=not failing,
+        passed=health.status is HealthStatus.HEALTHY,
         metadata=metadata,
         severity=(
             AssetCheckSeverity.ERROR if health.status is HealthStatus.CRITICAL else AssetCheckSeverity.WARN

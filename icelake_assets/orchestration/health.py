@@ -1,10 +1,11 @@
 """One health truth per table: the status and score every surface shows (the metadata checks'
 ``health_status``, the overview asset, a maintenance run's ``health/status``) come from here.
 
-The status is the worst of *all* the table's checks: the five metadata findings, the
-``table_configuration`` check (metadata only, computed here) and the ``orphan_files`` check, which
-lists storage and so is taken from its latest recorded evaluation in the Dagster instance (never
-run here). A table is therefore never Healthy while one of its checks fails.
+The verdict (health/score.py: one rule for status and score) covers *all* the table's checks: the
+five metadata findings, the ``table_configuration`` check (metadata only, computed here) and the
+``orphan_files`` check, which lists storage and so is taken from its latest recorded evaluation in
+the Dagster instance (never run here). A table is never Healthy while one of its checks fails, and
+is Unknown while its orphan check has never been evaluated.
 """
 
 from dagster import AssetCheckEvaluation, AssetCheckKey, DagsterInstance
@@ -18,6 +19,14 @@ from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.policies import configuration_report
 
 ORPHAN_CHECK = "orphan_files"
+
+
+def orphan_check_planned(instance: DagsterInstance | None, ref: TableRef) -> bool:
+    """The table's orphan check has an execution recorded (evaluated, or planned in a run now)."""
+    if instance is None:
+        return False
+    key = AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK)
+    return instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key) is not None
 
 
 def recorded_orphan_finding(instance: DagsterInstance | None, ref: TableRef) -> Finding | None:
@@ -44,14 +53,22 @@ def table_health(
     instance: DagsterInstance | None = None,
     stats=None,
     orphans_removed: bool = False,
+    orphans: Finding | None = None,
 ) -> TableHealth:
     """The table's findings (every check), score and status. ``stats``: already computed ones;
-    ``orphans_removed``: a run just removed every orphan, so the recorded orphan result is stale."""
+    ``orphans_removed``: a run just removed every orphan, so the recorded orphan result is stale;
+    ``orphans``: a run's own scan of storage, newer than any recorded orphan check."""
     effective = icelake.effective_policy(table)
     policy = effective.policy
     report = configuration_report(table.metadata.format_version, table.properties, effective)
     extra = [configuration_finding(report, effective)]
-    if not orphans_removed and (orphans := recorded_orphan_finding(instance, ref)) is not None:
+    not_evaluated: tuple[str, ...] = ()
+    if orphans is not None:
         extra.append(orphans)
+    elif not orphans_removed:
+        if (orphans := recorded_orphan_finding(instance, ref)) is not None:
+            extra.append(orphans)
+        elif not orphan_check_planned(instance, ref):  # never scanned: Unknown until it is, not Healthy
+            not_evaluated = (ORPHAN_CHECK,)
     stats = stats if stats is not None else icelake.stats(table, policy)
-    return evaluate(stats, policy, extra, name=str(ref))
+    return evaluate(stats, policy, extra, name=str(ref), not_evaluated=not_evaluated)

@@ -13,7 +13,6 @@ then the finding's age), and records the others as ``queued_by_priority`` (re-ra
 
 import json
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -432,13 +431,9 @@ def evaluate_tick(
         visited += 1
         name, location = str(table.ref), locations.get(table.ref)
         previous: list[Any] = cursor.seen.get(name) or []  # [] (never seen) is falsy like None
-        # A table seen for the first time is scanned at a fixed point of the next interval (by its
-        # name's hash), so 1,000 new tables spread their storage listings over the interval.
-        scanned = (
-            float(previous[2])
-            if previous and len(previous) > 2
-            else now - zlib.crc32(name.encode()) % max(1, int(orphan_scan_seconds))
-        )
+        # A table seen for the first time is scanned now: its orphan check is never left unknown for
+        # an interval. What does not fit the tick's budget waits for the next tick (round robin).
+        scanned = float(previous[2]) if previous and len(previous) > 2 else now - orphan_scan_seconds
         if table.ref.catalog in unreachable or location is None:
             missing = unreachable.get(table.ref.catalog) or TableMissingError(
                 f"{name} no longer exists in its catalog (skipped until the definitions reload)"

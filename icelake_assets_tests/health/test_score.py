@@ -3,7 +3,7 @@
 import pytest
 
 from icelake_assets.health.findings import Finding, Severity
-from icelake_assets.health.score import HealthStatus, health_score, health_status
+from icelake_assets.health.score import HealthStatus, health_score, health_status, status_of, verdict
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 
@@ -64,3 +64,49 @@ def test_status_is_the_worst_severity():
     assert health_status([_finding(Severity.OK)] * 3) is HealthStatus.HEALTHY
     assert health_status([_finding(Severity.OK), _finding(Severity.WARN)]) is HealthStatus.WARNING
     assert health_status([_finding(Severity.WARN), _finding(Severity.ERROR)]) is HealthStatus.CRITICAL
+
+
+# -- the verdict: one rule for status and score (issue 22) ------------------------------------------
+
+
+def _named(check: str, severity: Severity) -> Finding:
+    return Finding(check, severity, "s", "r")
+
+
+def test_a_layout_penalty_counts_only_while_its_finding_fails():
+    # 21 files of 1 KB: Amoro's raw score is 61, but a passing small_files check leaves nothing to fix.
+    many_small = stats(21, 1024)
+    score, status = verdict(many_small, POLICY, [_named("small_files", Severity.OK)])
+    assert score.raw == 61 and score.score == 100 and status is HealthStatus.HEALTHY
+    score, status = verdict(many_small, POLICY, [_named("small_files", Severity.WARN)])
+    assert score.score == 61 and status is HealthStatus.WARNING
+
+
+@pytest.mark.parametrize(
+    ("severity", "most", "status"),
+    [(Severity.WARN, 79, HealthStatus.WARNING), (Severity.ERROR, 49, HealthStatus.CRITICAL)],
+)
+def test_a_failing_check_caps_the_score_so_status_and_score_agree(severity, most, status):
+    # a perfect layout with orphans (no layout penalty): Critical never shows with 100
+    score, got = verdict(stats(100, TARGET), POLICY, [_named("orphan_files", severity)])
+    assert score.score == most and got is status
+
+
+def test_the_status_is_the_scores_band_everywhere():
+    for files, avg in ((100, TARGET), (100, 24 * MiB), (100, 0), (21, 1024)):
+        for severity in (Severity.OK, Severity.WARN, Severity.ERROR):
+            score, status = verdict(stats(files, avg), POLICY, [_named("small_files", severity)])
+            assert status is status_of(score.score)
+            assert (status is HealthStatus.HEALTHY) == (score.score >= 80)
+
+
+def test_a_check_not_evaluated_yet_makes_a_passing_table_unknown_never_healthy():
+    score, status = verdict(
+        stats(100, TARGET), POLICY, [_named("small_files", Severity.OK)], ("orphan_files",)
+    )
+    assert status is HealthStatus.UNKNOWN and score.score == 100
+    # a failing check is known whatever is missing
+    _, status = verdict(
+        stats(100, TARGET), POLICY, [_named("small_files", Severity.ERROR)], ("orphan_files",)
+    )
+    assert status is HealthStatus.CRITICAL

@@ -311,3 +311,17 @@ def test_check_schedules_are_named_after_the_jobs_they_run(make_lake):
         "icelake_health_schedule": "icelake_health",
         "icelake_orphan_checks_schedule": "icelake_orphan_checks",
     }
+
+
+def test_a_table_seen_for_the_first_time_has_its_orphans_scanned_on_that_tick(make_lake, instance):
+    """Issue 22: the first orphan scan is not spread over the next interval (a table with only orphans
+    waited up to a day, its orphan check 'Not Evaluated' and the table shown Healthy meanwhile)."""
+    from icelake_assets.demo.lake import age_all_files, plant_orphans
+    from icelake_assets.orchestration.sensors import OPS_TAG
+
+    settings, ref, table = _lake(make_lake, files=2, orphans={"max_count": 0})
+    age_all_files(table, 5)
+    plant_orphans(table, 3, age_days=5)
+    _, tick = _tick(settings, instance)
+    (request,) = tick.run_requests
+    assert request.tags[OPS_TAG] == "remove_orphan_files"

@@ -504,8 +504,11 @@ def evaluate_tick(
         + (": " + ", ".join(acting[:20]) if acting else "")
         + (f" and {len(acting) - 20} more" if len(acting) > 20 else "")
     )
+    run_requests = [rr for r in wanting for rr in r.run_requests]  # best first
     result = SensorResult(
-        run_requests=[rr for r in wanting for rr in r.run_requests],  # best first
+        run_requests=run_requests,
+        # A tick that launches nothing says why in the UI's tick list (not "0 runs requested").
+        skip_reason=None if run_requests else tick_summary(results, n, visited),
         cursor=cursor.dumps(),
         asset_events=[r.observation for r in results if r.observation],
         dynamic_partitions_requests=[d for r in results for d in r.dynamic_requests] or None,
@@ -514,6 +517,25 @@ def evaluate_tick(
     _record(context, icelake.settings, [r.audit for r in results if r.audit])
     _refresh_inventory(context, icelake.settings, tables)
     return result
+
+
+_SUMMARY_MAX = 900
+
+
+def tick_summary(results: Sequence[TableEvaluation], total: int, visited: int) -> str:
+    """Why a tick launched nothing, for its skip reason: the outcomes, then each table that is not
+    simply fine with its reason (deferred, held, errors first)."""
+    if not results:
+        return f"nothing changed in the {visited} of {total} tables visited: no metadata to read"
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    head = f"{len(results)} of {total} tables evaluated, no run: " + ", ".join(
+        f"{n} {outcome}" for outcome, n in sorted(counts.items(), key=lambda kv: -kv[1])
+    )
+    details = [f"{r.ref} {r.outcome}: {r.reason}" for r in results if r.outcome != "skipped"]
+    text = head + (" | " + "; ".join(details) if details else "")
+    return text if len(text) <= _SUMMARY_MAX else text[: _SUMMARY_MAX - 1] + "…"
 
 
 # The catalogs' table names are listed at most this often (one listing per namespace: a REST catalog

@@ -92,6 +92,10 @@ def test_an_active_writer_defers_maintenance_and_says_so(make_lake, instance):
     [record] = _audit(settings, ref)
     assert record.decision == "deferred" and "quiet period of 30 min" in record.reason
     assert record.writer_check["quiet_period_minutes"] == 30
+    # The tick itself says why it launched nothing (the UI's tick list shows it, not "0 runs requested").
+    reason = tick.skip_message
+    assert reason.startswith("1 of 1 tables evaluated, no run: 1 deferred")
+    assert f"{ref} deferred:" in reason and "quiet period of 30 min" in reason
     # Deferred tables are looked at again on the next tick (the quiet period may be over), but the
     # same decision is not recorded twice.
     _, again = _tick(settings, instance, cursor=tick.cursor)

@@ -29,6 +29,17 @@ _DRIVERS = {
 _JNI_DIRS = "/usr/lib/*-linux-gnu/jni"
 
 
+# Spark options that hold lists: a user's value is appended to the product's, never replaces it.
+LIST_OPTIONS = {
+    "spark.jars": ",",
+    "spark.jars.packages": ",",
+    "spark.driver.extraClassPath": ":",
+    "spark.executor.extraClassPath": ":",
+    "spark.driver.extraJavaOptions": " ",
+    "spark.executor.extraJavaOptions": " ",
+}
+
+
 class SparkSetupError(IcelakeError, RuntimeError):
     """Spark cannot be configured on this machine (a jar or driver is missing)."""
 
@@ -122,6 +133,12 @@ def spark_config(
     for catalog_conf in catalogs.values():
         derived.update(catalog_conf)
     derived.update(settings.spark.config)
+    # A user's jars, packages, class path or JVM options add to ours: replacing them would drop the
+    # Iceberg runtime (Spark then fails at the first CALL with PARSE_SYNTAX_ERROR).
+    for key, sep in LIST_OPTIONS.items():
+        if key in conf and key in derived:
+            ours = [v for v in conf[key].split(sep) if v]
+            derived[key] = sep.join(dict.fromkeys([*ours, *(v for v in derived[key].split(sep) if v)]))
     if include_secrets:
         return {**conf, **derived}
     return {**{k: v for k, v in conf.items() if k not in derived}, **public_properties(derived)}

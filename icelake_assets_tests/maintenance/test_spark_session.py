@@ -61,6 +61,27 @@ def test_maven_packages_replace_the_bundled_runtime(tmp_path, monkeypatch):
     assert iceberg_runtime_jar() not in conf.get("spark.jars", "")
 
 
+def test_a_users_jars_and_jvm_options_add_to_the_products_never_replace_them(tmp_path, monkeypatch):
+    """Issue 20: spark.jars in spark.config replaced the Iceberg runtime (PARSE_SYNTAX_ERROR at CALL)."""
+    base = _settings(tmp_path, monkeypatch)
+    user = {
+        "spark.jars": "/opt/jars/hadoop-aws-3.3.1.jar,/opt/jars/aws-java-sdk-bundle-1.11.901.jar",
+        "spark.driver.extraJavaOptions": "-Dcom.amazonaws.services.s3.enableV4=true",
+        "spark.executor.memory": "4g",
+    }
+    settings = base.model_copy(update={"spark": base.spark.model_copy(update={"config": user})})
+    conf = spark_config(settings)
+    jars = conf["spark.jars"].split(",")
+    assert jars[0] == iceberg_runtime_jar() and "/usr/share/java/postgresql.jar" in jars
+    assert jars[-2:] == user["spark.jars"].split(",")
+    options = conf["spark.driver.extraJavaOptions"].split(" ")
+    assert options[0].startswith("-Djava.library.path=")
+    assert options[-1] == user["spark.driver.extraJavaOptions"]
+    assert conf["spark.executor.memory"] == "4g"  # other options: the user's value, as before
+    # Resource config (what the UI shows) plus what the resource adds at runtime is the same whole.
+    assert {**spark_config(settings, include_secrets=False), **secret_spark_config(settings)} == conf
+
+
 def test_both_jdbc_drivers_ship_to_the_cluster_with_the_runtime(tmp_path, monkeypatch):
     jars = spark_config(_settings(tmp_path, monkeypatch))["spark.jars"].split(",")
     assert "/usr/share/java/postgresql.jar" in jars and "/usr/share/java/sqlite-jdbc.jar" in jars

@@ -7,11 +7,12 @@ from dagster._core.definitions.definitions_load_context import DefinitionsLoadCo
 
 from icelake_assets.orchestration.project import INVENTORY_METADATA_KEY, load_definitions
 
-# Dagster 1.13's code server calls a @definitions function several times per load: to find the
-# module's targets (initialization), then to build the repository (reconstruction, with the metadata
-# the first build recorded), and does not keep the result: at 10,000 tables each build takes tens of
-# seconds. A reconstruction whose metadata is what a build of this process recorded is that build;
-# a run worker (a new process) builds once from the recorded inventory. A reload starts a new process.
+# Dagster 1.13's code server calls a @definitions function twice per load: to find the module's
+# targets (initialization), then to build the repository (reconstruction, with no metadata), and does
+# not keep the result: at 10,000 tables each build takes tens of seconds. A reconstruction without
+# metadata, or with the metadata a build of this process recorded, is that build; a run worker (a new
+# process, given the code server's metadata) builds once from the recorded inventory. A reload starts
+# a new process.
 _BUILT: dict[str, Definitions] = {}
 
 
@@ -24,10 +25,12 @@ def _recorded(defs: Definitions) -> str:
 def defs() -> Definitions:
     # Dagster sets the load context (code server: initialization; run worker: reconstruction).
     context = DefinitionsLoadContext.get()
+    key = "initialization"
     if context.load_type == DefinitionsLoadType.RECONSTRUCTION:
-        key = repr(context.reconstruction_metadata.get(INVENTORY_METADATA_KEY))
-    else:
-        key = "initialization"
+        recorded = context.reconstruction_metadata.get(INVENTORY_METADATA_KEY)
+        # The code server's own second call carries no metadata: it is this process's first build.
+        if recorded is not None or key not in _BUILT:
+            key = repr(recorded)
     if key not in _BUILT:
         built = load_definitions(context)
         _BUILT[key] = built

@@ -39,6 +39,14 @@ def test_one_build_serves_initialization_and_the_matching_reconstruction(make_la
         )
     )
     assert again is first and builds == [DefinitionsLoadType.INITIALIZATION]
+    # What Dagster's code server really sends on its second call: a reconstruction without metadata.
+    bare = _load(
+        DefinitionsLoadContext(
+            DefinitionsLoadType.RECONSTRUCTION,
+            repository_load_data=RepositoryLoadData(cacheable_asset_data={}, reconstruction_metadata={}),
+        )
+    )
+    assert bare is first and builds == [DefinitionsLoadType.INITIALIZATION]
     # A reconstruction from another inventory (another code server's) is built on its own.
     other = {project.INVENTORY_METADATA_KEY: '{"path": "/elsewhere/inventory.json"}'}
     _load(

@@ -8,7 +8,14 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
-from icelake_assets.settings import REDACTED, Settings, is_safe_key, redact_properties, uri_secrets
+from icelake_assets.settings import (
+    REDACTED,
+    Settings,
+    is_safe_key,
+    leaf_items,
+    redact_properties,
+    uri_secrets,
+)
 from icelake_assets.types import IcelakeError, TableRef, dagster_name  # noqa: F401  (re-exported)
 
 
@@ -49,8 +56,9 @@ def open_catalog(settings: Settings, name: str, create: bool = False) -> Catalog
 def redact_text(text: str, props: dict[str, str]) -> str:
     """Driver errors may echo a URL or a credential: replace every value that is not known to be safe
     (and every URI password and query value) by ***, longest first."""
-    secrets = {str(v) for k, v in props.items() if not is_safe_key(k) and str(v)}
-    secrets |= {s for v in props.values() for s in uri_secrets(str(v))}
+    leaves = leaf_items(props)  # nested properties (auth.oauth2.client_secret) by their own key
+    secrets = {str(v) for path, v in leaves if not is_safe_key(path[-1]) and str(v)}
+    secrets |= {s for _, v in leaves for s in uri_secrets(str(v))}
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= 4:  # shorter values (true, 1, ...) would garble the message, not hide a secret
             text = text.replace(secret, REDACTED)

@@ -104,6 +104,41 @@ def _aws_region(props: dict[str, str], *specific: str) -> dict[str, str]:
     return {}
 
 
+def _rest_auth(name: str, auth: object) -> dict[str, str]:
+    """pyiceberg's nested ``auth`` property as Iceberg Java's REST client reads it: ``noop`` is no
+    authentication, ``basic`` and ``oauth2`` (client credentials) have Java counterparts; the others
+    (google, custom, legacy) are refused with the reason instead of failing at Spark's first call."""
+    if auth is None:
+        return {}
+    if not isinstance(auth, dict) or not isinstance(auth.get("type"), str):
+        raise SettingsError(f"catalog {name!r}: `auth` must be a mapping with a `type` (noop, basic, oauth2)")
+    kind = auth["type"]
+    nested = auth.get(kind)
+    options: dict = nested if isinstance(nested, dict) else {}
+    if kind == "noop":
+        return {"rest.auth.type": "none"}
+    if kind == "basic":
+        return {
+            "rest.auth.type": "basic",
+            "rest.auth.basic.username": str(options.get("username", "")),
+            "rest.auth.basic.password": str(options.get("password", "")),
+        }
+    if kind == "oauth2":
+        out = {
+            "rest.auth.type": "oauth2",
+            "credential": f"{options.get('client_id', '')}:{options.get('client_secret', '')}",
+        }
+        if options.get("token_url"):
+            out["oauth2-server-uri"] = str(options["token_url"])
+        if options.get("scope"):
+            out["scope"] = str(options["scope"])
+        return out
+    raise SettingsError(
+        f"catalog {name!r}: auth type {kind!r} has no counterpart in Iceberg's Java REST client (noop, "
+        "basic and oauth2 do): configure Spark's catalog options under spark.config instead"
+    )
+
+
 def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
     """``spark.sql.catalog.<name>.*`` entries for an Iceberg SparkCatalog over the same catalog.
 
@@ -120,7 +155,8 @@ def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
     elif kind == "rest":
         out.update({"type": "rest", "uri": _require_uri(name, kind, props)})
         out.update({k: props[k] for k in _REST_KEYS if k in props})
-        if props.get("rest.sigv4-enabled", "").lower() == "true":
+        out.update(_rest_auth(name, props.get("auth")))
+        if str(props.get("rest.sigv4-enabled", "")).lower() == "true":
             # Iceberg 1.10 deprecates rest.sigv4-enabled for rest.auth.type=sigv4.
             out["rest.auth.type"] = "sigv4"
             out.update(_aws_region(props, "rest.signing-region"))

@@ -29,14 +29,15 @@ CONFIG_ENV_VAR = "ICELAKE_CONFIG"
 DEFAULT_CONFIG_FILE = "icelake.yaml"
 
 
-def _resolve_paths(props: dict[str, Any], base: Path) -> dict[str, str]:
-    """Make relative SQLite and warehouse paths absolute against the settings folder."""
-    out = {k: str(v) for k, v in props.items()}
-    uri = out.get("uri", "")
+def _resolve_paths(props: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Make relative SQLite and warehouse paths absolute against the settings folder (nested
+    properties such as ``auth`` stay mappings)."""
+    out: dict[str, Any] = {k: v if isinstance(v, Mapping) else str(v) for k, v in props.items()}
+    uri = str(out.get("uri", ""))
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         out["uri"] = "sqlite:///" + str((base / uri[len("sqlite:///") :]).resolve())
     wh = out.get("warehouse")
-    if wh and "://" not in wh and not wh.startswith("file:"):
+    if isinstance(wh, str) and wh and "://" not in wh and not wh.startswith("file:"):
         out["warehouse"] = (base / wh).resolve().as_uri()
     return out
 
@@ -112,7 +113,11 @@ def _interpolate(value: Any, path: tuple[Any, ...], source: str) -> Any:
     return ENV_REF.sub(sub, value)
 
 
-def pyiceberg_catalogs() -> dict[str, dict[str, str]]:
+def _text_leaves(value: Any) -> Any:
+    return {str(k): _text_leaves(v) for k, v in value.items()} if isinstance(value, Mapping) else str(value)
+
+
+def pyiceberg_catalogs() -> dict[str, Any]:
     """Catalogs exactly as pyiceberg configures them: the first ``.pyiceberg.yaml`` of $PYICEBERG_HOME,
     ~ or the working folder, merged with ``PYICEBERG_CATALOG__<NAME>__<KEY>`` variables (read now,
     not at pyiceberg's import, so a changed environment is seen)."""
@@ -128,19 +133,14 @@ def pyiceberg_catalogs() -> dict[str, dict[str, str]]:
     catalogs = config.get("catalog") or {}
     if not isinstance(catalogs, Mapping):
         raise SettingsError(f"pyiceberg configuration ({where}): 'catalog' must be a mapping of catalogs")
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, Any] = {}
     for name, props in catalogs.items():
         if not isinstance(props, Mapping):
             raise SettingsError(
                 f"pyiceberg configuration ({where}): catalog.{name} must be a mapping of properties"
             )
-        for key, value in props.items():
-            if isinstance(value, Mapping):
-                raise SettingsError(
-                    f"pyiceberg configuration ({where}): catalog.{name}.{key} must be a value, "
-                    "not a mapping (write dotted keys such as s3.endpoint)"
-                )
-        out[str(name)] = {str(k): str(v) for k, v in props.items()}
+        # Nested properties (auth, ssl) stay mappings, as pyiceberg's load_catalog takes them.
+        out[str(name)] = {str(k): _text_leaves(v) for k, v in props.items()}
     return out
 
 

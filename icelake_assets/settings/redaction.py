@@ -23,6 +23,9 @@ _SAFE_KEYS = frozenset(
         "type",
         "uri",
         "warehouse",
+        # OAuth2 endpoints of a REST catalog (pyiceberg's auth.oauth2.token_url, Iceberg Java's name)
+        "token_url",
+        "oauth2-server-uri",
         "py-io-impl",
         "io-impl",
         "catalog-impl",
@@ -117,6 +120,8 @@ def is_secret_key(key: str) -> bool:
     """Whether a key looks like it holds a secret (s3.secret-access-key, adls.connection-string,
     fs.s3a.bucket.b.secret.key, header.Authorization ...): literal values under it are refused."""
     k = key.lower()
+    if k in _SAFE_KEYS:  # named safe on purpose (token_url is an endpoint, not a token)
+        return False
     return any(m in k for m in _SECRET_MARKERS) or bool(_SECRET_WORDS & set(re.split(r"[.\-_]", k)))
 
 
@@ -203,6 +208,18 @@ def public_properties(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if redact_value(k, v) == v}
 
 
+def leaf_items(props: Mapping[str, Any], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every (key path, value) of a catalog's properties, into pyiceberg's nested ones (``auth``,
+    ``ssl``): a nested value is judged by its own key (``auth.type`` is safe, ``client_secret`` not)."""
+    out: list[tuple[tuple[str, ...], Any]] = []
+    for k, v in props.items():
+        if isinstance(v, Mapping):
+            out += leaf_items(v, (*path, str(k)))
+        else:
+            out.append(((*path, str(k)), v))
+    return out
+
+
 def literal_secrets(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Key paths of the literal secrets in a settings document (before interpolation): secrets in the
     file must be ``${ENV_VAR}`` references.
@@ -217,9 +234,9 @@ def literal_secrets(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         for name, props in catalogs.items():
             if isinstance(props, Mapping):
                 found += [
-                    ("catalogs", name, k)
-                    for k, v in props.items()
-                    if _is_literal_secret(str(k), v, unknown_is_secret=True)
+                    ("catalogs", name, *path)
+                    for path, v in leaf_items(props)
+                    if _is_literal_secret(str(path[-1]), v, unknown_is_secret=True)
                 ]
     spark = data.get("spark")
     if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):

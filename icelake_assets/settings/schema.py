@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Literal, get_args
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -390,8 +391,23 @@ class AutomationSettings(_Strict):
         return v
 
 
+# A catalog property's value: text (numbers and booleans are written as pyiceberg reads them), or a
+# mapping for pyiceberg's nested properties such as ``auth: {type: oauth2, oauth2: {...}}``.
+# (typed Any for pydantic; ``_catalogs_text`` makes every leaf text before validation).
+CatalogValue = Any
+
+
+def _catalog_value(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _catalog_value(v) for k, v in value.items()}
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value if isinstance(value, str) else str(value)
+
+
 class Settings(_Strict):
-    catalogs: dict[str, dict[str, str]]
+    # pyiceberg properties: strings, or mappings of them for its nested properties (`auth`, `ssl`).
+    catalogs: dict[str, dict[str, CatalogValue]]
     tables: TableSelection = TableSelection()
     # Defaults of every table (the historical name; policies.defaults overrides it key by key).
     thresholds: Policy = Policy()
@@ -402,9 +418,18 @@ class Settings(_Strict):
     automation: AutomationSettings = AutomationSettings()
     source: str = "<embedded default>"
 
+    @field_validator("catalogs", mode="before")
+    @classmethod
+    def _catalogs_text(cls, v: Any) -> Any:
+        if not isinstance(v, Mapping):
+            return v
+        return {
+            name: _catalog_value(props) if isinstance(props, Mapping) else props for name, props in v.items()
+        }
+
     @field_validator("catalogs")
     @classmethod
-    def _catalogs(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    def _catalogs(cls, v: dict[str, dict[str, CatalogValue]]) -> dict[str, dict[str, CatalogValue]]:
         if not v:
             raise ValueError("at least one catalog is required")
         for name, props in v.items():

@@ -17,7 +17,7 @@ from icelake_assets.causes import Cause, describe, root_cause
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
 from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
-from icelake_assets.maintenance import plan, procedures
+from icelake_assets.maintenance import plan, procedures, progress
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
 from icelake_assets.maintenance.partition_filter import (
     PartitionScope,
@@ -183,6 +183,8 @@ def rewrite_data_files(
     where: str | None = None,
     scope: PartitionScope | None = None,
     approved: bool = False,
+    say: Callable[[str], None] | None = None,
+    progress_every_s: float = progress.DEFAULT_EVERY_SECONDS,
 ) -> OpOutcome:
     """Compact the compaction candidates: all of the table's, or with ``scope`` only those among the
     run's partitions (the ``where`` then names exactly them).
@@ -258,9 +260,16 @@ def rewrite_data_files(
 
         def run(opts: dict[str, str]) -> tuple[dict[str, Any], Cause | None]:
             try:
-                return procedures.rewrite_data_files(
-                    spark_fn(), ref, strategy=strategy, sort_order=sort_order, options=opts, where=run_where
-                ), None
+                # Partial progress commits group by group: say what is committed while Spark works.
+                with progress.reporting(table, before_id, say, progress_every_s):
+                    return procedures.rewrite_data_files(
+                        spark_fn(),
+                        ref,
+                        strategy=strategy,
+                        sort_order=sort_order,
+                        options=opts,
+                        where=run_where,
+                    ), None
             except Exception as err:  # Spark/Iceberg failure: measured below, the caller decides on retries
                 return {}, root_cause(err)
 

@@ -17,6 +17,7 @@ that finished, and fails naming the partitions that did not, so a backfill shows
 and re-runs only them.
 """
 
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -130,6 +131,8 @@ _MEASURES = {
 # How many materializations back to look for the last run that acted (each no-op run carries it on).
 _HISTORY = 100
 NOTHING_TO_DO = "nothing to do"
+# How often a running rewrite logs what it committed so far (ICELAKE_PROGRESS_SECONDS overrides).
+REWRITE_PROGRESS_SECONDS = float(os.environ.get("ICELAKE_PROGRESS_SECONDS", "30"))
 # Metadata of a retry request: each table's outcome of the attempt that asks for the retry.
 ATTEMPT_METADATA = "icelake/attempt_outcomes"
 MAINTENANCE_JOB = "icelake_maintenance"
@@ -797,6 +800,8 @@ def _rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]):
         return {
             "scope": run_scope(context, dt.layout, dt.ref.catalog),
             "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true",
+            "say": lambda text: context.log.info(f"{dt.ref}: {text}"),
+            "progress_every_s": REWRITE_PROGRESS_SECONDS,
         }
 
     def wants_retry(context: OpExecutionContext, dt: DiscoveredTable, outcome: runner.OpOutcome) -> bool:

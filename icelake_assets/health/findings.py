@@ -323,9 +323,11 @@ def orphan_finding(
     hidden_files: int = 0,
     skipped: Mapping[str, int] | None = None,
     refused: str | None = None,
+    deferred: str | None = None,
 ) -> Finding:
     """``hidden_files``: not orphans by Iceberg's rule; ``skipped``: files left alone because another
-    table owns them, by reason; ``refused``: why this table is never cleaned automatically."""
+    table owns them, by reason; ``refused``: why this table is never cleaned automatically;
+    ``deferred``: why it is not cleaned now (a table that may overlap it cannot be read)."""
     p = policy.orphans
     skipped = dict(skipped or {})
     metrics = {
@@ -336,11 +338,14 @@ def orphan_finding(
         "hidden_files": hidden_files,
         "skipped_other_tables": sum(skipped.values()),
         "cleanup_refused": int(refused is not None),
+        "cleanup_deferred": int(deferred is not None),
     }
     rows: tuple[dict[str, object], ...] = tuple({"path": path} for path in list(sample)[:10])
     notes = "".join(f"; {n} files skipped ({reason})" for reason, n in sorted(skipped.items()))
     if refused:
         notes += f"; never removed automatically: {refused}"
+    elif deferred:
+        notes += f"; not removed now: {deferred}"
     if orphan_count <= p.max_count:
         return Finding(
             "orphan_files",
@@ -354,6 +359,8 @@ def orphan_finding(
     action = (
         f"review and delete them by hand (maintenance never cleans this table: {refused})"
         if refused
+        else f"make the unreadable table readable again, then remove_orphan_files runs ({deferred})"
+        if deferred
         else "run remove_orphan_files (after expire_snapshots, never concurrently with it)"
     )
     return Finding(

@@ -544,6 +544,7 @@ def _scanned_orphans(state: RunState, policy) -> Finding | None:
                 hidden_files=int(res.get("hidden_files", 0)),
                 skipped=res.get("skipped_reasons") or {},
                 refused=res.get("refused"),
+                deferred=res.get("deferred"),
             )
     return None
 

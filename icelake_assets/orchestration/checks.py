@@ -277,6 +277,7 @@ def build_group_checks(
             scan.hidden_files,
             scan.skipped,
             scan.refused,
+            scan.deferred,
         )
         extra = (
             {"skipped_sample": MetadataValue.json(cast(list[str], scan.summary()["skipped_sample"]))}

@@ -192,7 +192,12 @@ def _op_step(
         started = time.perf_counter()
         try:
             outcome = work(
-                lambda: pyspark.spark_session, ref, table, policy, lambda t: icelake.stats(t, policy), **extra
+                lambda: pyspark.session_for(ref, table),
+                ref,
+                table,
+                policy,
+                lambda t: icelake.stats(t, policy),
+                **extra,
             )
         except Failure:
             raise

@@ -20,6 +20,7 @@ from icelake_assets.catalog.known_tables import default_locations, known_tables
 from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
+from icelake_assets.maintenance.preflight import preflight
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
 from icelake_assets.policies import EffectivePolicy, policy_for as _policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
@@ -101,6 +102,16 @@ class IcebergSparkResource(LazyPySparkResource):
     # Settings file whose catalog credentials are added at runtime (they stay out of resource config).
     config_path: str | None = None
     _checked: bool = PrivateAttr(default=False)
+    _preflighted: set = PrivateAttr(default_factory=set)
+
+    def session_for(self, ref: TableRef, table: Table) -> SparkSession:
+        """The session, once this run's pre-flight passed for ``ref`` (maintenance/preflight.py):
+        the first op about to use Spark on a table checks that Spark can finish, before any commit."""
+        session = self.spark_session
+        if str(ref) not in self._preflighted:
+            preflight(session, ref, table).raise_if_refused()
+            self._preflighted.add(str(ref))
+        return session
 
     def _secrets(self) -> dict[str, str]:
         return secret_spark_config(load_settings(self.config_path)) if self.config_path else {}

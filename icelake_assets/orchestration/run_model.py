@@ -43,7 +43,7 @@ HISTORY_SECONDS = 24 * 3600.0
 FAILURE_TABLE_TAG = "icelake/failure_table"
 FAILURE_KIND_TAG = "icelake/failure_kind"
 FAILURE_CAUSE_TAG = "icelake/failure_cause"
-FAILURE_CAUSE_MAX = 300
+FAILURE_CAUSE_MAX = 1000
 _IN_FLIGHT_BACKFILLS = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
 
 

@@ -196,7 +196,9 @@ def test_signal_to_launcher_stops_every_process(tmp_path: Path, sig: signal.Sign
         left = "\n".join(f"  {pid} {cmd[:150]}" for (pid, s), cmd in recorded.items() if _alive((pid, s)))
         output = log.read_text(errors="replace")[-4000:]
         assert not left, f"still running after {sig.name} to the launcher:\n{left}\n{output}"
-        assert launcher.wait(15) == 128 + sig, output
+        code = launcher.wait(15)
+        output = log.read_text(errors="replace")[-4000:]  # read again: its last line follows the exits
+        assert code == 128 + sig, output
         assert "run_dagster: stopped" in output, output
     finally:
         # Whatever is left, by PID: what was recorded and anything under the launcher now.

@@ -142,8 +142,8 @@ def _rest_auth(name: str, auth: object) -> dict[str, str]:
 def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
     """``spark.sql.catalog.<name>.*`` entries for an Iceberg SparkCatalog over the same catalog.
 
-    Property names differ between pyiceberg and Iceberg Java: the README's "Growing beyond one
-    machine" lists what each type maps; unknown names are not forwarded (Java would ignore them)."""
+    Property names differ between pyiceberg and Iceberg Java: docs/scaling.md ("Growing beyond one
+    machine") lists what each type maps; unknown names are not forwarded (Java would ignore them)."""
     kind = catalog_type(name, props)
     prefix = f"spark.sql.catalog.{name}"
     # Writers outside this JVM (pyiceberg, other engines) commit all the time: a cached table would

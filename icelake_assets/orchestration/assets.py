@@ -21,19 +21,17 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from dagster import (
     AssetIn,
-    AssetKey,
     AssetMaterialization,
     AssetObservation,
     AssetsDefinition,
     BackfillPolicy,
     Backoff,
     DagsterEventType,
-    DagsterInstance,
     Definitions,
     Failure,
     GraphIn,
@@ -46,7 +44,6 @@ from dagster import (
     Out,
     Output,
     RetryPolicy,
-    TimestampMetadataValue,
     graph,
     op,
 )
@@ -76,61 +73,16 @@ from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
 from icelake_assets.orchestration.config_checks import policy_asset_metadata
-from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.run_metadata import last_effective_run, run_metadata
 from icelake_assets.orchestration.run_model import failure_tags
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup, maintenance_job_name, maintenance_jobs
 from icelake_assets.settings import PartitionsPolicy
 
-# Short metadata keys (the UI's key column is narrow, and a long key pushes the values aside).
-_OP_ALIAS = {
-    "expire_snapshots": "expire",
-    "remove_orphan_files": "orphans",
-    "rewrite_data_files": "rewrite",
-    "rewrite_manifests": "manifests",
-}
-# Numbers from each op's procedure result worth plotting: result key -> metadata key.
-_RESULT_METRICS = {
-    "expire_snapshots": {
-        "snapshots_expired": "snapshots/expired",
-        "snapshots_forecast": "snapshots/forecast",
-        "forecast_mismatches": "snapshots/mismatches",
-        "deleted_manifest_lists_count": "snapshots/lists_deleted",
-    },
-    "remove_orphan_files": {
-        "orphans_found": "orphans/found",
-        "orphans_removed": "orphans/removed",
-        "bytes_found": "bytes/orphans",
-        "hidden_files": "orphans/hidden",
-        "skipped_other_tables": "orphans/skipped",
-    },
-    "rewrite_data_files": {
-        "rewritten_data_files_count": "files/rewritten",
-        "added_data_files_count": "files/added",
-        "failed_data_files_count": "files/failed",
-        "rewritten_bytes_count": "bytes/rewritten",
-    },
-    "rewrite_manifests": {
-        "rewritten_manifests_count": "manifests/rewritten",
-        "added_manifests_count": "manifests/added",
-    },
-}
-# The table's measures before and after a run: stats summary key -> metadata group.
-_MEASURES = {
-    "data_files": "files",
-    "small_files": "small_files",
-    "snapshots": "snapshots",
-    "manifests": "manifests",
-    "data_bytes": "bytes",
-    "delete_files": "deletes",
-}
-# How many materializations back to look for the last run that acted (each no-op run carries it on).
-_HISTORY = 100
-NOTHING_TO_DO = "nothing to do"
 # How often a running rewrite logs what it committed so far (ICELAKE_PROGRESS_SECONDS overrides).
 REWRITE_PROGRESS_SECONDS = float(os.environ.get("ICELAKE_PROGRESS_SECONDS", "30"))
 # Metadata of a retry request: each table's outcome of the attempt that asks for the retry.
@@ -322,219 +274,6 @@ def earlier_attempts(context: OpExecutionContext) -> dict[str, list[dict[str, An
     return out
 
 
-@dataclass(frozen=True)
-class LastEffective:
-    """The newest earlier run of a table where an op acted: what a run that did nothing points to."""
-
-    run_id: str
-    at: float  # Unix timestamp of its materialization
-    change: str  # what it did and what moved (its `change`), in human units
-
-
-def last_effective_run(instance: DagsterInstance, key: AssetKey) -> LastEffective | None:
-    """From the asset's materializations, newest first: the first run that acted, or what the first
-    run that did nothing recorded as such (runs that do nothing carry it on)."""
-    for record in instance.fetch_materializations(key, limit=_HISTORY).records:
-        mat = record.asset_materialization
-        md = mat.metadata if mat is not None else {}
-        acted = md.get("ops/acted") or md.get("ops_acted")  # ops_acted: runs recorded before the rename
-        if acted is not None and acted.value != "none":
-            change = md.get("change")
-            return LastEffective(record.run_id, record.timestamp, str(change.value) if change else "")
-        if "last_effective_run" in md:
-            at, change = md.get("last_effective_at"), md.get("last_effective_change")
-            return LastEffective(
-                str(md["last_effective_run"].value),
-                at.value if isinstance(at, TimestampMetadataValue) else 0.0,
-                str(change.value) if change else "",
-            )
-    return None
-
-
-def _op_numbers(outcome: dict[str, Any]) -> str:
-    """What an op that acted did, in human units."""
-    res = outcome["result"]
-
-    def n(key: str) -> int:
-        return int(res.get(key) or 0)
-
-    if outcome["op"] == "expire_snapshots":
-        return (
-            f"{n('snapshots_expired')} snapshots expired ({n('snapshots_before')} → {n('snapshots_after')})"
-        )
-    if outcome["op"] == "remove_orphan_files":
-        return f"{n('orphans_removed')} orphan files removed ({human_bytes(n('bytes_found'))})"
-    if outcome["op"] == "rewrite_data_files":
-        failed = res.get("partition_keys_failed", res.get("partitions_failed")) or []
-        return (
-            f"{n('rewritten_data_files_count')} → {n('added_data_files_count')} data files, "
-            f"{human_bytes(n('rewritten_bytes_count'))} rewritten"
-            + (f", {len(failed)} partitions not compacted" if failed else "")
-            + (f" in {n('attempts')} attempts" if n("attempts") > 1 else "")
-        )
-    if outcome["op"] == "rewrite_manifests":
-        return f"{n('rewritten_manifests_count')} → {n('added_manifests_count')} manifests"
-    return str(outcome["reason"])
-
-
-def _change(ops: list[dict[str, Any]], before: dict[str, int], after: dict[str, int]) -> str:
-    """What the ops that acted did, and which of the table's measures moved."""
-    moved = [
-        f"{label} {before[k]} → {after[k]}"
-        for k, label in (("data_files", "data files"), ("snapshots", "snapshots"), ("manifests", "manifests"))
-        if before[k] != after[k]
-    ]
-    if before["data_bytes"] != after["data_bytes"]:
-        moved.append(f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}")
-    did = "; ".join(f"{o['op']}: {_op_numbers(o)}" for o in ops if o["acted"])
-    return did + (f"; table: {', '.join(moved)}" if moved else "")
-
-
-def _measures(before: dict[str, int], after: dict[str, int]) -> str:
-    return (
-        f"data files {before['data_files']} → {after['data_files']}, snapshots {before['snapshots']} → "
-        f"{after['snapshots']}, manifests {before['manifests']} → {after['manifests']}, "
-        f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}"
-    )
-
-
-def _summary(
-    ops: list[dict[str, Any]],
-    effects: dict[str, Any],
-    before: dict[str, int],
-    after: dict[str, int],
-    validation,
-    outcome: str | None,
-    last: LastEffective | None,
-) -> str:
-    """Markdown, first in the metadata: what this run did. Under 1000 characters, the UI shows it
-    inline (longer markdown hides behind a button), so cells are cut to fit."""
-    total = human_duration(sum(float(o["duration_s"]) for o in ops))
-    acted = [o["op"] for o in ops if o["acted"]]
-    text = ""
-    for limit in (80, 48, 24):
-        if not acted:
-            reasons = "; ".join(f"{o['op']}: {md_cell(o['reason'], limit)}" for o in ops)
-            lines = [
-                f"**Nothing to do** ({total}): {reasons}.",
-                "",
-                f"Table now: {after['data_files']} data files, {after['snapshots']} snapshots, "
-                f"{after['manifests']} manifests, {human_bytes(after['data_bytes'])}, "
-                f"{validation.rows_after:,} rows.",
-            ]
-            if last is not None:
-                when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(last.at))
-                lines += [
-                    "",
-                    f"Last run that acted: [{last.run_id[:8]}](/runs/{last.run_id}), {when}: "
-                    f"{md_cell(last.change, 200)}.",
-                ]
-            else:
-                lines += ["", "No earlier run of this table acted."]
-        else:
-            lines = [
-                f"**Acted: {', '.join(acted)}** ({total}; {outcome or 'effect unknown'})",
-                "",
-                "| op | did | effect | what | time |",
-                "|---|---|---|---|---|",
-            ]
-            for o in ops:
-                e = effects.get(o["op"])
-                what = _op_numbers(o) if o["acted"] else o["reason"]
-                did = "**acted**" if o["acted"] else "skipped"
-                lines.append(
-                    f"| {o['op']} | {did} | {e.effect if e else ''} | {md_cell(what, limit)} "
-                    f"| {human_duration(o['duration_s'])} |"
-                )
-            lines += [
-                "",
-                f"Table: {_measures(before, after)}; rows {validation.rows_before:,} → "
-                f"{validation.rows_after:,}.",
-            ]
-        text = "\n".join(lines)
-        if len(text) < 1000:
-            break
-    return text
-
-
-def _run_metadata(
-    state: RunState,
-    after_stats,
-    validation,
-    effects,
-    outcome: str | None,
-    health,
-    policy,
-    last: LastEffective | None,
-) -> dict[str, Any]:
-    """The materialization's metadata: a summary for people first, then numbers (plotted by the UI)
-    under short keys grouped by measure (``files/before``, ``bytes/rewritten``, ``time/rewrite``).
-
-    ``*/before`` numbers appear only when an op acted: a run that did nothing shows no pair that
-    reads like a change (a writer may have committed meanwhile), and points to ``last_effective_run``
-    instead. ``*/after`` (the table as the run left it) is on every run, so its plots have no gaps."""
-    ops = state.merged_ops()  # a retried op's attempts as one
-    before, after = state.before, after_stats.summary()
-    acted = [o for o in ops if o["acted"]]
-    by_op = {e.op: e for e in effects}
-    md: dict[str, Any] = {
-        "summary": MetadataValue.md(_summary(ops, by_op, before, after, validation, outcome, last)),
-        "outcome": MetadataValue.text(outcome or NOTHING_TO_DO),
-        "ops/acted": MetadataValue.text(", ".join(o["op"] for o in acted) or "none"),
-        "ops/ineffective": MetadataValue.int(sum(1 for e in effects if e.effect == "ineffective")),
-    }
-    if acted:
-        md["change"] = MetadataValue.text(_change(ops, before, after))
-    elif last is not None:
-        md["last_effective_run"] = MetadataValue.dagster_run(last.run_id)
-        md["last_effective_at"] = MetadataValue.timestamp(last.at)
-        md["last_effective_change"] = MetadataValue.text(last.change)
-    for key, group in _MEASURES.items():
-        if acted:
-            md[f"{group}/before"] = MetadataValue.int(int(before[key]))
-        md[f"{group}/after"] = MetadataValue.int(int(after[key]))
-    if acted:
-        md["rows/before"] = MetadataValue.int(validation.rows_before)
-    md["rows/after"] = MetadataValue.int(validation.rows_after)
-    md["rows/by_writers"] = MetadataValue.int(validation.writer_rows_since)
-    md["rows/spark_counted"] = MetadataValue.int(validation.spark_counted_snapshots)
-    # estimated: no rewrite ran and the table has delete files; the rows are data rows (deletes not applied).
-    md["validation"] = MetadataValue.text(
-        f"rows match: {validation.rows_before:,} before, {validation.rows_after:,} after "
-        f"({validation.writer_rows_since:,} by writers meanwhile); "
-        + ("data rows, delete files not applied" if validation.estimated else "live rows")
-    )
-    for o in ops:
-        alias = _OP_ALIAS.get(o["op"], o["op"])
-        did = "acted" if o["acted"] else "skipped"
-        md[f"why/{alias}"] = MetadataValue.text(f"{did}: {readable(o['reason'])}")
-        if (e := by_op.get(o["op"])) is not None:
-            md[f"effect/{alias}"] = MetadataValue.text(f"{e.effect}: {e.reason}")
-        md[f"time/{alias}"] = MetadataValue.float(round(float(o["duration_s"]), 3))
-        for result_key, key in _RESULT_METRICS.get(o["op"], {}).items():
-            value = o["result"].get(result_key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                md[key] = MetadataValue.int(int(value))
-        if o["op"] == "rewrite_data_files" and o["acted"]:
-            res = o["result"]
-            # Dagster keys in partitioned runs, Iceberg partition labels in whole-table runs.
-            for kind in ("rewritten", "failed"):
-                names = list(res.get(f"partition_keys_{kind}", res.get(f"partitions_{kind}", [])))
-                md[f"partitions/{kind}"] = MetadataValue.int(len(names))
-                md[f"partitions/{kind}_keys"] = MetadataValue.json(names)
-    md["time/total"] = MetadataValue.float(round(sum(float(o["duration_s"]) for o in ops), 3))
-    md["health/score"] = MetadataValue.int(health.score.score)
-    md["health/status"] = MetadataValue.text(health.status.value)
-    # What the run added to the table, with its bound: partial progress commits at most
-    # max-commits times, plus one manifest rewrite.
-    md["snapshots/added"] = MetadataValue.int(validation.rewrite_snapshots)
-    md["snapshots/max_added"] = MetadataValue.int(policy.small_files.partial_progress_max_commits + 1)
-    if acted:
-        md["snapshot_id/before"] = MetadataValue.text(str(validation.before_snapshot_id))
-    md["snapshot_id/after"] = MetadataValue.text(str(validation.after_snapshot_id))
-    return md
-
-
 def _scanned_orphans(state: RunState, policy) -> Finding | None:
     """The orphan finding of this run's own storage scan (what its orphan op left), if it scanned."""
     for o in state.merged_ops():
@@ -642,7 +381,7 @@ def _validate_table(
     )
     # A run that did nothing points to the last one that did (its before/after stays findable).
     last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
-    metadata = _run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
+    metadata = run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
     if state.cross_engine is not None:
         metadata["cross_engine"] = MetadataValue.text(state.cross_engine)
     by_op = {e.op: e for e in effects}

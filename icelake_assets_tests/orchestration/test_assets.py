@@ -10,8 +10,8 @@ from dagster import AssetKey, AssetMaterialization, DagsterInstance, FloatMetada
 
 from icelake_assets.maintenance.effect import OpEffect
 from icelake_assets.maintenance.validation import ValidationResult
-from icelake_assets.orchestration.assets import LastEffective, _run_metadata, last_effective_run
 from icelake_assets.orchestration.display import human_bytes, human_duration
+from icelake_assets.orchestration.run_metadata import LastEffective, last_effective_run, run_metadata
 from icelake_assets.orchestration.run_state import RunState
 
 BEFORE = {
@@ -122,7 +122,7 @@ def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_fo
         OpEffect("rewrite_data_files", "effective", "ok"),
         OpEffect("rewrite_manifests", "ineffective", "still 12 manifests"),
     ]
-    md = _run_metadata(_acting_state(), AFTER, _validation(), effects, "ineffective", HEALTH, POLICY, None)
+    md = run_metadata(_acting_state(), AFTER, _validation(), effects, "ineffective", HEALTH, POLICY, None)
     assert list(md)[0] == "summary"
     summary = md["summary"].value
     assert len(summary) < 1000  # the UI shows markdown under 1000 characters inline
@@ -153,7 +153,7 @@ def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_fo
 
 def test_a_run_where_nothing_acted_says_so_and_points_to_the_last_run_that_did():
     last = LastEffective("0f1e2d3c-aaaa-bbbb-cccc-000000000001", 1_795_462_189.0, "data files 180 → 6")
-    md = _run_metadata(_noop_state(), AFTER, _validation(same=True), [], None, HEALTH, POLICY, last)
+    md = run_metadata(_noop_state(), AFTER, _validation(same=True), [], None, HEALTH, POLICY, last)
     summary = md["summary"].value
     assert summary.startswith(
         "**Nothing to do** (40ms): expire_snapshots: expire_snapshots below its "
@@ -181,7 +181,7 @@ def test_the_last_run_that_acted_is_found_through_the_runs_that_did_nothing():
     found = last_effective_run(instance, key)
     assert found == LastEffective(acted.run_id, acted.timestamp, "data files 180 → 6")
     # A run that did nothing records it; the next one finds it there (a chain, however many runs back).
-    md = _run_metadata(_noop_state(), AFTER, _validation(same=True), [], None, HEALTH, POLICY, found)
+    md = run_metadata(_noop_state(), AFTER, _validation(same=True), [], None, HEALTH, POLICY, found)
     report({k: v for k, v in md.items()})
     assert last_effective_run(instance, key) == found
     # Materializations recorded before the keys were renamed (ops_acted) still count.

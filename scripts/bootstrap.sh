@@ -12,6 +12,8 @@ ls /usr/lib/*-linux-gnu/jni/libsqlitejdbc.so >/dev/null 2>&1 || need_apt+=(libxe
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 # Headless browser of the UI test (Playwright drives it: its own browser download is not used).
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# promtool: the tests check and unit-test the alert rules in deploy/prometheus/.
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -32,3 +34,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[test]"
   touch "$stamp"
 fi
+# A lake on S3 (README "Your own lake"): Hadoop's S3A jars for Spark, extracted once from PyPI's
+# sagemaker-pyspark sdist into .venv/share/icelake-jars (Maven may be unreachable). SeaweedFS's `weed`
+# (tests) and DuckDB's httpfs come with the Python dependencies above.
+.venv/bin/python scripts/install_s3_jars.py

@@ -1,12 +1,15 @@
-"""Maintenance metrics in the Prometheus text exposition format (version 0.0.4).
+"""Maintenance metrics on prometheus_client, in its multiprocess mode.
 
-The product runs in many short processes (sensor ticks in the daemon, runs in their own processes),
-so the counters live in a small JSON state file next to the output, not in memory: each flush takes
-a file lock, adds its pending increments to the stored totals, rewrites the state and renders the
-``.prom`` file. Counters therefore only grow, across processes and restarts. Both files are written
-to a temporary file in the same folder and renamed over the old one, so a node exporter's textfile
-collector (``--collector.textfile.directory``) never reads half a file; ``serve_metrics`` offers the
-same text over HTTP for a direct scrape.
+The product runs in many processes (sensor ticks in the code server, each run in its own process), so
+every count goes through prometheus_client's multiprocess mode: each process adds to its own files in
+``<textfile_dir>/multiprocess`` (``PROMETHEUS_MULTIPROC_DIR``) and a collection sums the files of every
+process, dead or alive. Counters therefore only grow, across processes and restarts; that folder is
+never wiped. Two outputs read that sum:
+
+* the textfile: ``flush()`` rewrites ``<textfile_dir>/icelake.prom`` atomically (``write_to_textfile``)
+  for a node exporter's textfile collector (``--collector.textfile.directory``);
+* an HTTP endpoint: with ``metrics.http_port`` set, the first process that writes metrics and can bind
+  ``127.0.0.1:<port>`` serves ``/metrics`` (``start_http_server``) for a direct scrape.
 
 Typical use, from an op or a sensor::
 
@@ -17,170 +20,44 @@ Typical use, from an op or a sensor::
 
 from __future__ import annotations
 
-import fcntl
-import json
+import errno
 import logging
 import math
 import os
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+from wsgiref.simple_server import WSGIServer
 
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+    values,
+    write_to_textfile,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from icelake_assets.audit.metric_families import FAMILIES, RESULT_COUNTERS, RUN_OUTCOMES, Family
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.health.score import HealthStatus
 from icelake_assets.settings import Settings
 from icelake_assets.types import IcelakeError
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_FILE = "icelake.prom"
-STATE_VERSION = 1
-# Maintenance takes seconds to an hour: buckets (seconds) wide enough for both.
-DURATION_BUCKETS: tuple[float, ...] = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
-RUN_OUTCOMES = frozenset({"succeeded", "partial", "failed", "rolled_back"})
-
-MetricType = Literal["counter", "gauge", "histogram"]
-_TABLE = ("catalog", "namespace", "table")
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    type: MetricType
-    help: str
-    labels: tuple[str, ...]
-    buckets: tuple[float, ...] = ()
-
-
-FAMILIES: dict[str, Family] = {
-    f.name: f
-    for f in (
-        Family(
-            "icelake_decisions_total",
-            "counter",
-            "Sensor decisions per table: launched, deferred (writers active), held (cost over the cap, awaiting "
-            "approval), skipped.",
-            (*_TABLE, "outcome"),
-        ),
-        Family(
-            "icelake_ops_total",
-            "counter",
-            "Maintenance ops by outcome: acted, skipped, failed.",
-            (*_TABLE, "op", "outcome"),
-        ),
-        Family(
-            "icelake_files_compacted_total",
-            "counter",
-            "Data or delete files rewritten by compaction (the small input files).",
-            (*_TABLE, "op"),
-        ),
-        Family(
-            "icelake_files_added_total",
-            "counter",
-            "Files written by compaction (the compacted output files).",
-            (*_TABLE, "op"),
-        ),
-        Family(
-            "icelake_bytes_rewritten_total",
-            "counter",
-            "Bytes of the files rewritten by compaction.",
-            (*_TABLE, "op"),
-        ),
-        Family(
-            "icelake_snapshots_expired_total", "counter", "Snapshots removed by expire_snapshots.", _TABLE
-        ),
-        Family(
-            "icelake_expired_files_deleted_total",
-            "counter",
-            "Data, delete and manifest files deleted because only expired snapshots referenced them.",
-            _TABLE,
-        ),
-        Family(
-            "icelake_orphan_files_removed_total",
-            "counter",
-            "Orphan files deleted by remove_orphan_files.",
-            _TABLE,
-        ),
-        Family(
-            "icelake_manifests_rewritten_total",
-            "counter",
-            "Manifests rewritten by rewrite_manifests.",
-            _TABLE,
-        ),
-        Family(
-            "icelake_partitions_total",
-            "counter",
-            "Partitions an op or validation worked on, by outcome: succeeded, failed.",
-            (*_TABLE, "op", "outcome"),
-        ),
-        Family(
-            "icelake_validations_total",
-            "counter",
-            "Validations after a rewrite: passed, partial, failed.",
-            (*_TABLE, "outcome"),
-        ),
-        Family(
-            "icelake_rollbacks_total",
-            "counter",
-            "Rollbacks after a failed validation: rolled_back, refused (a later commit exists), failed.",
-            (*_TABLE, "outcome"),
-        ),
-        Family(
-            "icelake_op_duration_seconds",
-            "histogram",
-            "Duration of maintenance ops.",
-            (*_TABLE, "op", "outcome"),
-            DURATION_BUCKETS,
-        ),
-        Family(
-            "icelake_run_duration_seconds",
-            "histogram",
-            "Duration of maintenance runs: succeeded, partial, failed, rolled_back.",
-            (*_TABLE, "outcome"),
-            DURATION_BUCKETS,
-        ),
-        Family(
-            "icelake_awaiting_approval",
-            "gauge",
-            "1 while the table's last decision is held (cost over the cap, awaiting an operator's approval).",
-            _TABLE,
-        ),
-        Family(
-            "icelake_last_run_timestamp_seconds",
-            "gauge",
-            "Unix time the table's last maintenance run ended.",
-            (*_TABLE, "outcome"),
-        ),
-        Family(
-            "icelake_metrics_updated_timestamp_seconds", "gauge", "Unix time this file was last written.", ()
-        ),
-    )
-}
-
-# Iceberg procedure result columns (Spark 3.5, Iceberg 1.10) and the runner's own keys → counters.
-_RESULT_COUNTERS: dict[str, str] = {
-    "rewritten_data_files_count": "icelake_files_compacted_total",
-    "rewritten_delete_files_count": "icelake_files_compacted_total",
-    "added_data_files_count": "icelake_files_added_total",
-    "added_delete_files_count": "icelake_files_added_total",
-    "rewritten_bytes_count": "icelake_bytes_rewritten_total",
-    "snapshots_expired": "icelake_snapshots_expired_total",
-    "deleted_data_files_count": "icelake_expired_files_deleted_total",
-    "deleted_position_delete_files_count": "icelake_expired_files_deleted_total",
-    "deleted_equality_delete_files_count": "icelake_expired_files_deleted_total",
-    "deleted_manifest_files_count": "icelake_expired_files_deleted_total",
-    "deleted_manifest_lists_count": "icelake_expired_files_deleted_total",
-    "deleted_statistics_files_count": "icelake_expired_files_deleted_total",
-    "orphans_removed": "icelake_orphan_files_removed_total",
-    "rewritten_manifests_count": "icelake_manifests_rewritten_total",
-}
+MULTIPROCESS_DIR = "multiprocess"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+HTTP_HOST = "127.0.0.1"  # loopback only: a scraper elsewhere goes through the node exporter or a proxy
 
 
 class MetricsError(IcelakeError, ValueError):
@@ -198,77 +75,103 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _format_value(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    if v == int(v) and abs(v) < 2**53:
-        return str(int(v))
-    return repr(v)
+# -- the process's metric objects -------------------------------------------------------------------
+
+_Metric = Counter | Gauge | Histogram
 
 
-def _escape_label(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+@dataclass(frozen=True)
+class _Store:
+    folder: Path
+    metrics: dict[str, _Metric]
 
 
-def _escape_help(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\n", "\\n")
+_lock = threading.Lock()
+_store: _Store | None = None
+_servers: dict[int, WSGIServer] = {}
 
 
-def _labels_text(pairs: list[tuple[str, str]]) -> str:
-    return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in pairs) + "}" if pairs else ""
+def _make(f: Family) -> _Metric:
+    # registry=None: the objects only write their files; collections read the files (multiprocess mode).
+    if f.type == "counter":
+        return Counter(f.name, f.help, f.labels, registry=None)
+    if f.type == "gauge":
+        return Gauge(f.name, f.help, f.labels, registry=None, multiprocess_mode=f.mode)
+    return Histogram(f.name, f.help, f.labels, registry=None, buckets=f.buckets)
 
 
-def render(state: Mapping[str, Any]) -> str:
-    """The exposition text of a state: HELP and TYPE once per family, samples sorted by labels."""
-    lines: list[str] = []
-    families = state.get("families", {})
-    for fam in FAMILIES.values():
-        series = families.get(fam.name, {})
-        lines.append(f"# HELP {fam.name} {_escape_help(fam.help)}")
-        lines.append(f"# TYPE {fam.name} {fam.type}")
-        for key in sorted(series):
-            pairs = list(zip(fam.labels, json.loads(key), strict=False))
-            value = series[key]
-            if fam.type != "histogram":
-                lines.append(f"{fam.name}{_labels_text(pairs)} {_format_value(value)}")
-                continue
-            cumulative = 0
-            for bound, count in zip(fam.buckets, value["buckets"], strict=False):
-                cumulative += count
-                lines.append(
-                    f"{fam.name}_bucket{_labels_text([*pairs, ('le', _format_value(bound))])} {cumulative}"
-                )
-            lines.append(f"{fam.name}_bucket{_labels_text([*pairs, ('le', '+Inf')])} {value['count']}")
-            lines.append(f"{fam.name}_sum{_labels_text(pairs)} {_format_value(value['sum'])}")
-            lines.append(f"{fam.name}_count{_labels_text(pairs)} {value['count']}")
-    return "\n".join(lines) + "\n"
+def _metrics(folder: Path) -> dict[str, _Metric]:
+    """The process's metric objects, writing into ``folder``.
+
+    One set per process, as prometheus_client expects in multiprocess mode: two objects for the same
+    series in one process would each keep their own copy of the value and overwrite each other."""
+    global _store
+    with _lock:
+        if _store is not None and _store.folder == folder:
+            return _store.metrics
+        folder.mkdir(parents=True, exist_ok=True)
+        given = os.environ.get(MULTIPROC_ENV)
+        if _store is None and given and Path(given).resolve() != folder:
+            log.warning(
+                "%s=%s replaced by the metrics folder of the settings, %s", MULTIPROC_ENV, given, folder
+            )
+        # Another folder's files (a second lake in this process, tests) are closed first.
+        values.close_all_multiprocess_files()
+        # Children started from here inherit the variable; prometheus_client reads it when it is imported,
+        # so its value class is chosen again now that the variable is set.
+        os.environ[MULTIPROC_ENV] = str(folder)
+        values.ValueClass = values.get_value_class()
+        _store = _Store(folder, {name: _make(f) for name, f in FAMILIES.items()})
+        return _store.metrics
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write to a hidden temp file in the same folder, then rename: readers see old or new, never half.
-    The temp name does not end in .prom, so the textfile collector never picks it up."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # the node exporter usually runs as another user
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def collector_registry(multiprocess_dir: str | os.PathLike[str]) -> CollectorRegistry:
+    """A registry summing every process's files in ``multiprocess_dir``."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(multiprocess_dir))
+    return registry
+
+
+def serve_http(multiprocess_dir: Path, port: int) -> WSGIServer | None:
+    """Serve the metrics at ``http://127.0.0.1:<port>/metrics`` from a daemon thread of this process,
+    once per process. Returns the server, or None when the port is taken (normally by another process
+    of the lake, which serves the same sums: any process can answer a scrape)."""
+    with _lock:
+        if port in _servers:
+            return _servers[port]
+        multiprocess_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            server, _ = start_http_server(port, addr=HTTP_HOST, registry=collector_registry(multiprocess_dir))
+        except OSError as err:
+            level = logging.DEBUG if err.errno == errno.EADDRINUSE else logging.WARNING
+            log.log(level, "metrics endpoint %s:%d not started: %s", HTTP_HOST, port, err)
+            return None
+        _servers[port] = server
+        log.info("metrics served at http://%s:%d/metrics", HTTP_HOST, port)
+        return server
+
+
+def stop_http(port: int) -> None:
+    """Stop this process's endpoint on ``port``, if it serves one."""
+    with _lock:
+        server = _servers.pop(port, None)
+    if server is not None:
+        server.shutdown()
+        server.server_close()
+
+
+# -- the writer -------------------------------------------------------------------------------------
 
 
 class MetricsWriter:
-    """Queues metric updates and flushes them into ``<textfile_dir>/<file_name>`` (plus its state).
+    """Records metric updates (applied at once to this process's files) and writes the textfile.
 
-    Several writers (threads, processes) may share one folder: flushes are serialized by a lock file
-    and add to the stored totals, so nothing is lost and counters never go back."""
+    Several writers, threads and processes may share one folder: each process adds to its own files,
+    and every output sums them, so nothing is lost and counters never go back."""
 
-    def __init__(self, textfile_dir: str | os.PathLike[str], file_name: str = DEFAULT_FILE) -> None:
+    def __init__(
+        self, textfile_dir: str | os.PathLike[str], file_name: str = DEFAULT_FILE, *, textfile: bool = True
+    ) -> None:
         if not file_name.endswith(".prom") or "/" in file_name or file_name.startswith("."):
             raise MetricsError(
                 f"metrics file name {file_name!r} must be a plain name ending in .prom "
@@ -276,18 +179,26 @@ class MetricsWriter:
             )
         self.folder = Path(textfile_dir).expanduser().resolve()
         self.path = self.folder / file_name
-        self.state_path = self.folder / f".{file_name}.state.json"
-        self.lock_path = self.folder / f".{file_name}.lock"
-        self._pending: list[tuple[str, str, tuple[str, ...], float]] = []
-        self._mutex = threading.Lock()
+        self.multiprocess_dir = self.folder / MULTIPROCESS_DIR
+        self.textfile = textfile
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MetricsWriter:
-        return cls(settings.metrics.textfile_dir)
+        """The lake's writer; starts this process's HTTP endpoint when ``metrics.http_port`` is set."""
+        writer = cls(settings.metrics.textfile_dir, textfile=settings.metrics.textfile)
+        if settings.metrics.http_port is not None:
+            serve_http(writer.multiprocess_dir, settings.metrics.http_port)
+        return writer
 
-    # -- queueing --------------------------------------------------------------------------------
+    @cached_property
+    def registry(self) -> CollectorRegistry:
+        """Every process's metrics in this folder, summed (what the textfile and the endpoint show)."""
+        self.multiprocess_dir.mkdir(parents=True, exist_ok=True)
+        return collector_registry(self.multiprocess_dir)
 
-    def _queue(self, action: str, name: str, value: float, labels: Mapping[str, str]) -> None:
+    # -- updates ---------------------------------------------------------------------------------
+
+    def _update(self, action: str, name: str, value: float, labels: dict[str, str]) -> None:
         fam = FAMILIES.get(name)
         if fam is None:
             raise MetricsError(f"unknown metric {name!r} (known: {', '.join(FAMILIES)})")
@@ -299,24 +210,30 @@ class MetricsWriter:
         v = _number(value)
         if v is None:
             raise MetricsError(f"metric {name}: value must be a finite number, got {value!r}")
-        allowed = {"counter": ("inc",), "gauge": ("set",), "histogram": ("observe",)}[fam.type]
-        if action not in allowed:
-            raise MetricsError(f"metric {name} is a {fam.type}: use {allowed[0]}(), not {action}()")
+        allowed = {"counter": "inc", "gauge": "set", "histogram": "observe"}[fam.type]
+        if action != allowed:
+            raise MetricsError(f"metric {name} is a {fam.type}: use {allowed}(), not {action}()")
         if action in ("inc", "observe") and v < 0:
             raise MetricsError(
                 f"metric {name}: {action} needs a value >= 0 (counters never go down), got {value!r}"
             )
-        with self._mutex:
-            self._pending.append((action, name, tuple(labels[k] for k in fam.labels), v))
+        metric = _metrics(self.multiprocess_dir)[name]
+        child = metric.labels(**labels) if fam.labels else metric
+        if isinstance(child, Counter):
+            child.inc(v)
+        elif isinstance(child, Gauge):
+            child.set(v)
+        else:
+            child.observe(v)
 
     def inc(self, name: str, value: float = 1.0, /, **labels: str) -> None:
-        self._queue("inc", name, value, labels)
+        self._update("inc", name, value, labels)
 
     def set(self, name: str, value: float, **labels: str) -> None:
-        self._queue("set", name, value, labels)
+        self._update("set", name, value, labels)
 
     def observe(self, name: str, value: float, **labels: str) -> None:
-        self._queue("observe", name, value, labels)
+        self._update("observe", name, value, labels)
 
     def record(self, record: AuditRecord) -> None:
         """Count what an audit record says: decisions, op outcomes and results, partitions, durations,
@@ -326,7 +243,9 @@ class MetricsWriter:
         t = table_labels(record.table_name)
         if record.kind == "decision":
             self.inc("icelake_decisions_total", outcome=record.decision, **t)
+            # States, not events: the sensor records a decision only when it changes.
             self.set("icelake_awaiting_approval", 1.0 if record.decision == "held" else 0.0, **t)
+            self.set("icelake_deferred", 1.0 if record.decision == "deferred" else 0.0, **t)
             return
         if record.kind == "validation":
             self.inc("icelake_validations_total", outcome=record.decision, **t)
@@ -355,7 +274,7 @@ class MetricsWriter:
     def _count_results(self, record: AuditRecord, op: str, t: dict[str, str]) -> None:
         res = record.results
         totals: dict[str, float] = {}
-        for key, family in _RESULT_COUNTERS.items():
+        for key, family in RESULT_COUNTERS.items():
             v = _number(res.get(key))
             if v is not None and v > 0:
                 totals[family] = totals.get(family, 0.0) + v
@@ -384,122 +303,76 @@ class MetricsWriter:
             **t,
         )
 
-    # -- state and output ------------------------------------------------------------------------
+    def health(self, table: str | TableRef, status: HealthStatus, score: int) -> None:
+        """The table's health verdict (health/score.py): its score and a 1 for its status."""
+        t = table_labels(table)
+        self.set("icelake_health_score", score, **t)
+        for s in HealthStatus:
+            self.set("icelake_health_status", 1.0 if s is status else 0.0, status=s.value, **t)
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # per open file: serializes threads and processes alike
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+    def sensor_ticked(self, sensor: str, at: float | None = None) -> None:
+        """The sensor's heartbeat: it finished a tick (now, or at ``at``)."""
+        self.set(
+            "icelake_sensor_last_tick_timestamp_seconds", time.time() if at is None else at, sensor=sensor
+        )
 
-    def load_state(self) -> dict[str, Any]:
-        try:
-            state = json.loads(self.state_path.read_text())
-            if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-                raise ValueError(
-                    f"unknown state version {state.get('version') if isinstance(state, dict) else state!r}"
-                )
-            return state
-        except FileNotFoundError:
-            return {"version": STATE_VERSION, "families": {}}
-        except ValueError as err:
-            # Metrics must never stop maintenance: keep the bad file for inspection and start over
-            # (Prometheus' rate() treats the drop as a counter reset).
-            aside = self.state_path.with_name(f"{self.state_path.name}.corrupt-{int(time.time())}")
-            os.replace(self.state_path, aside)
-            log.warning(
-                "metrics state %s is unreadable (%s): moved to %s, counters restart at 0",
-                self.state_path,
-                err,
-                aside,
-            )
-            return {"version": STATE_VERSION, "families": {}}
-
-    def _apply(self, state: dict[str, Any], updates: list[tuple[str, str, tuple[str, ...], float]]) -> None:
-        families = state.setdefault("families", {})
-        for action, name, labels, v in updates:
-            fam = FAMILIES[name]
-            series = families.setdefault(name, {})
-            key = json.dumps(list(labels))
-            if action == "inc":
-                series[key] = series.get(key, 0.0) + v
-            elif action == "set":
-                series[key] = v
-            else:
-                h = series.get(key)
-                if not isinstance(h, dict) or len(h.get("buckets", ())) != len(fam.buckets):
-                    h = {"buckets": [0] * len(fam.buckets), "sum": 0.0, "count": 0}  # new or re-bucketed
-                for i, bound in enumerate(fam.buckets):
-                    if v <= bound:
-                        h["buckets"][i] += 1  # stored per bucket; rendering makes them cumulative
-                        break
-                h["sum"] += v
-                h["count"] += 1
-                series[key] = h
+    # -- output ----------------------------------------------------------------------------------
 
     def flush(self) -> Path:
-        """Apply the queued updates to the stored totals and rewrite the .prom file; returns its path."""
-        with self._mutex:
-            updates, self._pending = self._pending, []
-        try:
-            with self._locked():
-                state = self.load_state()
-                self._apply(state, updates)
-                self._apply(state, [("set", "icelake_metrics_updated_timestamp_seconds", (), time.time())])
-                _atomic_write(self.state_path, json.dumps(state, sort_keys=True))
-                _atomic_write(self.path, render(state))
-        except BaseException:
-            with self._mutex:
-                self._pending[:0] = updates  # not written: keep them for the next flush
-            raise
+        """Rewrite the textfile (when on) with every process's sums; returns its path."""
+        self.set("icelake_metrics_updated_timestamp_seconds", time.time())
+        if self.textfile:
+            # write_to_textfile writes a temporary file in the same folder (not *.prom, so the collector
+            # skips it) and renames it over the old one: readers see the old or the new file, never half.
+            write_to_textfile(str(self.path), self.registry)
+            os.chmod(self.path, 0o644)  # the node exporter usually runs as another user
         return self.path
 
     def render(self) -> str:
-        """The current stored metrics (without updates still queued here)."""
-        with self._locked():
-            return render(self.load_state())
+        """The exposition text of every process's sums, as a scrape sees it."""
+        return generate_latest(self.registry).decode()
 
     def __enter__(self) -> MetricsWriter:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.flush()
 
 
-def serve_metrics(
-    prom_file: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 9464
-) -> ThreadingHTTPServer:
-    """Serve ``prom_file`` at ``http://host:port/metrics`` from a daemon thread (port 0: any free port).
-
-    For a direct Prometheus scrape when no node exporter runs. Stop it with ``server.shutdown()``."""
-    path = Path(prom_file)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            if self.path.split("?")[0] != "/metrics":
-                self.send_error(404, "only /metrics is served")
-                return
-            try:
-                body = path.read_bytes()
-            except FileNotFoundError:
-                self.send_error(503, f"{path} has not been written yet")
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # scrapes every 15 s: keep logs quiet
-            log.debug("metrics %s", format % args)
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="icelake-metrics", daemon=True).start()
-    return server
+def _best_effort(settings: Settings, what: str, update: Callable[[MetricsWriter], None]) -> None:
+    """Apply ``update`` and write the textfile at once. A metrics failure is logged, never raised: a full
+    disk must not stop a tick or a check (a stale heartbeat then alerts)."""
+    try:
+        with MetricsWriter.from_settings(settings) as metrics:
+            update(metrics)
+    except Exception as err:
+        log.warning("%s: metric not written: %s", what, err)
 
 
-__all__ = ["FAMILIES", "MetricsError", "MetricsWriter", "render", "serve_metrics", "table_labels"]
+def record_sensor_tick(settings: Settings, sensor: str) -> None:
+    """The sensor's heartbeat, for a sensor to call once per finished tick (best effort)."""
+    _best_effort(settings, f"sensor {sensor} heartbeat", lambda m: m.sensor_ticked(sensor))
+
+
+def record_health(settings: Settings, table: str | TableRef, status: HealthStatus, score: int) -> None:
+    """A table's health verdict, for a health check to call once evaluated (best effort). The update goes
+    to this process's multiprocess files at once (the HTTP endpoint shows it); the textfile is not
+    rewritten per table (10,000 rewrites per check run) but by the next flush, i.e. the maintenance
+    sensor's tick."""
+    try:
+        MetricsWriter.from_settings(settings).health(table, status, score)
+    except Exception as err:
+        log.warning("%s health: metric not written: %s", table, err)
+
+
+__all__ = [
+    "FAMILIES",
+    "MetricsError",
+    "MetricsWriter",
+    "collector_registry",
+    "record_health",
+    "record_sensor_tick",
+    "serve_http",
+    "stop_http",
+    "table_labels",
+]

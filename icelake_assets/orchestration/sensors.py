@@ -563,10 +563,9 @@ def _refresh_inventory(
 
 
 def _record(context: SensorEvaluationContext, settings: Settings, records: list[AuditRecord]) -> None:
-    """Best effort: a locked audit table or a full metrics disk is logged, and the tick goes on."""
-    if not records:
-        return
-    if settings.audit.enabled:
+    """Best effort: a locked audit table or a full metrics disk is logged, and the tick goes on. The
+    sensor's heartbeat metric is written on every tick, records or not (a stopped sensor alerts)."""
+    if records and settings.audit.enabled:
         try:
             AuditLog.from_settings(settings).append(records)
         except Exception as err:
@@ -575,6 +574,7 @@ def _record(context: SensorEvaluationContext, settings: Settings, records: list[
         metrics = MetricsWriter.from_settings(settings)
         for record in records:
             metrics.record(record)
+        metrics.sensor_ticked(MAINTENANCE_SENSOR)
         metrics.flush()
     except Exception as err:
         context.log.error(f"metrics of this tick not written: {err}")

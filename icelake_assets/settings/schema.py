@@ -350,7 +350,13 @@ class MetricsSettings(_Strict):
     """Prometheus metrics (see icelake_assets.audit.metrics)."""
 
     # Folder of the .prom file a node exporter's textfile collector reads; relative to the settings file.
+    # Its multiprocess/ subfolder holds every process's counts (PROMETHEUS_MULTIPROC_DIR): never wipe it.
     textfile_dir: str = ".lake/metrics"
+    # Rewrite <textfile_dir>/icelake.prom after each batch of updates (off: HTTP scrapes only).
+    textfile: bool = True
+    # Serve /metrics on 127.0.0.1:<port> from the first process that writes metrics and can bind it
+    # (normally the code server, from its first sensor tick); unset: no server.
+    http_port: int | None = Field(None, ge=1, le=65535)
 
 
 class AutomationSettings(_Strict):

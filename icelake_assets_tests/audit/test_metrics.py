@@ -1,104 +1,72 @@
-"""Prometheus metrics: strict parsing of the exposition text, counters that add up across writers and
-processes, atomic replacement of the .prom file, audit records mapped to metrics, the HTTP endpoint."""
+"""Prometheus metrics on prometheus_client: audit records mapped to metrics, the textfile read back with
+prometheus_client's own parser, counters that add up across writers and processes (multiprocess mode),
+atomic replacement of the .prom file, the HTTP endpoint a setting starts."""
 
-import json
 import math
 import multiprocessing
 import os
-import re
+import socket
 import stat
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from icelake_assets.audit import AuditRecord
-from icelake_assets.audit.metrics import CONTENT_TYPE, FAMILIES, MetricsError, MetricsWriter, serve_metrics
+from icelake_assets.audit.metrics import (
+    FAMILIES,
+    MetricsError,
+    MetricsWriter,
+    record_health,
+    record_sensor_tick,
+    serve_http,
+    stop_http,
+)
+from icelake_assets.health.score import HealthStatus
 from icelake_assets.settings import load_settings
 
-_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-_LABEL = r"[a-zA-Z_][a-zA-Z0-9_]*"
-_VALUE = r"[+-]?(?:Inf|NaN|[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
-_SAMPLE = re.compile(rf"^({_NAME})(\{{(.*)\}})? ({_VALUE})$")
-_PAIR = re.compile(rf'({_LABEL})="((?:[^"\\\n]|\\[\\"n])*)"')
 
-
-def _unescape(v: str) -> str:
-    return re.sub(r"\\([\\\"n])", lambda m: "\n" if m.group(1) == "n" else m.group(1), v)
-
-
-def parse(text: str) -> dict[str, dict]:
-    """A strict parser of the text format 0.0.4: every rule a scraper relies on is asserted.
-
-    Returns {family: {"type", "help", "samples": {(sample_name, ((label, value), ...)): float}}}."""
+def parse(text: str) -> dict[str, Metric]:
+    """The families of an exposition text, by their exported name, parsed by prometheus_client; each
+    must be one this product declares, with its type and help, and histograms must be consistent."""
     assert text.endswith("\n"), "the last line must end with a newline"
-    families: dict[str, dict] = {}
-    current = None
-    for n, line in enumerate(text[:-1].split("\n"), 1):
-        where = f"line {n}: {line!r}"
-        if line.startswith("# HELP "):
-            name, _, help_ = line[7:].partition(" ")
-            assert re.fullmatch(_NAME, name) and help_, where
-            assert name not in families, f"{where}: second HELP for {name}"
-            families[name] = {"help": help_, "type": None, "samples": {}}
-            current = name
-        elif line.startswith("# TYPE "):
-            name, _, type_ = line[7:].partition(" ")
-            assert name == current and families[name]["type"] is None and not families[name]["samples"], where
-            assert type_ in ("counter", "gauge", "histogram", "summary", "untyped"), where
-            families[name]["type"] = type_
-        else:
-            assert not line.startswith("#") and line.strip(), f"{where}: stray comment or blank line"
-            m = _SAMPLE.match(line)
-            assert m, f"{where}: not a sample"
-            sample, label_text, value = m.group(1), m.group(3) or "", m.group(4)
-            assert current is not None and families[current]["type"], f"{where}: sample before HELP/TYPE"
-            fam = families[current]
-            allowed = (
-                {current}
-                if fam["type"] != "histogram"
-                else {f"{current}_{s}" for s in ("bucket", "sum", "count")}
-            )
-            assert sample in allowed, f"{where}: sample {sample} outside its family {current}"
-            pairs = _PAIR.findall(label_text)
-            assert ",".join(f'{k}="{v}"' for k, v in pairs) == label_text, f"{where}: malformed labels"
-            labels = tuple((k, _unescape(v)) for k, v in pairs)
-            assert len({k for k, _ in labels}) == len(labels), f"{where}: repeated label"
-            key = (sample, labels)
-            assert key not in fam["samples"], f"{where}: duplicate series"
-            fam["samples"][key] = float(value.replace("Inf", "inf"))
-    for name, fam in families.items():
-        assert fam["type"], f"{name} has no TYPE"
-        if fam["type"] == "counter":
-            assert name.endswith("_total") and all(v >= 0 for v in fam["samples"].values()), name
-        if fam["type"] == "histogram":
-            _check_histogram(name, fam["samples"])
+    families: dict[str, Metric] = {}
+    for fam in text_string_to_metric_families(text):
+        name = f"{fam.name}_total" if fam.type == "counter" else fam.name
+        assert name not in families, f"{name} announced twice"
+        declared = FAMILIES[name]
+        assert (fam.type, fam.documentation) == (declared.type, declared.help), name
+        assert "pid" not in {k for s in fam.samples for k in s.labels}, f"{name}: per-process series"
+        families[name] = fam
+        if fam.type == "histogram":
+            _check_histogram(name, fam)
     return families
 
 
-def _check_histogram(name: str, samples: dict) -> None:
-    series: dict[tuple, list] = {}
-    for (sample, labels), v in samples.items():
-        if sample.endswith("_bucket"):
-            le = dict(labels)["le"]
-            series.setdefault(tuple(p for p in labels if p[0] != "le"), []).append(
-                (float(le.replace("Inf", "inf")), v)
-            )
-    for labels, buckets in series.items():
+def _check_histogram(name: str, fam: Metric) -> None:
+    series: dict[tuple, list[tuple[float, float]]] = {}
+    for s in fam.samples:
+        if s.name.endswith("_bucket"):
+            key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
+            series.setdefault(key, []).append((float(s.labels["le"]), s.value))
+    for key, buckets in series.items():
         counts = [v for _, v in sorted(buckets)]
-        assert counts == sorted(counts), f"{name}{labels}: buckets not cumulative"
-        assert sorted(buckets)[-1][0] == math.inf, f"{name}{labels}: no +Inf bucket"
-        assert counts[-1] == samples[(f"{name}_count", labels)], f"{name}{labels}: +Inf bucket != count"
-        assert (f"{name}_sum", labels) in samples
+        assert counts == sorted(counts), f"{name}{key}: buckets not cumulative"
+        assert sorted(buckets)[-1][0] == math.inf, f"{name}{key}: no +Inf bucket"
+        assert counts[-1] == value({name: fam}, name, f"{name}_count", **dict(key)), (
+            f"{name}{key}: +Inf != count"
+        )
 
 
-def value(families: dict, name: str, sample: str | None = None, **labels: str) -> float:
-    want = tuple(sorted(labels.items()))
-    for (s, ls), v in families[name]["samples"].items():
-        if s == (sample or name) and tuple(sorted(ls)) == want:
-            return v
+def value(families: dict[str, Metric], name: str, sample: str | None = None, **labels: str) -> float:
+    for s in families[name].samples:
+        if s.name == (sample or name) and s.labels == labels:
+            return s.value
     raise KeyError(f"{sample or name}{labels}")
 
 
@@ -129,12 +97,48 @@ def _rewrite(**kw) -> AuditRecord:
     )
 
 
-def test_every_family_is_announced_even_before_any_sample(tmp_path):
+def test_every_family_parses_with_prometheus_clients_parser(tmp_path):
     with MetricsWriter(tmp_path) as m:
-        pass
+        m.record(_rewrite())
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "op",
+                "acted",
+                "sensor",
+                op="expire_snapshots",
+                results={"snapshots_expired": 2, "deleted_data_files_count": 1},
+            )
+        )
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "op",
+                "acted",
+                "sensor",
+                op="remove_orphan_files",
+                results={"orphans_removed": 1},
+            )
+        )
+        m.record(
+            AuditRecord(
+                "demo.taxi.trips",
+                "op",
+                "acted",
+                "sensor",
+                op="rewrite_manifests",
+                results={"rewritten_manifests_count": 1},
+            )
+        )
+        m.record(AuditRecord("demo.taxi.trips", "validation", "passed", "sensor", op="validate"))
+        m.record(AuditRecord("demo.taxi.trips", "rollback", "refused", "sensor"))
+        m.record(AuditRecord("demo.taxi.trips", "decision", "held", "sensor"))
+        m.run_finished("demo.taxi.trips", "partial", 1.0)
+        m.health("demo.taxi.trips", HealthStatus.WARNING, 70)
+        m.sensor_ticked("icelake_maintenance_sensor")
     families = parse(m.path.read_text())
-    assert list(families) == list(FAMILIES)
-    assert value(families, "icelake_metrics_updated_timestamp_seconds") > 1.7e9
+    assert set(families) == set(FAMILIES)
+    assert time.time() - value(families, "icelake_metrics_updated_timestamp_seconds") < 60
 
 
 def test_audit_records_become_metrics(tmp_path):
@@ -231,8 +235,10 @@ def test_audit_records_become_metrics(tmp_path):
     assert value(f, "icelake_awaiting_approval", **orders) == 1
     assert value(f, "icelake_awaiting_approval", **T) == 0
     dur = {**rw, "outcome": "acted"}
-    assert value(f, "icelake_op_duration_seconds", "icelake_op_duration_seconds_bucket", **dur, le="5") == 0
-    assert value(f, "icelake_op_duration_seconds", "icelake_op_duration_seconds_bucket", **dur, le="15") == 1
+    assert value(f, "icelake_op_duration_seconds", "icelake_op_duration_seconds_bucket", **dur, le="5.0") == 0
+    assert (
+        value(f, "icelake_op_duration_seconds", "icelake_op_duration_seconds_bucket", **dur, le="15.0") == 1
+    )
     assert value(f, "icelake_op_duration_seconds", "icelake_op_duration_seconds_sum", **dur) == 7.5
     run = {**T, "outcome": "succeeded"}
     assert value(f, "icelake_run_duration_seconds", "icelake_run_duration_seconds_count", **run) == 1
@@ -253,34 +259,63 @@ def test_counters_add_up_across_two_writer_instances(tmp_path):
         for f in seen
     ]
     assert runs == [1, 2, 3, 4]
-    # A new instance (a new process, a restart) continues from the stored totals.
     fresh = MetricsWriter(tmp_path)
-    assert (
-        parse(fresh.render())
-        and value(parse(fresh.render()), "icelake_files_compacted_total", **T, op="rewrite_data_files") == 720
-    )
+    assert value(parse(fresh.render()), "icelake_files_compacted_total", **T, op="rewrite_data_files") == 720
 
 
-def test_two_processes_flushing_at_once_lose_no_increment(tmp_path):
+def test_two_processes_counts_add_up_in_multiprocess_mode(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
-    procs = [ctx.Process(target=_flush_many, args=(str(tmp_path), 100, start)) for _ in range(2)]
+    procs = [ctx.Process(target=_count_many, args=(str(tmp_path), 100, start)) for _ in range(2)]
     for p in procs:
         p.start()
-    start.set()  # both flush in the same moment: without the lock, read-modify-write loses increments
+    start.set()  # both count and write the textfile in the same moment
     for p in procs:
         p.join(timeout=120)
     assert [p.exitcode for p in procs] == [0, 0]
-    f = parse((tmp_path / "icelake.prom").read_text())
-    assert value(f, "icelake_decisions_total", **T, outcome="deferred") == 200
+    # Each process kept its own counter file; every reader sums them, after the processes are gone.
+    pids = {p.pid for p in procs}
+    assert {f"counter_{pid}.db" for pid in pids} <= set(os.listdir(tmp_path / "multiprocess"))
+    assert (
+        value(
+            parse((tmp_path / "icelake.prom").read_text()), "icelake_decisions_total", **T, outcome="deferred"
+        )
+        >= 100
+    )
+    m = MetricsWriter(tmp_path)
+    m.inc("icelake_decisions_total", outcome="deferred", **T)  # this process goes on from the sum
+    assert value(parse(m.flush().read_text()), "icelake_decisions_total", **T, outcome="deferred") == 201
 
 
-def _flush_many(folder: str, n: int, start) -> None:
+def _count_many(folder: str, n: int, start) -> None:
     start.wait(60)
     for _ in range(n):
         m = MetricsWriter(folder)
         m.inc("icelake_decisions_total", outcome="deferred", **T)
         m.flush()
+
+
+def test_a_gauge_shows_the_most_recent_state_whichever_process_wrote_it(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    m = MetricsWriter(tmp_path)
+    awaiting = lambda: value(parse(m.render()), "icelake_awaiting_approval", **T)  # noqa: E731
+    _in_process(ctx, tmp_path, "held")
+    assert awaiting() == 1
+    m.record(AuditRecord("demo.taxi.trips", "decision", "launched", "sensor"))  # approved, launched here
+    assert awaiting() == 0
+    _in_process(ctx, tmp_path, "held")  # held again, by another process: older files must not win
+    assert awaiting() == 1
+
+
+def _in_process(ctx, folder: Path, decision: str) -> None:
+    p = ctx.Process(target=_decide, args=(str(folder), decision))
+    p.start()
+    p.join(timeout=120)
+    assert p.exitcode == 0
+
+
+def _decide(folder: str, decision: str) -> None:
+    MetricsWriter(folder).record(AuditRecord("demo.taxi.trips", "decision", decision, "sensor"))
 
 
 def test_readers_only_ever_see_a_complete_file(tmp_path):
@@ -291,8 +326,16 @@ def test_readers_only_ever_see_a_complete_file(tmp_path):
     def read() -> None:
         while not stop.is_set():
             try:
-                reads.append(parse(m.path.read_text()))
-            except AssertionError as err:
+                f = parse(m.path.read_text())
+                # The series are written at once: a partial read would miss some of them.
+                namespaces = {
+                    s.labels["namespace"]
+                    for s in f.get("icelake_orphan_files_removed_total", Metric("x", "", "counter")).samples
+                }
+                assert namespaces == {f"ns{i}" for i in range(len(namespaces))}, namespaces
+                assert "icelake_metrics_updated_timestamp_seconds" in f
+                reads.append(len(namespaces))
+            except (AssertionError, ValueError) as err:
                 errors.append(err)
 
     reader = threading.Thread(target=read)
@@ -303,11 +346,7 @@ def test_readers_only_ever_see_a_complete_file(tmp_path):
     stop.set()
     reader.join()
     assert errors == [] and len(reads) > 10
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".icelake.prom.lock",
-        ".icelake.prom.state.json",
-        "icelake.prom",
-    ]  # no temp file left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["icelake.prom", "multiprocess"]  # no temp file
     assert stat.S_IMODE(m.path.stat().st_mode) == 0o644
 
 
@@ -317,17 +356,17 @@ def test_a_failed_write_keeps_the_old_file_and_the_updates(tmp_path, monkeypatch
     m.flush()
     before = m.path.read_text()
     m.inc("icelake_orphan_files_removed_total", 3, **T)
-    real_replace = os.replace
 
     def disk_full(src, dst):
         raise OSError(28, "No space left on device")
 
+    monkeypatch.setattr(os, "rename", disk_full)  # write_to_textfile's atomic step
     monkeypatch.setattr(os, "replace", disk_full)
     with pytest.raises(OSError, match="No space left"):
         m.flush()
     assert m.path.read_text() == before
-    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
-    monkeypatch.setattr(os, "replace", real_replace)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["icelake.prom", "multiprocess"]
+    monkeypatch.undo()
     assert value(parse(m.flush().read_text()), "icelake_orphan_files_removed_total", **T) == 5
 
 
@@ -336,16 +375,6 @@ def test_labels_are_escaped(tmp_path):
         m.inc("icelake_orphan_files_removed_total", 1, catalog="c", namespace='a"b\\c\nd', table="t")
     f = parse(m.path.read_text())
     assert value(f, "icelake_orphan_files_removed_total", catalog="c", namespace='a"b\\c\nd', table="t") == 1
-
-
-def test_an_unreadable_state_is_set_aside_and_counting_restarts(tmp_path):
-    m = MetricsWriter(tmp_path)
-    m.state_path.write_text("{not json")
-    m.inc("icelake_orphan_files_removed_total", 1, **T)
-    f = parse(m.flush().read_text())
-    assert value(f, "icelake_orphan_files_removed_total", **T) == 1
-    assert [p.read_text() for p in tmp_path.glob(".icelake.prom.state.json.corrupt-*")] == ["{not json"]
-    assert json.loads(m.state_path.read_text())["version"] == 1
 
 
 @pytest.mark.parametrize(
@@ -367,7 +396,7 @@ def test_bad_updates_are_refused_clearly(tmp_path, call, message):
     m = MetricsWriter(tmp_path)
     with pytest.raises(ValueError, match=message):
         call(m)
-    assert m._pending == []
+    assert list(text_string_to_metric_families(m.render())) == []  # nothing recorded
 
 
 def test_the_file_name_must_be_one_the_collector_reads(tmp_path):
@@ -379,24 +408,77 @@ def test_the_folder_comes_from_settings_relative_to_the_file(make_lake):
     settings = make_lake(extra={"metrics": {"textfile_dir": "prom"}})
     m = MetricsWriter.from_settings(settings)
     assert m.path == Path(settings.source).parent / "prom" / "icelake.prom"
+    assert m.multiprocess_dir == Path(settings.source).parent / "prom" / "multiprocess"
+    assert m.textfile and settings.metrics.http_port is None
     assert load_settings(settings.source).metrics.textfile_dir == str(Path(settings.source).parent / "prom")
 
 
-def test_http_endpoint_on_loopback(tmp_path):
-    m = MetricsWriter(tmp_path)
-    server = serve_metrics(m.path, port=0)
+def test_health_and_the_sensor_heartbeat(make_lake, monkeypatch, caplog):
+    settings = make_lake(extra={"metrics": {"textfile_dir": "prom"}})
+    record_sensor_tick(settings, "icelake_maintenance_sensor")
+    record_health(settings, "demo.taxi.trips", HealthStatus.CRITICAL, 31)
+    f = parse(MetricsWriter.from_settings(settings).path.read_text())
+    tick = value(f, "icelake_sensor_last_tick_timestamp_seconds", sensor="icelake_maintenance_sensor")
+    assert 0 <= time.time() - tick < 60
+    # A health update is not flushed per table (a check run of 10,000 tables): scrapes see it at once,
+    # the textfile at the next flush (the maintenance sensor's tick).
+    assert "icelake_health_score" not in f
+    f = parse(MetricsWriter.from_settings(settings).render())
+    assert value(f, "icelake_health_score", **T) == 31
+    status = {s.labels["status"]: s.value for s in f["icelake_health_status"].samples}
+    assert status == {"Healthy": 0, "Warning": 0, "Critical": 1, "Unknown": 0}
+    # Best effort: a full disk is logged, never raised into the sensor's tick or the check.
+    disk_full = lambda self, *a: (_ for _ in ()).throw(OSError(28, "disk full"))  # noqa: E731
+    monkeypatch.setattr(MetricsWriter, "flush", disk_full)
+    monkeypatch.setattr(MetricsWriter, "health", disk_full)
+    record_sensor_tick(settings, "icelake_maintenance_sensor")
+    record_health(settings, "demo.taxi.trips", HealthStatus.HEALTHY, 90)
+    assert (
+        "sensor icelake_maintenance_sensor heartbeat: metric not written: [Errno 28] disk full" in caplog.text
+    )
+    assert "demo.taxi.trips health: metric not written: [Errno 28] disk full" in caplog.text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port: int) -> tuple[str, str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return resp.headers["Content-Type"], resp.read().decode()
+
+
+def test_the_http_endpoint_a_setting_starts(make_lake, tmp_path):
+    port = _free_port()
+    settings = make_lake(extra={"metrics": {"textfile_dir": "prom", "http_port": port, "textfile": False}})
     try:
-        host, port = server.server_address[:2]
-        assert host == "127.0.0.1"
-        with pytest.raises(urllib.error.HTTPError, match="503"):
-            urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5)
+        m = MetricsWriter.from_settings(settings)
         m.inc("icelake_orphan_files_removed_total", 7, **T)
+        content_type, text = _scrape(port)  # no flush: a scrape reads the processes' files itself
+        assert content_type.startswith("text/plain")
+        assert value(parse(text), "icelake_orphan_files_removed_total", **T) == 7
+        server = serve_http(m.multiprocess_dir, port)
+        assert server is not None and server.server_address[0] == "127.0.0.1"
+        MetricsWriter.from_settings(settings).inc("icelake_orphan_files_removed_total", 1, **T)
+        assert serve_http(m.multiprocess_dir, port) is server  # once per process
+        assert value(parse(_scrape(port)[1]), "icelake_orphan_files_removed_total", **T) == 8
         m.flush()
-        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as resp:
-            assert resp.headers["Content-Type"] == CONTENT_TYPE
-            assert value(parse(resp.read().decode()), "icelake_orphan_files_removed_total", **T) == 7
-        with pytest.raises(urllib.error.HTTPError, match="404"):
-            urllib.request.urlopen(f"http://{host}:{port}/", timeout=5)
+        assert not m.path.exists()  # textfile: false
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_http(port)
+    with pytest.raises(urllib.error.URLError):
+        _scrape(port)
+
+
+def test_a_taken_port_does_not_stop_the_writer(make_lake):
+    with socket.socket() as taken:  # another process of the lake already serves it
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = make_lake(extra={"metrics": {"textfile_dir": "prom", "http_port": port}})
+        m = MetricsWriter.from_settings(settings)
+        assert serve_http(m.multiprocess_dir, port) is None
+        m.inc("icelake_orphan_files_removed_total", 1, **T)
+        assert value(parse(m.flush().read_text()), "icelake_orphan_files_removed_total", **T) == 1

@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 # Only light modules at import: `icelake --help` must not load pyiceberg, pyarrow or Dagster (each
 # command imports what it needs).
-from icelake_assets.types import IcelakeError, TableRef
+from icelake_assets.types import IcelakeError, KnownTables, TableRef
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
     from icelake_assets.catalog.discovery import DiscoveryProblem
+    from icelake_assets.health.cache import ManifestCache
+    from icelake_assets.health.overview import TableHealth
     from icelake_assets.settings import Settings
 
 
@@ -38,67 +42,103 @@ def _selected_refs(settings: Settings, table: str | None) -> tuple[list[TableRef
     return [t.ref for t in found.tables], list(found.problems)
 
 
+def _table_health(
+    settings: Settings,
+    catalog: Catalog,
+    ref: TableRef,
+    args: argparse.Namespace,
+    cache: ManifestCache,
+    known: Callable[[], KnownTables],
+) -> TableHealth:
+    """One table's health (``known``: every known table, listed once for all, for --orphans)."""
+    from icelake_assets.catalog.connection import load_table
+    from icelake_assets.health.findings import orphan_finding
+    from icelake_assets.health.orphans import scan_orphans
+    from icelake_assets.health.overview import evaluate
+    from icelake_assets.health.stats import compute_table_stats
+    from icelake_assets.policies import policy_for
+
+    table = load_table(catalog, ref)
+    policy = policy_for(settings, ref, table.properties)
+    extra = []
+    if args.orphans:
+        from icelake_assets.catalog.known_tables import default_locations
+
+        listing = known()
+        scan = scan_orphans(
+            table,
+            str(ref),
+            policy.orphans.older_than_hours,
+            listing.tables,
+            default_locations(catalog, ref),
+            unlisted=listing.unlisted,
+        )
+        extra.append(
+            orphan_finding(
+                len(scan.orphans),
+                sum(o.size for o in scan.orphans),
+                policy,
+                [o.path for o in scan.orphans],
+                scan.hidden_files,
+                scan.skipped,
+                scan.refused,
+            )
+        )
+    # Without --orphans the orphan check is not evaluated: the verdict says Unknown, not Healthy.
+    return evaluate(
+        compute_table_stats(table, policy, cache),
+        policy,
+        extra,
+        name=str(ref),
+        not_evaluated=() if args.orphans else ("orphan_files",),
+    )
+
+
 def cmd_health(args: argparse.Namespace) -> int:
     """Findings of one table or all, as a table; ``--overview`` ranks what to fix first.
 
-    Exit status 1 when ``--fail-on`` is given and a finding reaches that severity (for CI and cron)."""
-    from icelake_assets.catalog.connection import CatalogUnavailableError, load_table, open_catalog
+    A catalog or table that cannot be read is an error for itself only: every other table is
+    reported, then one error line per problem, and the exit status is 2. Otherwise exit status 1
+    when ``--fail-on`` is given and a finding reaches that severity (for CI and cron)."""
+    from icelake_assets.catalog.connection import CatalogUnavailableError, open_catalog
     from icelake_assets.catalog.discovery import DiscoveryProblem
     from icelake_assets.health.cache import ManifestCache, default_cache_path
-    from icelake_assets.health.findings import orphan_finding
-    from icelake_assets.health.orphans import scan_orphans
-    from icelake_assets.health.overview import evaluate, lake_overview
-    from icelake_assets.health.stats import compute_table_stats
-    from icelake_assets.policies import policy_for
+    from icelake_assets.health.overview import lake_overview
     from icelake_assets.settings import load_settings
     from icelake_assets.text import format_table
 
     settings = load_settings(args.config)
     cache = ManifestCache(path=default_cache_path())  # repeated runs read only new manifests
     healths, rows = [], []
-    known = None
-    refs, problems = _selected_refs(settings, args.table)
-    for ref in refs:
-        try:
-            table = load_table(open_catalog(settings, ref.catalog), ref)
-        except CatalogUnavailableError as err:
-            if args.table:
-                raise
-            problems.append(DiscoveryProblem(ref.catalog, str(err), ref))  # failed since discovery
-            continue
-        policy = policy_for(settings, ref, table.properties)
-        extra = []
-        if args.orphans:
-            from icelake_assets.catalog.known_tables import default_locations, known_tables
+    listing: list[KnownTables] = []
 
-            known = known_tables(settings) if known is None else known
-            scan = scan_orphans(
-                table,
-                str(ref),
-                policy.orphans.older_than_hours,
-                known.tables,
-                default_locations(open_catalog(settings, ref.catalog), ref),
-                unlisted=known.unlisted,
+    def known() -> KnownTables:
+        from icelake_assets.catalog.known_tables import known_tables
+
+        if not listing:
+            listing.append(known_tables(settings))
+        return listing[0]
+
+    refs, problems = _selected_refs(settings, args.table)
+    catalogs: dict[str, Catalog | DiscoveryProblem] = {}
+    for ref in refs:
+        if ref.catalog not in catalogs:
+            try:
+                catalogs[ref.catalog] = open_catalog(settings, ref.catalog)
+            except CatalogUnavailableError as err:  # down since discovery: reported once
+                down = DiscoveryProblem.from_error(ref.catalog, err)
+                catalogs[ref.catalog] = down
+                problems.append(down)
+        catalog = catalogs[ref.catalog]
+        if isinstance(catalog, DiscoveryProblem):
+            continue
+        try:
+            health = _table_health(settings, catalog, ref, args, cache, known)
+        except Exception as err:  # missing, unreadable metadata or manifests: this table only
+            problems.append(
+                DiscoveryProblem.from_error(ref.catalog, err, ref, settings.catalog_properties(ref.catalog))
             )
-            extra.append(
-                orphan_finding(
-                    len(scan.orphans),
-                    sum(o.size for o in scan.orphans),
-                    policy,
-                    [o.path for o in scan.orphans],
-                    scan.hidden_files,
-                    scan.skipped,
-                    scan.refused,
-                )
-            )
-        # Without --orphans the orphan check is not evaluated: the verdict says Unknown, not Healthy.
-        health = evaluate(
-            compute_table_stats(table, policy, cache),
-            policy,
-            extra,
-            name=str(ref),
-            not_evaluated=() if args.orphans else ("orphan_files",),
-        )
+            continue
         healths.append(health)
         for f in health.findings:
             rows.append((str(ref), f.check, f.severity.value, f.summary, f.recommendation))

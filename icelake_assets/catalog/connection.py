@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pyiceberg.catalog import Catalog, load_catalog
@@ -13,14 +14,30 @@ from icelake_assets.settings import (
     Settings,
     is_safe_key,
     leaf_items,
-    redact_properties,
+    redact_value,
     uri_secrets,
 )
 from icelake_assets.types import IcelakeError, TableRef, dagster_name  # noqa: F401  (re-exported)
 
 
 class CatalogUnavailableError(IcelakeError, RuntimeError):
-    """The catalog is configured but cannot be reached or opened."""
+    """The catalog is configured but cannot be reached, opened or listed. ``catalog`` and ``cause``
+    (what follows the catalog's name: one line, secrets redacted) let a report name the catalog once."""
+
+    def __init__(self, message: str, *, catalog: str | None = None, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.catalog = catalog
+        self.cause = cause if cause is not None else message
+
+    @classmethod
+    def of(cls, catalog: str, cause: str) -> CatalogUnavailableError:
+        """``catalog 'name' <cause>``, e.g. cause ``cannot be opened: OperationalError: ...``."""
+        return cls(f"catalog {catalog!r} {cause}", catalog=catalog, cause=cause)
+
+
+class TableUnreadableError(CatalogUnavailableError):
+    """The catalog answers but the table's metadata cannot be read (truncated metadata.json, storage
+    that refuses it). A CatalogUnavailableError still, for callers that treat both alike."""
 
 
 class TableMissingError(IcelakeError, LookupError):
@@ -33,9 +50,10 @@ def _check_reachable(name: str, props: dict[str, str]) -> None:
         # The query is not the path (and may hold a secret).
         path = Path(uri[len("sqlite:///") :].split("?")[0])
         if not path.exists():
-            raise CatalogUnavailableError(
-                f"catalog {name!r}: SQLite database {path} does not exist "
-                "(build the demo lake with `icelake demo-lake`, or fix catalogs." + name + ".uri)"
+            raise CatalogUnavailableError.of(
+                name,
+                f"is down: SQLite database {path} does not exist "
+                f"(build the demo lake with `icelake demo-lake`, or fix catalogs.{name}.uri)",
             )
 
 
@@ -47,10 +65,24 @@ def open_catalog(settings: Settings, name: str, create: bool = False) -> Catalog
     try:
         return load_catalog(name, **props)
     except Exception as err:  # pyiceberg raises driver-specific errors: name the catalog and the cause
-        safe = redact_properties(props)
-        raise CatalogUnavailableError(
-            f"catalog {name!r} cannot be opened ({safe}): {redact_text(str(err), props)}"
-        ) from err
+        # The cause first (a UI cell may cut the end), then where the catalog was looked for.
+        uri = f" (uri {redact_value('uri', props['uri'])})" if props.get("uri") else ""
+        raise CatalogUnavailableError.of(name, f"cannot be opened: {error_text(err, props)}{uri}") from err
+
+
+# Help links SQLAlchemy and pydantic append, and pydantic's echo of the input (a file's content).
+_NOISE = re.compile(r"^\(Background on this error at: .*\)$|^For further information visit \S+$")
+_INPUT_ECHO = re.compile(r"\s*\[type=[^\]]*?, input_value=.*$")
+
+
+def error_text(err: BaseException, props: dict[str, str], limit: int = 600) -> str:
+    """A driver's or pyiceberg's error as one line for a report: its type and message (multi-line
+    messages joined, help links and echoed input dropped), secrets of ``props`` redacted."""
+    lines = [_INPUT_ECHO.sub("", line).strip() for line in str(err).splitlines()]
+    message = " ".join(line for line in lines if line and not _NOISE.match(line))
+    text = f"{type(err).__name__}: {message}" if message else type(err).__name__
+    text = redact_text(text, props)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def redact_text(text: str, props: dict[str, str]) -> str:
@@ -71,7 +103,10 @@ def load_table(catalog: Catalog, ref: TableRef) -> Table:
     except (NoSuchTableError, NoSuchNamespaceError) as err:
         raise TableMissingError(f"table {ref} does not exist in catalog {ref.catalog!r}: {err}") from None
     except Exception as err:
-        raise CatalogUnavailableError(f"catalog {ref.catalog!r} failed to load table {ref}: {err}") from err
+        cause = error_text(err, dict(catalog.properties))
+        raise TableUnreadableError(
+            f"catalog {ref.catalog!r} failed to load table {ref}: {cause}", catalog=ref.catalog, cause=cause
+        ) from err
 
 
 def current_snapshot_id(table: Table) -> int | None:

@@ -7,11 +7,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, open_catalog
+from icelake_assets.catalog.connection import (
+    CatalogUnavailableError,
+    TableMissingError,
+    TableRef,
+    TableUnreadableError,
+    error_text,
+    load_table,
+    open_catalog,
+)
+from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.catalog.partition_layout import PartitionLayout, partition_layout
-from icelake_assets.causes import describe
 from icelake_assets.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -88,14 +97,16 @@ def list_table_refs(settings: Settings, catalog: Catalog, name: str) -> list[Tab
         return refs
     except CatalogUnavailableError:
         raise
-    except Exception as err:
-        raise CatalogUnavailableError(f"catalog {name!r}: listing tables failed: {err}") from err
+    except Exception as err:  # a server's error may echo what it was sent: redacted
+        cause = error_text(err, settings.catalog_properties(name))
+        raise CatalogUnavailableError.of(name, f"cannot be listed: {cause}") from err
 
 
 @dataclass(frozen=True)
 class DiscoveryProblem:
     """A catalog that could not be listed (``table`` None) or a table whose metadata could not be
-    read, with the cause (secrets redacted by the catalog's own error messages)."""
+    read. ``cause`` follows the subject in one line, secrets redacted: ``catalog 'x' cannot be
+    opened: ...``, ``table x.ns.t cannot be read: ...``."""
 
     catalog: str
     cause: str
@@ -103,7 +114,28 @@ class DiscoveryProblem:
 
     def __str__(self) -> str:
         what = f"table {self.table}" if self.table else f"catalog {self.catalog!r}"
-        return f"{what}: {self.cause}"
+        return f"{what} {self.cause}"
+
+    @classmethod
+    def from_error(
+        cls,
+        catalog: str,
+        err: BaseException,
+        table: TableRef | None = None,
+        props: dict[str, str] | None = None,
+    ) -> DiscoveryProblem:
+        """The problem ``err`` says catalog ``catalog`` (or its ``table``) has; ``props``: the
+        catalog's properties, whose secrets an unexpected error's message must not show."""
+        if isinstance(err, TableMissingError):
+            return cls(catalog, "does not exist (any more) in its catalog", table)
+        if table is not None and isinstance(err, TableUnreadableError):
+            return cls(catalog, f"cannot be read: {err.cause}", table)
+        if isinstance(err, CatalogUnavailableError):
+            cause = err.cause if err.catalog == catalog else str(err)
+            return cls(
+                catalog, cause if table is None else f"cannot be read: catalog {catalog!r} {cause}", table
+            )
+        return cls(catalog, f"cannot be read: {error_text(err, props or {})}", table)
 
 
 @dataclass(frozen=True)
@@ -123,24 +155,42 @@ class LakeDiscovery:
         return tuple(p for p in self.problems if p.table is not None)
 
 
+def _metadata_file(catalog: Catalog, ref: TableRef) -> str | None:
+    """Where an unreadable table's metadata.json is, when the catalog says so without reading it
+    (a SQL catalog: its row)."""
+    if not isinstance(catalog, SqlCatalog):
+        return None
+    try:
+        return metadata_locations(catalog, [ref]).get(ref)
+    except Exception:
+        return None  # the cause already reported says more
+
+
 def _discover_table(catalog: Catalog, ref: TableRef) -> DiscoveredTable | DiscoveryProblem:
     try:
-        return DiscoveredTable.from_table(ref, catalog.load_table(ref.identifier))
+        return DiscoveredTable.from_table(ref, load_table(catalog, ref))
     except Exception as err:
-        _log.warning("table %s left out: its metadata cannot be read: %s", ref, describe(err))
-        return DiscoveryProblem(ref.catalog, f"its metadata cannot be read: {describe(err)}", ref)
+        problem = DiscoveryProblem.from_error(ref.catalog, err, ref, dict(catalog.properties))
+        if isinstance(err, TableUnreadableError) and (path := _metadata_file(catalog, ref)):
+            problem = DiscoveryProblem(ref.catalog, f"{problem.cause} (metadata file {path})", ref)
+        return problem
 
 
 def discover_table(catalog: Catalog, ref: TableRef) -> DiscoveredTable | None:
     """One table's discovered facts; None (logged) when its metadata cannot be read or it was dropped
     meanwhile: one unreadable table must not stop the code location."""
     found = _discover_table(catalog, ref)
-    return found if isinstance(found, DiscoveredTable) else None
+    if isinstance(found, DiscoveryProblem):
+        _log.warning("%s: left out", found)
+        return None
+    return found
 
 
 def discover_lake(settings: Settings) -> LakeDiscovery:
     """Every selected table of every configured catalog, sorted by name, and the catalogs and tables
-    that could not be read (logged): a catalog that is down is an error for its tables only."""
+    that could not be read: a catalog that is down is an error for its tables only. Nothing is logged
+    here: the caller reports the problems where its user looks (a Dagster warning and the lake
+    overview, or ``icelake health``'s error lines)."""
     found: list[DiscoveredTable] = []
     problems: list[DiscoveryProblem] = []
     for name in settings.catalogs:
@@ -148,12 +198,14 @@ def discover_lake(settings: Settings) -> LakeDiscovery:
             catalog = open_catalog(settings, name)
             refs = list_table_refs(settings, catalog, name)
         except CatalogUnavailableError as err:
-            _log.warning("catalog %r left out: %s", name, err)
-            problems.append(DiscoveryProblem(name, str(err)))
+            problems.append(DiscoveryProblem.from_error(name, err))
             continue
         for ref in refs:
             result = _discover_table(catalog, ref)
-            (found if isinstance(result, DiscoveredTable) else problems).append(result)  # type: ignore[arg-type]
+            if isinstance(result, DiscoveredTable):
+                found.append(result)
+            else:
+                problems.append(result)
     return LakeDiscovery(tuple(sorted(found, key=lambda t: t.ref)), tuple(problems))
 
 

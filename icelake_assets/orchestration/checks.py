@@ -33,13 +33,14 @@ from dagster import (
     define_asset_job,
 )
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
-from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.audit.metrics import record_health
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import HealthStatus
 from icelake_assets.orchestration.config_checks import build_config_checks
-from icelake_assets.orchestration.display import human_bytes
+from icelake_assets.orchestration.display import human_bytes, md_cell
 from icelake_assets.orchestration.group_checks import group_checks
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import table_asset_key
@@ -258,6 +259,7 @@ def build_group_checks(
             "evaluation_ms": MetadataValue.float(round((time.perf_counter() - started) * 1000, 2)),
         }
         context.log.info(f"{t.ref}: {health.status.value}, score {health.score.score}")
+        record_health(icelake.settings, t.ref, health.status, health.score.score)
         yield from metadata_check_results(
             health, table_asset_key(t.ref), selected, extra, fix_jobs.get(t.ref)
         )
@@ -338,17 +340,21 @@ def build_health_overview(tables: Sequence[DiscoveredTable], left_out: str = "")
         "partitions ranked by the file opens maintenance would save (pyiceberg metadata only)." + left_out,
     )
     def health_overview(context: AssetExecutionContext, icelake: IcelakeResource) -> MaterializeResult:
-        healths = []
+        healths, left_out = [], []
         for t in tables:
             try:
-                tbl = icelake.load_table(t.ref)
-            except (TableMissingError, CatalogUnavailableError) as err:
-                context.log.warning(f"{t.ref} left out of the overview: {err}")
-                continue
-            healths.append(table_health(icelake, tbl, t.ref, context.instance))
+                healths.append(table_health(icelake, icelake.load_table(t.ref), t.ref, context.instance))
+            except Exception as err:  # one table that cannot be evaluated must not hide the others
+                problem = DiscoveryProblem.from_error(t.ref.catalog, err, t.ref)
+                context.log.warning(f"left out of the overview: {problem}")
+                left_out.append(problem)
         overview = lake_overview(healths)
         metadata: dict[str, Any] = {k: _number(v) for k, v in overview.metrics().items()}
         metadata["overview"] = MetadataValue.md(overview.markdown())
+        # Always present, so the UI plots it (0 when every table was evaluated).
+        metadata["tables/left_out"] = MetadataValue.int(len(left_out))
+        if left_out:
+            metadata["left_out"] = MetadataValue.md("\n".join(f"- {md_cell(str(p), 300)}" for p in left_out))
         if overview.tables:
             metadata["ranking"] = _table_value(
                 [

@@ -19,8 +19,11 @@ from collections.abc import Mapping, Sequence
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckResult,
+    AssetCheckSeverity,
+    DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
+    MetadataValue,
     RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
@@ -28,12 +31,13 @@ from dagster import (
     sensor,
 )
 
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
-from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.audit.metrics import record_health
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.health.overview import evaluate
-from icelake_assets.orchestration.checks import metadata_check_names, metadata_check_results
+from icelake_assets.orchestration.checks import HEALTH_CHECK, metadata_check_names, metadata_check_results
 from icelake_assets.orchestration.config_checks import configuration_result
+from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
@@ -69,19 +73,43 @@ def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
 
 
 def table_check_evaluations(
-    icelake: IcelakeResource, ref: TableRef, fix_job: str | None = None, granularity: ChecksPerTable = "each"
+    icelake: IcelakeResource,
+    ref: TableRef,
+    fix_job: str | None = None,
+    granularity: ChecksPerTable = "each",
+    instance: DagsterInstance | None = None,
 ) -> list[AssetCheckEvaluation]:
     """What the table's metadata and configuration checks would report now (those it has:
-    ``automation.checks_per_table``)."""
+    ``automation.checks_per_table``). The verdict is the one every surface shows (table_health: the
+    configuration and the recorded orphan check included)."""
     table = icelake.load_table(ref)
     effective = icelake.effective_policy(table)
-    health = evaluate(icelake.stats(table, effective.policy), effective.policy, name=str(ref))
+    health = table_health(icelake, table, ref, instance)
+    record_health(icelake.settings, ref, health.status, health.score.score)
     key = table_asset_key(ref)
     results = metadata_check_results(health, key, set(metadata_check_names(granularity)), fix_job=fix_job)
     if granularity == "each":
         report = configuration_report(table.metadata.format_version, table.properties, effective)
         results.append(configuration_result(report, effective, key))
     return [_evaluation(r) for r in results]
+
+
+# A cursor entry for a table reported as not evaluated (never equal to a metadata location): the table
+# is tried again on every tick, and its failure is reported once per metadata version.
+_FAILED = "failed:"
+
+
+def not_evaluated(ref: TableRef, problem: DiscoveryProblem) -> AssetCheckEvaluation:
+    """The table's health summary failing with the reason it could not be evaluated: a table that
+    cannot be read shows red in the UI with its cause, not its last (stale) result."""
+    return AssetCheckEvaluation(
+        asset_key=table_asset_key(ref),
+        check_name=HEALTH_CHECK,
+        passed=False,
+        severity=AssetCheckSeverity.ERROR,
+        description=f"not evaluated: {problem}",
+        metadata={"error": MetadataValue.text(str(problem))},
+    )
 
 
 def evaluate_health_tick(
@@ -98,37 +126,55 @@ def evaluate_health_tick(
     except ValueError:
         seen = {}  # an unreadable cursor costs one evaluation of every table
     locations: dict[TableRef, str | None] = {}
+    down: dict[str, DiscoveryProblem] = {}
     by_catalog: dict[str, list[TableRef]] = {}
     for t in tables:
         by_catalog.setdefault(t.ref.catalog, []).append(t.ref)
     for name, refs in by_catalog.items():
         try:
             locations.update(metadata_locations(icelake.catalog(name), refs))
-        except CatalogUnavailableError as err:
-            context.log.warning(str(err))
+        except Exception as err:  # one catalog that is down: an error for its tables only
+            down[name] = DiscoveryProblem.from_error(name, err)
+            context.log.warning(str(down[name]))
     events: list[AssetCheckEvaluation] = []
     evaluated: list[str] = []
+    failed: list[str] = []
     left = 0
     busy = tables_being_maintained(context.instance)
     for t in tables:
         name, location = str(t.ref), locations.get(t.ref)
-        if location is None or seen.get(name) == location or name in busy:
+        if t.ref.catalog in down:
+            failure: DiscoveryProblem | None = down[t.ref.catalog]
+            location = ""
+        elif location is None or seen.get(name) == location or name in busy:
             continue
-        if evaluated and time.monotonic() - started > budget_seconds:
+        elif evaluated and time.monotonic() - started > budget_seconds:
             left += 1  # the next tick goes on where this one stopped: these are still unseen
             continue
-        try:
-            events.extend(table_check_evaluations(icelake, t.ref, fix_jobs.get(t.ref), granularity))
-        except (TableMissingError, CatalogUnavailableError) as err:
-            context.log.warning(f"{name}: {err}")
-            continue
-        seen[name] = location
-        evaluated.append(name)
-    if not evaluated:
+        else:
+            try:
+                events.extend(
+                    table_check_evaluations(
+                        icelake, t.ref, fix_jobs.get(t.ref), granularity, context.instance
+                    )
+                )
+                failure = None
+            except Exception as err:  # missing, unreadable metadata or manifests: this table only
+                failure = DiscoveryProblem.from_error(t.ref.catalog, err, t.ref)
+                context.log.warning(f"{name}: checks not evaluated: {failure}")
+        if failure is None:
+            seen[name] = location
+            evaluated.append(name)
+        elif seen.get(name) != _FAILED + location:
+            events.append(not_evaluated(t.ref, failure))
+            seen[name] = _FAILED + location
+            failed.append(name)
+    if not events:
         return SensorResult(skip_reason="no table changed since the last tick", cursor=json.dumps(seen))
     elapsed = time.monotonic() - started
     context.log.info(
         f"checks reported for {len(evaluated)} changed table(s) in {elapsed:.2f}s"
+        + (f", {len(failed)} not evaluated: {', '.join(failed[:20])}" if failed else "")
         + (f"; {left} left for the next tick" if left else "")
     )
     return SensorResult(asset_events=events, cursor=json.dumps(seen))

@@ -19,7 +19,6 @@ from dagster import (
 
 from icelake_assets.catalog.connection import load_table
 from icelake_assets.catalog.discovery import DiscoveryProblem, list_table_refs
-from icelake_assets.causes import describe
 from icelake_assets.orchestration.display import md_cell
 from icelake_assets.orchestration.resources import IcelakeResource
 
@@ -45,7 +44,7 @@ def probe(icelake: IcelakeResource, at_load: Sequence[DiscoveryProblem]) -> list
         try:
             list_table_refs(settings, icelake.catalog(name), name)
         except Exception as err:
-            found.append(DiscoveryProblem(name, describe(err)))
+            found.append(DiscoveryProblem.from_error(name, err))
     down = {p.catalog for p in found}
     for problem in at_load:
         if problem.table is None or problem.catalog in down:
@@ -53,7 +52,7 @@ def probe(icelake: IcelakeResource, at_load: Sequence[DiscoveryProblem]) -> list
         try:
             load_table(icelake.catalog(problem.catalog), problem.table)
         except Exception as err:
-            found.append(DiscoveryProblem(problem.catalog, describe(err), problem.table))
+            found.append(DiscoveryProblem.from_error(problem.catalog, err, problem.table))
     return found
 
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dagster import AssetKey, AssetsDefinition, Definitions, in_process_executor
+from dagster import AssetKey, AssetsDefinition, Definitions, get_dagster_logger, in_process_executor
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
 from icelake_assets.catalog import inventory
@@ -65,6 +65,7 @@ def build_definitions(
         found = discover_lake(settings)
         tables, problems = found.tables, found.problems
     tables = list(tables)
+    _warn_left_out(problems)
     policies = resolve_policies(settings, ((t.ref, t.properties) for t in tables))
     lineage = build_lineage(tables, policies)
     groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
@@ -98,6 +99,14 @@ def build_definitions(
             executor=in_process_executor,
         ),
     )
+
+
+def _warn_left_out(problems: Sequence[DiscoveryProblem]) -> None:
+    """One warning per catalog or table the load left out, in Dagster's log of the code server (the
+    UI shows them on the lake overview: its description and ``catalogs_reachable`` check)."""
+    log = get_dagster_logger("icelake")
+    for problem in problems:
+        log.warning(f"left out of the code location: {problem} (see {OVERVIEW_KEY.to_user_string()})")
 
 
 def load_definitions(context: DefinitionsLoadContext) -> Definitions:

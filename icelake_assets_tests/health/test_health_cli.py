@@ -39,3 +39,29 @@ def test_one_table_and_fail_on(demo, capsys, monkeypatch, tmp_path):
 def test_a_missing_table_is_a_clear_error(demo, capsys):
     assert main(["--config", demo.source, "health", "nope.nothing"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_down_catalogs_and_unreadable_tables_are_errors_for_themselves_only(tmp_path, capsys, monkeypatch):
+    """Issue 19: every readable table's report is complete, then one error line per catalog or table
+    that could not be read (its cause, no secret), and exit 2."""
+    from icelake_assets_tests.broken_lake import PASSWORD, broken_lake
+
+    lake = broken_lake(tmp_path, monkeypatch)
+    monkeypatch.setenv("ICELAKE_HEALTH_CACHE", "off")
+    assert main(["--config", lake.settings.source, "health", "--orphans", "--overview"]) == 2
+    out, err = capsys.readouterr()
+    rows = [line.split()[0] for line in out.split("\n\n")[0].splitlines()[2:]]
+    assert rows == ["good.ns.ok", "other.ns.far"]
+    assert "what to fix first" in out
+    lines = err.strip().splitlines()
+    assert all(line.startswith("icelake: error: ") for line in lines), err
+    assert len(lines) == 4, err
+    expected = {
+        "catalog 'pg'": "Connection refused",
+        "catalog 'gone'": "/nonexistent/dir/catalog.db does not exist",
+        "table good.ns.truncated": "EOF while parsing",
+        "table good.ns.bad_manifests": "utf-8",
+    }
+    for what, cause in expected.items():
+        assert any(what in line and cause in line for line in lines), (what, err)
+    assert PASSWORD not in out + err

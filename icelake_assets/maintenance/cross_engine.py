@@ -9,10 +9,11 @@ the summed character length of the first string column, else the non-null count 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit
 
 import pyarrow.compute as pc
 from pyiceberg.table import Table
@@ -87,6 +88,31 @@ def _duckdb_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _duckdb_s3_secret(props: Mapping[str, Any]) -> str:
+    """A DuckDB S3 secret from the table's pyiceberg FileIO properties (the catalog's s3.*): DuckDB's
+    httpfs reads the same objects with the same endpoint and keys (else its own credential chain)."""
+    options = {"TYPE": "s3"}
+    endpoint = props.get("s3.endpoint")
+    if endpoint:
+        parts = urlsplit(str(endpoint))
+        options["ENDPOINT"] = _duckdb_string(parts.netloc or parts.path)
+        options["USE_SSL"] = "true" if parts.scheme != "http" else "false"
+        style = str(props.get("s3.path-style-access", "true")).lower() in ("true", "1", "yes")
+        options["URL_STYLE"] = _duckdb_string("path" if style else "vhost")
+    for key, option in (
+        ("s3.access-key-id", "KEY_ID"),
+        ("s3.secret-access-key", "SECRET"),
+        ("s3.session-token", "SESSION_TOKEN"),
+        ("s3.region", "REGION"),
+    ):
+        value = props.get(key) or props.get(key.replace("s3.", "client."))
+        if value:
+            options[option] = _duckdb_string(str(value))
+    if "KEY_ID" not in options and str(props.get("s3.anonymous", "")).lower() != "true":
+        options["PROVIDER"] = "credential_chain"
+    return "CREATE SECRET icelake_s3 (" + ", ".join(f"{k} {v}" for k, v in options.items()) + ")"
+
+
 def duckdb_read(table: Table, column: str, kind: str) -> EngineRead:
     import duckdb
 
@@ -94,6 +120,14 @@ def duckdb_read(table: Table, column: str, kind: str) -> EngineRead:
     try:
         for package in _EXTENSIONS:
             con.execute(f"LOAD {_duckdb_string(extension_path(package))}")
+        if urlsplit(table.metadata_location).scheme in ("s3", "s3a", "s3n"):
+            con.execute(f"LOAD {_duckdb_string(extension_path('duckdb_extension_httpfs'))}")
+            try:
+                con.execute(_duckdb_s3_secret(table.io.properties))
+            except duckdb.Error as err:  # a parser error quotes the statement, keys included
+                raise CrossEngineError(
+                    f"DuckDB refused the S3 settings of {table.metadata_location}: {type(err).__name__}"
+                ) from None
         col = '"' + column.replace('"', '""') + '"'
         expr = {
             "sum": f"coalesce(sum({col}), 0)",

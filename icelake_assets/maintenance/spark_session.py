@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 from pathlib import Path
 
-from icelake_assets.catalog.spark_catalog import spark_catalog_conf
+from icelake_assets.catalog.spark_catalog import catalog_type, spark_catalog_conf
+from icelake_assets.catalog.spark_storage import s3a_options, uses_s3
 from icelake_assets.settings import Settings, public_properties
 from icelake_assets.types import IcelakeError
 
@@ -27,6 +29,13 @@ _DRIVERS = {
     ),
 }
 _JNI_DIRS = "/usr/lib/*-linux-gnu/jni"
+# Hadoop's S3A connector and the AWS SDK it was built against (scripts/bootstrap.sh extracts them from
+# PyPI's sagemaker-pyspark sdist: Maven is not always reachable). pyspark 3.5 ships Hadoop 3.3.4.
+S3A_JARS = ("hadoop-aws-*.jar", "aws-java-sdk-bundle-*.jar")
+JARS_DIR_ENV = "ICELAKE_JARS_DIR"
+# A user's jar or package that already brings S3A, or Iceberg's own S3 client (S3FileIO).
+_S3A_PROVIDED = ("hadoop-aws", "hadoop-cloud-storage")
+_S3_FILE_IO_PROVIDED = ("iceberg-aws-bundle",)
 
 
 # Spark options that hold lists: a user's value is appended to the product's, never replaces it.
@@ -60,6 +69,37 @@ def iceberg_runtime_jar() -> str:
     if not jars:
         raise SparkSetupError(f"no {ICEBERG_RUNTIME_JAR} inside {roots}")
     return jars[-1]
+
+
+def jars_dir() -> Path:
+    """Where the product's extra jars live: ``$ICELAKE_JARS_DIR``, else ``<venv>/share/icelake-jars``."""
+    return Path(os.environ.get(JARS_DIR_ENV) or Path(sys.prefix) / "share" / "icelake-jars")
+
+
+def s3a_jars() -> list[str]:
+    """The S3A jars installed by bootstrap (empty when either is missing: then Spark has no S3, and the
+    pre-flight says so before a run commits anything)."""
+    found = [sorted(glob.glob(str(jars_dir() / pattern))) for pattern in S3A_JARS]
+    return [matches[-1] for matches in found] if all(found) else []
+
+
+def _provides(names: tuple[str, ...], *lists: str | tuple[str, ...]) -> bool:
+    items = [i for entry in lists for i in (entry.split(",") if isinstance(entry, str) else entry)]
+    return any(name in Path(i.strip()).name or name in i for i in items for name in names)
+
+
+def _shared_hadoop_options(s3_catalogs: dict[str, dict]) -> dict[str, str]:
+    """``spark.hadoop.*`` S3A options every S3 catalog agrees on: the session-wide Hadoop configuration
+    is what Spark lists and deletes orphans with. Options the catalogs disagree on stay per catalog
+    (``spark.sql.catalog.<name>.hadoop.*``, what each catalog's FileIO reads)."""
+    merged: dict[str, str] = {}
+    conflicting: set[str] = set()
+    for props in s3_catalogs.values():
+        for key, value in s3a_options(props, os.environ).items():
+            if key in merged and merged[key] != value:
+                conflicting.add(key)
+            merged.setdefault(key, value)
+    return {f"spark.hadoop.{k}": v for k, v in merged.items() if k not in conflicting}
 
 
 def _check_drivers(catalogs: dict[str, dict[str, str]], packages: tuple[str, ...]) -> None:
@@ -116,7 +156,17 @@ def spark_config(
     }
     _check_master(settings.spark.master, settings.spark.config)
     jars = [jar for jar, _, _ in _DRIVERS.values() if os.path.exists(jar)]
-    catalogs = {name: spark_catalog_conf(name, props) for name, props in settings.catalogs.items()}
+    user_jars = settings.spark.config.get("spark.jars", "")
+    s3_file_io = _provides(_S3_FILE_IO_PROVIDED, settings.spark.packages, user_jars)
+    catalogs = {
+        name: spark_catalog_conf(name, props, s3_file_io=s3_file_io)
+        for name, props in settings.catalogs.items()
+    }
+    s3_catalogs = {
+        name: props for name, props in settings.catalogs.items() if uses_s3(catalog_type(name, props), props)
+    }
+    if s3_catalogs and not _provides(_S3A_PROVIDED, settings.spark.packages, user_jars):
+        jars += s3a_jars()
     _check_drivers(catalogs, settings.spark.packages)
     if settings.spark.packages:
         conf["spark.jars.packages"] = ",".join(settings.spark.packages)
@@ -129,7 +179,7 @@ def spark_config(
         conf["spark.driver.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
         conf["spark.executor.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
     # What comes from the settings (catalog properties, spark.config) may carry secrets; the above is ours.
-    derived: dict[str, str] = {}
+    derived: dict[str, str] = _shared_hadoop_options(s3_catalogs) if s3_catalogs else {}
     for catalog_conf in catalogs.values():
         derived.update(catalog_conf)
     derived.update(settings.spark.config)

@@ -25,6 +25,10 @@ _SAFE_KEYS = frozenset(
         "warehouse",
         # OAuth2 endpoints of a REST catalog (pyiceberg's auth.oauth2.token_url, Iceberg Java's name)
         "token_url",
+        # pyiceberg's nested ssl: {cabundle: <file>, client: {cert: <file>, key: <file>}}: paths of
+        # public certificates (the private key's path stays under `key`, a secret-looking name)
+        "cabundle",
+        "cert",
         "oauth2-server-uri",
         "py-io-impl",
         "io-impl",
@@ -86,11 +90,18 @@ _SAFE_KEYS = frozenset(
         "spark.jars",
         "spark.jars.packages",
         "spark.sql.session.timeZone",
+        # Hadoop's S3A options the product derives from s3.* (catalog/spark_storage.py); a class name,
+        # not a credential, despite the word.
+        "fs.s3a.path.style.access",
+        "fs.s3a.directory.marker.retention",
+        "fs.s3a.aws.credentials.provider",
     )
 )
 _SAFE_SUFFIXES = (".region", ".endpoint", "-timeout", ".impl", "-impl", "-enabled", ".enabled")
 _SAFE_PREFIXES = ("spark.ui.", "spark.sql.adaptive.", "spark.dynamicallocation.")
 _SPARK_CATALOG_KEY = re.compile(r"spark\.sql\.catalog\.[A-Za-z0-9_\-]+(?:\.(.+))?", re.IGNORECASE)
+# Hadoop options: session-wide (spark.hadoop.<key>) or a catalog's own (spark.sql.catalog.<name>.hadoop.<key>).
+_HADOOP_KEY = re.compile(r"(?:spark\.)?hadoop\.(.+)", re.IGNORECASE)
 # What a secret's key looks like: a literal value under such a key is refused in the settings file.
 _SECRET_MARKERS = (
     "secret",
@@ -119,7 +130,8 @@ REDACTED = "***"
 def is_secret_key(key: str) -> bool:
     """Whether a key looks like it holds a secret (s3.secret-access-key, adls.connection-string,
     fs.s3a.bucket.b.secret.key, header.Authorization ...): literal values under it are refused."""
-    k = key.lower()
+    hadoop_key = _HADOOP_KEY.fullmatch(key)
+    k = (hadoop_key.group(1) if hadoop_key else key).lower()
     if k in _SAFE_KEYS:  # named safe on purpose (token_url is an endpoint, not a token)
         return False
     return any(m in k for m in _SECRET_MARKERS) or bool(_SECRET_WORDS & set(re.split(r"[.\-_]", k)))
@@ -131,6 +143,9 @@ def is_safe_key(key: str) -> bool:
     catalog_key = _SPARK_CATALOG_KEY.fullmatch(key)
     if catalog_key:  # spark.sql.catalog.<name>[.<pyiceberg/Iceberg property>]
         return catalog_key.group(1) is None or is_safe_key(catalog_key.group(1))
+    hadoop_key = _HADOOP_KEY.fullmatch(key)
+    if hadoop_key:
+        return is_safe_key(hadoop_key.group(1))
     k = key.lower()
     if is_secret_key(k):
         return False

@@ -1,5 +1,6 @@
 import pytest
 
+from icelake_assets.catalog.spark_storage import HADOOP_FILE_IO, S3A_FILESYSTEM
 from icelake_assets.maintenance.spark_session import (
     SparkSetupError,
     iceberg_runtime_jar,
@@ -167,3 +168,102 @@ def test_resource_config_keeps_only_what_is_known_to_be_safe(tmp_path, monkeypat
     assert public["spark.sql.catalog.pg.warehouse"] == "s3://b/wh"
     assert "spark.sql.catalog.pg.uri" not in public  # its query holds the password
     assert {**public, **secret_spark_config(settings)} == full
+
+
+# -- issue 20: a lake on S3 behind a REST catalog ----------------------------------------------------
+
+
+def _s3_settings(tmp_path, catalogs, spark=None):
+    return parse_settings(
+        {"catalogs": catalogs, "spark": spark or {}}, str(tmp_path / "icelake.yaml"), tmp_path
+    )
+
+
+@pytest.fixture
+def s3a_jars_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    for name in ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar"):
+        (folder / name).write_bytes(b"PK")
+    monkeypatch.setenv("ICELAKE_JARS_DIR", str(folder))
+    return folder
+
+
+REST_S3 = {
+    "type": "rest",
+    "uri": "http://127.0.0.1:8181",
+    "warehouse": "s3://warehouse/",
+    "auth": {"type": "noop"},
+    "s3.endpoint": "http://127.0.0.1:8333",
+    "s3.region": "us-east-1",
+}
+
+
+def test_an_s3_catalog_reaches_s3a_from_its_pyiceberg_properties_alone(tmp_path, monkeypatch, s3a_jars_dir):
+    monkeypatch.setenv("LAKE_KEY", "AKIAEXAMPLE")
+    monkeypatch.setenv("LAKE_SECRET", "s3-hunter2")
+    props = {**REST_S3, "s3.access-key-id": "${LAKE_KEY}", "s3.secret-access-key": "${LAKE_SECRET}"}
+    settings = _s3_settings(tmp_path, {"lake": props})
+    conf = spark_config(settings)
+    assert conf["spark.hadoop.fs.s3.impl"] == conf["spark.hadoop.fs.s3a.impl"] == S3A_FILESYSTEM
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"  # a custom endpoint: path style
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.access.key"] == "AKIAEXAMPLE"
+    assert conf["spark.hadoop.fs.s3a.secret.key"] == "s3-hunter2"
+    # the catalog's own FileIO: Hadoop's (S3FileIO's AWS SDK is not on the class path), same options
+    assert conf["spark.sql.catalog.lake.io-impl"] == HADOOP_FILE_IO
+    assert conf["spark.sql.catalog.lake.hadoop.fs.s3a.secret.key"] == "s3-hunter2"
+    assert conf["spark.sql.catalog.lake.rest.auth.type"] == "none"
+    jars = conf["spark.jars"].split(",")
+    assert jars[0] == iceberg_runtime_jar()
+    assert {str(p) for p in s3a_jars_dir.iterdir()} <= set(jars)
+    # Directory markers kept: no bulk delete of markers, no MultiObjectDelete warnings (test_s3_rest.py).
+    assert conf["spark.hadoop.fs.s3a.directory.marker.retention"] == "keep"
+    public = spark_config(settings, include_secrets=False)
+    assert "s3-hunter2" not in repr(public) and "AKIAEXAMPLE" not in repr(public)
+    assert public["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"  # safe keys stay visible
+    assert {**public, **secret_spark_config(settings)} == conf
+
+
+def test_s3a_credentials_come_from_the_environment_when_the_properties_have_none(
+    tmp_path, monkeypatch, s3a_jars_dir
+):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAENV")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-hunter2")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    conf = spark_config(_s3_settings(tmp_path, {"lake": REST_S3}))
+    assert conf["spark.hadoop.fs.s3a.access.key"] == "AKIAENV"
+    assert conf["spark.hadoop.fs.s3a.secret.key"] == "env-hunter2"
+    anonymous = spark_config(_s3_settings(tmp_path, {"lake": {**REST_S3, "s3.anonymous": "true"}}))
+    assert anonymous["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
+        "AnonymousAWSCredentialsProvider"
+    )
+    assert "spark.hadoop.fs.s3a.access.key" not in anonymous
+
+
+def test_s3_jars_and_file_io_given_by_the_user_are_not_doubled(tmp_path, s3a_jars_dir):
+    packages = ("org.apache.hadoop:hadoop-aws:3.3.4", "org.apache.iceberg:iceberg-aws-bundle:1.10.2")
+    conf = spark_config(_s3_settings(tmp_path, {"lake": REST_S3}, {"packages": list(packages)}))
+    assert not any("icelake" in j or "hadoop-aws-3.3.1" in j for j in conf.get("spark.jars", "").split(","))
+    assert "spark.sql.catalog.lake.io-impl" not in conf  # S3FileIO is there: Iceberg's default stays
+    user_jars = "/opt/jars/my-udfs.jar"
+    conf = spark_config(_s3_settings(tmp_path, {"lake": REST_S3}, {"config": {"spark.jars": user_jars}}))
+    jars = conf["spark.jars"].split(",")
+    # the user's jar, the Iceberg runtime and the S3A jars: all present
+    assert jars[0] == iceberg_runtime_jar() and jars[-1] == user_jars
+    assert str(s3a_jars_dir / "hadoop-aws-3.3.1.jar") in jars
+
+
+def test_catalogs_that_disagree_on_s3_keep_their_own_options(tmp_path, s3a_jars_dir):
+    other = {**REST_S3, "s3.endpoint": "https://s3.eu-west-1.amazonaws.com"}
+    conf = spark_config(_s3_settings(tmp_path, {"a": REST_S3, "b": other}))
+    assert "spark.hadoop.fs.s3a.endpoint" not in conf  # no silent winner for the session
+    assert conf["spark.sql.catalog.a.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf["spark.sql.catalog.b.hadoop.fs.s3a.endpoint"] == "https://s3.eu-west-1.amazonaws.com"
+    assert conf["spark.hadoop.fs.s3.impl"] == S3A_FILESYSTEM  # what they agree on is session-wide
+
+
+def test_a_lake_without_s3_gets_no_s3a(tmp_path, s3a_jars_dir):
+    conf = spark_config(_s3_settings(tmp_path, {"c": {"type": "sql", "uri": "sqlite:///c.db"}}))
+    assert not any("fs.s3" in k for k in conf) and "hadoop-aws" not in conf["spark.jars"]

@@ -52,3 +52,29 @@ def test_an_auth_type_without_a_java_counterpart_is_refused_for_spark(tmp_path):
     settings = load_settings(write(tmp_path, REST + "    auth: {type: google}\n"))
     with pytest.raises(SettingsError, match="auth type 'google' has no counterpart"):
         spark_catalog_conf("lake", settings.catalog_properties("lake"))
+
+
+def test_ssl_certificate_paths_are_accepted_and_the_private_key_comes_from_the_environment(
+    tmp_path, monkeypatch
+):
+    ssl = "    ssl:\n      cabundle: /etc/ssl/lake-ca.pem\n      client: {cert: /etc/ssl/me.pem, key: 'KEYFILE'}\n"
+    with pytest.raises(SettingsError, match=r"catalogs.lake.ssl.client.key: a literal secret"):
+        load_settings(write(tmp_path, REST + ssl))
+    monkeypatch.setenv("LAKE_TLS_KEY", "/run/secrets/me.key")
+    settings = load_settings(write(tmp_path, REST + ssl.replace("KEYFILE", "${LAKE_TLS_KEY}")))
+    assert settings.catalogs["lake"]["ssl"] == {
+        "cabundle": "/etc/ssl/lake-ca.pem",
+        "client": {"cert": "/etc/ssl/me.pem", "key": "/run/secrets/me.key"},
+    }
+    shown = settings.redacted_catalog_properties("lake")["ssl"]
+    assert shown == {"cabundle": "/etc/ssl/lake-ca.pem", "client": {"cert": "/etc/ssl/me.pem", "key": "***"}}
+
+
+def test_sigv4_catalogs_have_boto3():
+    """pyiceberg signs REST requests with boto3 (rest.sigv4-enabled): it is a dependency, not a surprise
+    at the first request (`No module named 'boto3'`)."""
+    import importlib.metadata
+
+    requirements = importlib.metadata.requires("icelake_assets") or []
+    assert any(r.startswith("pyiceberg[") and "rest-sigv4" in r for r in requirements)
+    import boto3  # noqa: F401

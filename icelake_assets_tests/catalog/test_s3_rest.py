@@ -1,0 +1,271 @@
+"""The real lake (issue 20): object storage and an Iceberg REST catalog, end to end, on SeaweedFS.
+
+`weed mini` serves S3 and an Iceberg REST catalog; it runs open (anonymous S3, `auth: {type: noop}`)
+and with credentials (OAuth2 client credentials for the catalog, keys for S3, or SigV4 for both).
+pyiceberg writes small files; the product's settings, discovery, health statistics and orphan scan
+read them; Spark (S3A, from `spark_config(settings)` alone) runs the four procedures in a process of
+its own (s3_spark_job.py); DuckDB reads them over httpfs. Skips only when `weed` is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField, StringType
+
+from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, load_table, open_catalog
+from icelake_assets.catalog.discovery import discover_tables
+from icelake_assets.health.orphans import scan_orphans
+from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.maintenance.cross_engine import duckdb_read
+from icelake_assets.settings import Policy, load_settings
+from icelake_assets.types import KnownTable
+from icelake_assets_tests.servers import SeaweedFS, ServerUnavailable, seaweedfs_server
+
+KEY, SECRET = "icelake-admin", "icelake-s3cr3t-9876"
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "day", StringType(), required=False),
+    NestedField(3, "note", StringType(), required=False),
+)
+BATCHES = 6
+ROWS_PER_BATCH = 5
+
+
+@pytest.fixture(scope="module", params=["open", "credentials"])
+def weed(request):
+    credentials = (KEY, SECRET) if request.param == "credentials" else None
+    try:
+        with seaweedfs_server(credentials) as server:
+            yield server
+    except ServerUnavailable as err:
+        pytest.skip(str(err))
+
+
+def settings_text(server: SeaweedFS, auth: str = "oauth2") -> str:
+    """The settings a user writes for this lake: credentials only as ${VAR}."""
+    lines = [
+        "catalogs:",
+        "  lake:",
+        "    type: rest",
+        f"    uri: {server.catalog_uri}",
+        f"    warehouse: {server.warehouse}",
+        f"    s3.endpoint: {server.s3_endpoint}",
+        "    s3.region: us-east-1",
+    ]
+    if server.credentials is None:
+        lines += ["    auth: {type: noop}", "    s3.anonymous: 'true'"]
+    else:
+        lines += [
+            "    s3.access-key-id: ${LAKE_KEY}",
+            "    s3.secret-access-key: ${LAKE_SECRET}",
+        ]
+        if auth == "oauth2":
+            lines += [
+                "    auth:",
+                "      type: oauth2",
+                "      oauth2:",
+                "        client_id: ${LAKE_KEY}",
+                "        client_secret: ${LAKE_SECRET}",
+                f"        token_url: {server.token_url}",
+            ]
+        else:  # SigV4 signs the catalog's requests with the client.* keys (pyiceberg uses boto3)
+            lines += [
+                "    rest.sigv4-enabled: 'true'",
+                "    rest.signing-name: s3tables",
+                "    rest.signing-region: us-east-1",
+                "    client.access-key-id: ${LAKE_KEY}",
+                "    client.secret-access-key: ${LAKE_SECRET}",
+            ]
+    lines += ["spark:", "  master: local[1]"]
+    return "\n".join(lines) + "\n"
+
+
+def _environ(secret: str = SECRET) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # pyarrow's AWS SDK would add a checksum header that unsigned (anonymous) uploads cannot carry.
+    return {
+        **env,
+        "LAKE_KEY": KEY,
+        "LAKE_SECRET": secret,
+        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+    }
+
+
+@pytest.fixture(scope="module")
+def lake(weed, tmp_path_factory):
+    """Two tables written by pyiceberg in small files: shop.orders (partitioned by day), shop.events."""
+    folder = tmp_path_factory.mktemp("s3lake")
+    path = folder / "icelake.yaml"
+    path.write_text(settings_text(weed))
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in _environ().items():
+            mp.setenv(key, value)
+        for key in [
+            k for k in os.environ if k.startswith("AWS_") and k != "AWS_REQUEST_CHECKSUM_CALCULATION"
+        ]:
+            mp.delenv(key)
+        settings = load_settings(path)
+        catalog = open_catalog(settings, "lake")
+        catalog.create_namespace_if_not_exists("shop")
+        spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "day"))
+        tables = {
+            "orders": catalog.create_table("shop.orders", SCHEMA, partition_spec=spec),
+            "events": catalog.create_table("shop.events", SCHEMA),
+        }
+        for table in tables.values():
+            for batch in range(BATCHES):
+                ids = range(batch * ROWS_PER_BATCH, (batch + 1) * ROWS_PER_BATCH)
+                table.append(
+                    pa.table(
+                        {
+                            "id": pa.array(ids, pa.int64()),
+                            "day": [f"2026-11-{1 + i % 2:02d}" for i in ids],
+                            "note": [f"n{i}" for i in ids],
+                        }
+                    )
+                )
+        yield {"server": weed, "settings": settings, "path": path, "catalog": catalog, "tables": tables}
+
+
+ROWS = BATCHES * ROWS_PER_BATCH
+
+
+def test_settings_with_env_credentials_load_and_never_show_them(lake):
+    settings = lake["settings"]
+    shown = repr(settings) + repr(settings.redacted_catalog_properties("lake"))
+    assert SECRET not in shown
+    if lake["server"].credentials is not None:
+        assert settings.catalog_properties("lake")["auth"]["oauth2"]["client_secret"] == SECRET
+    else:
+        assert settings.catalog_properties("lake")["auth"] == {"type": "noop"}
+
+
+def test_discovery_and_health_stats_read_the_tables_on_s3(lake):
+    found = {str(t.ref): t for t in discover_tables(lake["settings"])}
+    assert {"lake.shop.orders", "lake.shop.events"} <= set(found)
+    assert found["lake.shop.orders"].location.startswith("s3://warehouse/")
+    assert found["lake.shop.orders"].partition_fields == ("day",)
+    for short, files in (("orders", BATCHES * 2), ("events", BATCHES)):
+        stats = compute_table_stats(lake["tables"][short], Policy())
+        assert stats.data_files == files and stats.small_files == files
+        assert stats.snapshots == BATCHES
+
+
+def test_the_orphan_scan_lists_s3_finds_a_planted_orphan_and_skips_a_nested_table(lake):
+    orders = lake["tables"]["orders"]
+    location = orders.metadata.location.rstrip("/")
+    orphan = f"{location}/data/day=2026-11-01/planted-orphan.parquet"
+    # S3 table buckets admit writes under a table's data/ and metadata/ only: the nested table lives
+    # inside the data folder (a table created at a path under another's, as users do by mistake).
+    nested = f"{location}/data/archive-table"
+    for path in (orphan, f"{nested}/data/00000-belongs-to-nested.parquet"):
+        with orders.io.new_output(path).create(overwrite=True) as out:
+            out.write(b"not referenced by orders")
+    others = [KnownTable("lake.shop.archive", nested, {})]
+    scan = scan_orphans(orders, "lake.shop.orders", 72, others=others, now=time.time() + 4 * 86400)
+    found = [o.path for o in scan.orphans]
+    assert found == [orphan]
+    assert sum(scan.skipped.values()) == 1  # the nested table's file is that table's, not an orphan
+    assert scan.listed_files > BATCHES * 2  # data, manifests, lists, metadata.json: all listed from S3
+
+
+def test_duckdb_reads_the_same_rows_over_httpfs(lake):
+    for table in lake["tables"].values():
+        assert duckdb_read(table, "id", "sum").rows == ROWS
+
+
+def test_wrong_credentials_name_the_catalog_and_the_cause(lake, tmp_path, monkeypatch):
+    if lake["server"].credentials is None:
+        pytest.skip("an open catalog has no credentials to get wrong")
+    path = tmp_path / "icelake.yaml"
+    path.write_text(settings_text(lake["server"]))
+    monkeypatch.setenv("LAKE_KEY", KEY)
+    monkeypatch.setenv("LAKE_SECRET", "not-the-secret")
+    with pytest.raises(CatalogUnavailableError) as err:
+        open_catalog(load_settings(path), "lake")
+    message = str(err.value)
+    assert "catalog 'lake'" in message and "401" in message and "Unauthorized" in message
+    assert "not-the-secret" not in message
+
+
+def test_sigv4_signed_catalog_requests_work_with_boto3(lake, tmp_path, monkeypatch):
+    if lake["server"].credentials is None:
+        pytest.skip("an open catalog checks no signature")
+    path = tmp_path / "icelake.yaml"
+    path.write_text(settings_text(lake["server"], auth="sigv4"))
+    for key, value in _environ().items():
+        monkeypatch.setenv(key, value)
+    catalog = open_catalog(load_settings(path), "lake")
+    assert ("shop", "orders") in catalog.list_tables("shop")
+    monkeypatch.setenv("LAKE_SECRET", "not-the-secret")
+    wrong = open_catalog(load_settings(path), "lake")
+    with pytest.raises(Exception, match="signature"):
+        wrong.list_tables("shop")
+
+
+def _spark_job(lake, table: str, jars_dir: Path | None = None) -> dict:
+    env = _environ()
+    if jars_dir is not None:
+        env["ICELAKE_JARS_DIR"] = str(jars_dir)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "icelake_assets_tests.catalog.s3_spark_job",
+            str(lake["path"]),
+            "lake",
+            "shop",
+            table,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=480,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
+    return result
+
+
+def test_spark_runs_the_four_procedures_over_s3a_from_the_settings_alone(lake):
+    if lake["server"].credentials is None:
+        pytest.skip("Spark runs once, with credentials (OAuth2 catalog, S3A keys)")
+    result = _spark_job(lake, "orders")
+    assert result["preflight"]["ok"], result["preflight"]["problems"]
+    assert "s3://" in result["preflight"]["checked"]
+    assert any(j.endswith("hadoop-aws-3.3.1.jar") for j in result["jars"])
+    assert result["rows_before"] == result["rows_after"] == ROWS
+    assert result["expire_snapshots"]["deleted_manifest_lists_count"] == BATCHES - 1
+    assert result["rewrite_data_files"]["rewritten_data_files_count"] == BATCHES * 2
+    assert result["files_before"] == BATCHES * 2 and result["files_after"] == 2  # one per day
+    assert result["rewrite_manifests"]["added_manifests_count"] >= 1
+    assert SECRET not in result["stderr"]
+    # Directory markers kept (spark_storage.py): not one S3A bulk-delete warning (108 with markers deleted).
+    assert "MultiObjectDeleteSupport" not in result["stderr"]
+    table = load_table(lake["catalog"], TableRef("lake", ("shop",), "orders"))
+    assert duckdb_read(table, "id", "sum").rows == ROWS  # what Spark wrote, read by another engine
+
+
+def test_the_preflight_refuses_before_any_commit_without_the_s3a_jars(lake, tmp_path):
+    if lake["server"].credentials is None:
+        pytest.skip("one refusal is enough; it runs with credentials")
+    result = _spark_job(lake, "events", jars_dir=tmp_path / "no-jars")
+    assert not any("hadoop-aws" in j for j in result["jars"])
+    assert not result["preflight"]["ok"]
+    problems = " ".join(result["preflight"]["problems"])
+    assert "Spark has no usable FileSystem for s3://" in problems
+    assert "S3AFileSystem" in problems and "scripts/bootstrap.sh" in problems
+    assert result["snapshots"]["before"] == result["snapshots"]["after"] == BATCHES  # nothing committed

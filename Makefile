@@ -1,7 +1,13 @@
 # The two commands of the README: `make run` (demo lake + Dagster) and `make test`.
 SHELL := /bin/bash
 PY := .venv/bin/python
+# LAKE=s3: the demo lake on SeaweedFS (S3 + an Iceberg REST catalog) with its own Dagster instance.
+LAKE ?= local
+ifeq ($(LAKE),s3)
+export DAGSTER_HOME := $(CURDIR)/.lake-s3/dagster_home
+else
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
+endif
 HOST ?= 127.0.0.1
 PORT ?= 3000
 SCALE ?= demo
@@ -19,9 +25,14 @@ demo-lake: bootstrap
 
 # Builds the demo lake if it is not there, then starts the Dagster webserver and daemon. Through
 # scripts/run_dagster.py: Ctrl-C or SIGTERM stops every process dagster dev started (runs in flight too).
+# LAKE=s3 starts SeaweedFS first and builds the demo lake there (icelake_assets/demo/s3_lake.py).
 run: bootstrap $(DAGSTER_HOME)/dagster.yaml
+ifeq ($(LAKE),s3)
+	$(PY) -m icelake_assets.demo.s3_lake --scale $(SCALE) -- -h $(HOST) -p $(PORT) -w workspace.yaml
+else
 	@[ -f .lake/catalog.db ] || $(PY) -m icelake_assets.cli demo-lake --scale $(SCALE)
 	$(PY) scripts/run_dagster.py -- -h $(HOST) -p $(PORT) -w workspace.yaml
+endif
 
 # Lint and format (ruff), types (mypy), import layers (lint-imports), then the tests.
 test: bootstrap
@@ -45,7 +56,7 @@ bench: bootstrap
 	$(PY) -m bench
 
 clean:
-	rm -rf .lake .dagster_home
+	rm -rf .lake .dagster_home .lake-s3
 
 # No import cycle in the package (grimp).
 cycles: bootstrap

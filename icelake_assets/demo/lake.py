@@ -246,8 +246,12 @@ def plant_orphans(table: Table, count: int, age_days: float = 5.0) -> list[str]:
     They mimic what a writer that crashed before its commit leaves behind: real data files in the
     table's schema, named like pyiceberg's own, and old enough that orphan removal may delete them.
     """
-    data_dir = local_path(table.metadata.location) / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        data_dir: Path | None = local_path(table.metadata.location) / "data"
+    except ValueError:  # object storage: written through the table's FileIO, dated now (S3 keeps no mtime)
+        data_dir = None
+    else:
+        data_dir.mkdir(parents=True, exist_ok=True)
     # A copy of committed rows (like a retried write), or no rows in the table's schema when it is empty.
     rows = (
         table.scan(limit=10).to_arrow()
@@ -256,7 +260,14 @@ def plant_orphans(table: Table, count: int, age_days: float = 5.0) -> list[str]:
     )
     planted = []
     for i in range(count):
-        path = data_dir / f"00000-{i}-{uuid.uuid4()}.parquet"
+        name = f"00000-{i}-{uuid.uuid4()}.parquet"
+        if data_dir is None:
+            location = f"{table.metadata.location.rstrip('/')}/data/{name}"
+            with table.io.new_output(location).create(overwrite=True) as out:
+                pq.write_table(rows, out)
+            planted.append(location)
+            continue
+        path = data_dir / name
         pq.write_table(rows, path)
         _set_mtime(path, age_days)
         planted.append(str(path))

@@ -43,7 +43,9 @@ def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(
     # check never ran is Unknown, not Healthy (the old sensor said "Healthy" from the metadata alone).
     orders = events[("orders", HEALTH_CHECK)]
     assert not orders.passed and orders.severity is AssetCheckSeverity.WARN
-    assert orders.description.startswith("Unknown") and "not evaluated yet: orphan_files" in orders.description
+    assert (
+        orders.description.startswith("Unknown") and "not evaluated yet: orphan_files" in orders.description
+    )
 
     unchanged = _tick(settings, defs, instance, first.cursor)
     assert not unchanged.asset_events and "no table changed" in unchanged.skip_message

@@ -11,6 +11,7 @@ All data is drawn from seeded generators, so file, row and snapshot counts are k
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -246,11 +247,9 @@ def plant_orphans(table: Table, count: int, age_days: float = 5.0) -> list[str]:
     They mimic what a writer that crashed before its commit leaves behind: real data files in the
     table's schema, named like pyiceberg's own, and old enough that orphan removal may delete them.
     """
-    try:
-        data_dir: Path | None = local_path(table.metadata.location) / "data"
-    except ValueError:  # object storage: written through the table's FileIO, dated now (S3 keeps no mtime)
-        data_dir = None
-    else:
+    data_dir: Path | None = None  # object storage: written through the table's FileIO, dated now
+    with contextlib.suppress(ValueError):
+        data_dir = local_path(table.metadata.location) / "data"
         data_dir.mkdir(parents=True, exist_ok=True)
     # A copy of committed rows (like a retried write), or no rows in the table's schema when it is empty.
     rows = (

@@ -93,9 +93,40 @@ def _namespaces_listed(server: SeaweedFS) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class S3Identity:
+    """One more S3 user: its keys and SeaweedFS actions (``Read``, ``List``, ``Write``, ``Admin``, each
+    optionally ``:<bucket>``), e.g. a maintenance identity that may read but not write."""
+
+    name: str
+    access_key: str
+    secret_key: str
+    actions: tuple[str, ...]
+
+
+def _s3_config(credentials: tuple[str, str], identities: tuple[S3Identity, ...]) -> dict:
+    users = [
+        S3Identity("admin", credentials[0], credentials[1], ("Admin", "Read", "List", "Write")),
+        *identities,
+    ]
+    return {
+        "identities": [
+            {
+                "name": u.name,
+                "credentials": [{"accessKey": u.access_key, "secretKey": u.secret_key}],
+                "actions": list(u.actions),
+            }
+            for u in users
+        ]
+    }
+
+
 @contextmanager
 def seaweedfs_server(
-    credentials: tuple[str, str] | None = None, timeout: float = 90, folder: Path | None = None
+    credentials: tuple[str, str] | None = None,
+    timeout: float = 90,
+    folder: Path | None = None,
+    identities: tuple[S3Identity, ...] = (),
 ) -> Iterator[SeaweedFS]:
     """`weed mini` on free ports, stopped by PID: S3 with the buckets ``lake`` and ``warehouse`` (an S3
     Tables bucket), and the Iceberg REST catalog over the latter. ``folder``: where it keeps its data
@@ -136,6 +167,13 @@ def seaweedfs_server(
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "S3_BUCKET"}
     if credentials is not None:  # the admin identity `weed mini` creates at start
         env.update({"AWS_ACCESS_KEY_ID": credentials[0], "AWS_SECRET_ACCESS_KEY": credentials[1]})
+    if identities:
+        if credentials is None:
+            raise ValueError("S3 identities need the admin credentials too (an open store has no users)")
+        config = folder / "s3.json"
+        config.write_text(json.dumps(_s3_config(credentials, identities)))
+        config.chmod(0o600)
+        args.append(f"-s3.config={config}")
     procs: list[subprocess.Popen] = []
     server = SeaweedFS(f"http://127.0.0.1:{s3}", f"http://127.0.0.1:{catalog}", folder, credentials)
     try:

@@ -259,11 +259,14 @@ def rewrite_data_files(
         options = rp.options
 
         def run(opts: dict[str, str]) -> tuple[dict[str, Any], Cause | None]:
+            # Outside the try: a pre-flight refusal (PreflightError) is no partition's failure to retry,
+            # it ends the op with its cause before anything is committed.
+            spark = spark_fn()
             try:
                 # Partial progress commits group by group: say what is committed while Spark works.
                 with progress.reporting(table, before_id, say, progress_every_s):
                     return procedures.rewrite_data_files(
-                        spark_fn(),
+                        spark,
                         ref,
                         strategy=strategy,
                         sort_order=sort_order,

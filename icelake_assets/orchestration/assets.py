@@ -70,6 +70,7 @@ from icelake_assets.maintenance.effect import (
     verify_effects,
 )
 from icelake_assets.maintenance.guards import APPROVAL_TAG
+from icelake_assets.maintenance.preflight import PreflightError
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
 from icelake_assets.orchestration.config_checks import policy_asset_metadata
@@ -153,6 +154,20 @@ def _op_step(
             )
         except Failure:
             raise
+        except PreflightError as err:  # refused before any commit: its own words, audited, no retry
+            write_op_failure(
+                context,
+                icelake.settings,
+                ref,
+                name,
+                policy,
+                err,
+                time.perf_counter() - started,
+                _current_snapshot_id(table),
+            )
+            cause = root_cause(err)
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, str(err)))
+            raise Failure(description=str(err), allow_retries=False) from err
         except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
             write_op_failure(
                 context,

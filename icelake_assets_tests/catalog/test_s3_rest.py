@@ -25,6 +25,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef, load_table, open_catalog
 from icelake_assets.catalog.discovery import discover_tables
+from icelake_assets.demo.seaweedfs import S3Identity
 from icelake_assets.health.orphans import scan_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.cross_engine import duckdb_read
@@ -305,31 +306,31 @@ def _heal_lake(weed, folder: Path) -> Path:
     return path
 
 
-def test_the_sensor_heals_a_lake_on_s3_through_dagster(weed, tmp_path):
-    """The whole loop on S3 + REST, open and with credentials: discovery, a real sensor tick, the runs
-    it launches (Spark over S3A, derived from the settings), validation with the cross-engine proof
-    (DuckDB over httpfs), the audit table on the same lake, and a second tick with nothing to do."""
-    path = _heal_lake(weed, tmp_path)
+def _dagster_job(path: Path, home: Path, env: dict[str, str]) -> tuple[dict, str]:
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "icelake_assets_tests.catalog.s3_dagster_job",
-            str(path),
-            str(tmp_path / "home"),
-        ],
-        env=_environ(),
+        [sys.executable, "-m", "icelake_assets_tests.catalog.s3_dagster_job", str(path), str(home)],
+        env=env,
         capture_output=True,
         text=True,
         timeout=900,
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr + done.stdout
+
+
+def test_the_sensor_heals_a_lake_on_s3_through_dagster(weed, tmp_path):
+    """The whole loop on S3 + REST, open and with credentials: discovery, a real sensor tick, the runs
+    it launches (Spark over S3A, derived from the settings), validation with the cross-engine proof
+    (DuckDB over httpfs), the audit table on the same lake, and a second tick with nothing to do."""
+    path = _heal_lake(weed, tmp_path)
+    result, output = _dagster_job(path, tmp_path / "home", _environ())
     assert result["requested"] == ["lake.heal.daily", "lake.heal.flat"]
     for run in result["runs"]:
         assert run["success"], run["failures"]
-        assert run["outcome"] == "effective" and str(run["validation"]).startswith("rows match: 40 before, 40 after"), run
+        assert run["outcome"] == "effective" and str(run["validation"]).startswith(
+            "rows match: 40 before, 40 after"
+        ), run
         assert run["cross_engine"].count("40 rows") == 3, run["cross_engine"]  # spark, pyiceberg, duckdb
         assert all(run["checks"].values()), run["checks"]
     tables = result["tables"]
@@ -344,4 +345,44 @@ def test_the_sensor_heals_a_lake_on_s3_through_dagster(weed, tmp_path):
         name.startswith(f"lake.{INTERNAL_NAMESPACE}.") and t["location"].startswith("s3://")
         for name, t in tables.items()
     )
-    assert SECRET not in done.stderr + done.stdout
+    assert SECRET not in output
+
+
+def test_a_store_the_maintenance_identity_may_read_but_not_write_refuses_every_run_before_a_commit(
+    tmp_path,
+):
+    """The catalog (OAuth2, admin) commits, but the S3 keys given to the product may only read: checks
+    still read every table; each run is refused by the pre-flight, naming the table and the cause, and
+    no table gains a snapshot (no expiry, no half-written rewrite)."""
+    reader = S3Identity("maintenance", "maint-reader", "maint-r3ad-only-secret", ("Read", "List"))
+    try:
+        server_cm = seaweedfs_server((KEY, SECRET), identities=(reader,))
+        server = server_cm.__enter__()
+    except ServerUnavailable as err:
+        pytest.skip(str(err))
+    try:
+        # The tables are written with the admin's keys (the writers' identity) ...
+        path = _heal_lake(server, tmp_path)
+        # ... and maintained with the reader's S3 keys; the catalog's OAuth2 client stays the admin.
+        admin = settings_text(server)
+        reader_text = admin.replace("s3.access-key-id: ${LAKE_KEY}", "s3.access-key-id: ${READER_KEY}")
+        reader_text = reader_text.replace(
+            "s3.secret-access-key: ${LAKE_SECRET}", "s3.secret-access-key: ${READER_SECRET}"
+        )
+        assert reader_text != admin and "client_id: ${LAKE_KEY}" in reader_text
+        path.write_text(path.read_text().replace(admin, reader_text, 1))
+        env = {**_environ(), "READER_KEY": reader.access_key, "READER_SECRET": reader.secret_key}
+        result, output = _dagster_job(path, tmp_path / "home", env)
+    finally:
+        server_cm.__exit__(None, None, None)
+    assert result["requested"] == ["lake.heal.daily", "lake.heal.flat"]  # metadata read: both degraded
+    for run in result["runs"]:
+        assert not run["success"]
+        cause = " ".join(run["failures"])
+        assert f"Failure: {run['table']}: pre-flight refused the run before any commit" in cause, cause
+        assert "retry" not in cause and "partition" not in cause, cause  # a refusal, not a failed rewrite
+        assert "403" in cause or "AccessDenied" in cause or "Access Denied" in cause, cause
+    tables = result["tables"]
+    assert tables["lake.heal.daily"]["snapshots"] == 4 and tables["lake.heal.flat"]["snapshots"] == 4
+    assert tables["lake.heal.daily"]["files"] == 8 and tables["lake.heal.flat"]["files"] == 4
+    assert reader.secret_key not in output and SECRET not in output

@@ -154,20 +154,6 @@ def _op_step(
             )
         except Failure:
             raise
-        except PreflightError as err:  # refused before any commit: its own words, audited, no retry
-            write_op_failure(
-                context,
-                icelake.settings,
-                ref,
-                name,
-                policy,
-                err,
-                time.perf_counter() - started,
-                _current_snapshot_id(table),
-            )
-            cause = root_cause(err)
-            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, str(err)))
-            raise Failure(description=str(err), allow_retries=False) from err
         except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
             write_op_failure(
                 context,
@@ -180,8 +166,12 @@ def _op_step(
                 _current_snapshot_id(table),
             )
             cause = root_cause(err)
-            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, str(cause)))
-            raise Failure(description=f"{ref} {name} failed: {cause}", allow_retries=False) from err
+            # A pre-flight refusal (nothing committed) is told in its own words, naming the table.
+            refused = isinstance(err, PreflightError)
+            said = str(err) if refused else f"{ref} {name} failed: {cause}"
+            tag = str(err) if refused else str(cause)
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, tag))
+            raise Failure(description=said, allow_retries=False) from err
         outcome.attempt = context.retry_number + 1
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")

@@ -386,3 +386,41 @@ def test_a_store_the_maintenance_identity_may_read_but_not_write_refuses_every_r
     assert tables["lake.heal.daily"]["snapshots"] == 4 and tables["lake.heal.flat"]["snapshots"] == 4
     assert tables["lake.heal.daily"]["files"] == 8 and tables["lake.heal.flat"]["files"] == 4
     assert reader.secret_key not in output and SECRET not in output
+
+
+@pytest.mark.parametrize("library_retries", ["4", "0"])
+def test_a_commit_conflict_answered_by_the_rest_server_is_retried(lake, monkeypatch, caplog, library_retries):
+    """The audit table on S3 behind the REST catalog loses a real race (another writer commits between
+    its file write and its commit): the REST server answers the stale commit with a conflict, which
+    pyiceberg's retry (or, with it off, the audit log's own) handles as on a SQL catalog."""
+    from icelake_assets.audit.records import AuditRecord
+    from icelake_assets.audit.store import AuditLog
+
+    caplog.set_level("WARNING", logger="pyiceberg")
+    settings = lake["settings"].model_copy(
+        update={
+            "audit": lake["settings"].audit.model_copy(update={"table": f"icelake.race_{library_retries}"})
+        }
+    )
+    log = AuditLog.from_settings(settings)
+    log.append(AuditRecord("lake.shop.orders", "decision", "deferred", "sensor", reason="first"))
+    with log.table().transaction() as tx:
+        tx.set_properties({"commit.retry.num-retries": library_retries})
+    log._table = None
+    other = AuditLog.from_settings(settings)
+    write, raced = AuditLog._write_files, []
+
+    def write_then_lose_race(self, table, arrow):
+        files = write(self, table, arrow)
+        if self is log and not raced:
+            raced.append(True)
+            other.append(AuditRecord("lake.shop.orders", "decision", "launched", "sensor", reason="winner"))
+        return files
+
+    monkeypatch.setattr(AuditLog, "_write_files", write_then_lose_race)
+    assert log.append(AuditRecord("lake.shop.orders", "decision", "held", "sensor", reason="loser")) == 1
+    assert sorted(r.reason for r in log.records()) == ["first", "loser", "winner"]
+    snaps = log.table().metadata.snapshots
+    assert len(snaps) == 3 and snaps[2].parent_snapshot_id == snaps[1].snapshot_id
+    pyiceberg_retried = any("retrying (1/" in r.getMessage() for r in caplog.records)
+    assert pyiceberg_retried == (library_retries != "0")

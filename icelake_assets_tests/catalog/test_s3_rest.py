@@ -201,6 +201,38 @@ def test_wrong_credentials_name_the_catalog_and_the_cause(lake, tmp_path, monkey
     assert "not-the-secret" not in message
 
 
+def test_wrong_storage_keys_name_each_table_and_the_cause_and_nothing_else_fails(lake, tmp_path):
+    """The catalog answers (OAuth2 is right) but the S3 secret is wrong: `icelake health` still lists
+    the tables, names each one it cannot read with the store's answer, never the secret, and exits 2."""
+    if lake["server"].credentials is None:
+        pytest.skip("an open store checks no keys")
+    path = tmp_path / "icelake.yaml"
+    text = settings_text(lake["server"]).replace(
+        "s3.secret-access-key: ${LAKE_SECRET}", "s3.secret-access-key: ${BAD}"
+    )
+    path.write_text(text + "tables:\n  include: ['lake.shop.*']\n")
+    env = {**_environ(), "BAD": "not-the-s3-secret", "ICELAKE_CONFIG": str(path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "icelake_assets.cli", "health"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("icelake: error:")]
+    for name in ("lake.shop.orders", "lake.shop.events"):
+        [line] = [e for e in errors if name in e]
+        assert (
+            "403" in line
+            or "Access Denied" in line
+            or "ACCESS_DENIED" in line
+            or "SignatureDoesNotMatch" in line
+        ), line
+    assert "not-the-s3-secret" not in done.stdout + done.stderr and SECRET not in done.stdout + done.stderr
+
+
 def test_sigv4_signed_catalog_requests_work_with_boto3(lake, tmp_path, monkeypatch):
     if lake["server"].credentials is None:
         pytest.skip("an open catalog checks no signature")

@@ -111,6 +111,9 @@ class TableEvaluation:
     audit: AuditRecord | None = None
     dynamic_requests: list = field(default_factory=list)
     benefit: TableBenefit | None = None  # the overview's view of the table, for the launch order
+    # This tick's orphan scan found files to remove: until a run takes them, the table is scanned again
+    # on its next evaluation (a deferred or held table must not forget its orphans until the next scan).
+    orphans_pending: bool = False
 
 
 def _metadata_file(location: str | None) -> str:
@@ -246,6 +249,7 @@ def evaluate_table(
         verdict.reason,
         observation=observation,
         benefit=table_benefit(evaluate(stats, policy, name=str(ref))),
+        orphans_pending=any(d.op == "remove_orphan_files" and d.act for d in decisions),
     )
     if outcome == "launched":
         # Only the partitions the rewrite will take (Iceberg would skip the others: plan.plan_rewrite).
@@ -493,6 +497,9 @@ def evaluate_tick(
         if unchanged and prior and prior[1] == evaluation.outcome:
             evaluation.audit = None
         since = found_at[str(evaluation.ref)] if evaluation.outcome in _WAITING else None
+        if evaluation.orphans_pending and evaluation.outcome != "launched":
+            # Deferred, held or queued: keep the scan due, so the next evaluation sees the orphans again.
+            scanned = float(prior[2]) if prior and len(prior) > 2 else now - orphan_scan_seconds
         cursor.seen[str(evaluation.ref)] = [metadata_file, evaluation.outcome, scanned, since]
     counts: dict[str, int] = {}
     for r in results:

@@ -1,6 +1,8 @@
 """The self-healing loop through real sensor ticks (build_sensor_context + evaluate_tick), a real
 Dagster instance, a real SQLite catalog and, for the launched runs, real Spark."""
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -176,6 +178,33 @@ def test_old_orphans_launch_maintenance_once_a_scan_is_due(make_lake, instance):
     assert len(due.run_requests) == 1 and "remove_orphan_files" in due.run_requests[0].tags["icelake/ops"]
 
 
+def test_orphans_found_while_writers_are_active_are_not_forgotten_when_they_stop(make_lake, instance):
+    """The demo's orders table: old orphans, found by the scan of its first tick while a writer is
+    inside the quiet period (deferred). Once the writers are quiet, the next tick launches their removal
+    (the old sensor had recorded the scan as done and skipped the table until the next scan, a day on)."""
+    import yaml
+
+    from icelake_assets.demo.lake import age_all_files, plant_orphans
+    from icelake_assets.settings import load_settings
+
+    settings, ref, table = _lake(
+        make_lake, files=2, guards={"quiet_period_minutes": 30}, automation={"orphan_scan_hours": 24}
+    )
+    plant_orphans(table, 2, age_days=5)
+    age_all_files(table, 5)
+    _, first = _tick(settings, instance)
+    assert first.run_requests == [] and [r.decision for r in _audit(settings, ref)] == ["deferred"]
+    # The writers stop: the quiet period is over (the same lake, its guard at 0).
+    path = Path(settings.source)
+    data = yaml.safe_load(path.read_text())
+    data["thresholds"]["guards"]["quiet_period_minutes"] = 0
+    path.write_text(yaml.safe_dump(data))
+    quiet = load_settings(path)
+    _, later = _tick(quiet, instance, cursor=first.cursor)
+    assert len(later.run_requests) == 1, later.skip_message
+    assert "remove_orphan_files" in later.run_requests[0].tags["icelake/ops"]
+
+
 def test_old_orphans_of_a_table_containing_another_launch_nothing(make_lake, instance):
     from icelake_assets.demo.lake import age_all_files, plant_orphans
 
@@ -329,3 +358,18 @@ def test_a_table_seen_for_the_first_time_has_its_orphans_scanned_on_that_tick(ma
     _, tick = _tick(settings, instance)
     (request,) = tick.run_requests
     assert request.tags[OPS_TAG] == "remove_orphan_files"
+
+
+def test_a_running_sensor_keeps_its_state_across_the_upgrade_of_its_cursor(make_lake, instance):
+    """A sensor whose stored cursor is the JSON of earlier versions: its next tick reads it (the
+    table unchanged: nothing evaluated, nothing launched) and stores the readable form."""
+    import json
+
+    settings, ref, _ = _lake(make_lake, files=2)
+    _, first = _tick(settings, instance)
+    state = TickCursor.loads(first.cursor)
+    old = json.dumps({"offset": state.offset, "seen": state.seen}, separators=(",", ":"))
+    _, upgraded = _tick(settings, instance, cursor=old)
+    assert upgraded.run_requests == [] and upgraded.asset_events == []
+    assert upgraded.cursor.startswith("icelake/v2\t") and str(ref) in upgraded.cursor
+    assert TickCursor.loads(upgraded.cursor).seen[str(ref)][:2] == state.seen[str(ref)][:2]

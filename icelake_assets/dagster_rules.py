@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from dagster._utils.schedules import is_valid_cron_string as _dagster_cron_rule
+from icelake_assets.private_api import is_valid_cron_string as _dagster_cron_rule
 
 _EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Z|a-z]{2,7}\b")
 _TAG_KEY = re.compile(r"^([A-Za-z0-9_.-]{1,63}/|dagster/kind/)?[A-Za-z0-9_.-]{1,63}$")

@@ -3,9 +3,9 @@ catalogs, with its maintenance, checks and sensors. Settings: $ICELAKE_CONFIG or
 Tables come from the cached inventory when it is fresh (catalog/inventory.py), else from discovery."""
 
 from dagster import Definitions, definitions
-from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
 from icelake_assets.orchestration.project import INVENTORY_METADATA_KEY, load_definitions
+from icelake_assets.private_api import DefinitionsLoadContext, DefinitionsLoadType
 
 # Dagster 1.13's code server calls a @definitions function twice per load: to find the module's
 # targets (initialization), then to build the repository (reconstruction, with no metadata), and does

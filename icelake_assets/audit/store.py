@@ -283,14 +283,16 @@ class AuditLog:
         # Transaction.append writes its files inside the transaction, so a new transaction after
         # pyiceberg's retries ran out would write them again and orphan the first copy. Writing them once
         # here (with the writer pyiceberg's append uses) lets every attempt commit the very same files.
-        from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
+        from icelake_assets import private_api
 
         md = table.metadata
-        _check_pyarrow_schema_compatible(
+        private_api.check_pyarrow_schema_compatible(
             md.schema(), provided_schema=arrow.schema, format_version=md.format_version
         )
         return list(
-            _dataframe_to_data_files(table_metadata=md, df=arrow, io=table.io, write_uuid=uuid.uuid4())
+            private_api.dataframe_to_data_files(
+                table_metadata=md, df=arrow, io=table.io, write_uuid=uuid.uuid4()
+            )
         )
 
     def _trim_history(self, table: Table) -> None:

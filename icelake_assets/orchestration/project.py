@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dagster import AssetKey, AssetsDefinition, Definitions, get_dagster_logger, in_process_executor
-from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
 from icelake_assets.catalog import inventory
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, discover_lake
@@ -31,6 +30,7 @@ from icelake_assets.orchestration.schedules import schedule_definitions
 from icelake_assets.orchestration.sensors import build_maintenance_sensor
 from icelake_assets.orchestration.table_groups import group_tables, maintenance_job_name
 from icelake_assets.policies import resolve_policies
+from icelake_assets.private_api import DefinitionsLoadContext, DefinitionsLoadType
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 
 # The job names live with their modules; re-exported here for the command line, demo and tests.

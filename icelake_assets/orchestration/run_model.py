@@ -27,11 +27,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
-from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
-from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.orchestration.table_groups import pool_name
+from icelake_assets.private_api import (
+    FINISHED_STATUSES,
+    NOT_FINISHED_STATUSES,
+    BulkActionsFilter,
+    BulkActionStatus,
+)
 
 # First retry of a table whose maintenance failed after this long, then 2x per failure in a row.
 FAILED_RUN_BACKOFF_SECONDS = 600.0

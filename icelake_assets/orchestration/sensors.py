@@ -34,11 +34,6 @@ from dagster import (
     TimeWindowPartitionsDefinition,
     sensor,
 )
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PRIORITY_TAG,
-)
 
 from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord
@@ -60,6 +55,11 @@ from icelake_assets.orchestration.partitions import dynamic_partition_requests, 
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.policies import decide_action
+from icelake_assets.private_api import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PRIORITY_TAG,
+)
 from icelake_assets.settings import Policy, Settings
 
 MAINTENANCE_SENSOR = "icelake_maintenance_sensor"

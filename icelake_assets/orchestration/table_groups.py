@@ -27,11 +27,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from dagster import AssetKey, AssetsDefinition, AssetSelection, PartitionsDefinition, define_asset_job
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.partitions import partitions_def_for
+from icelake_assets.private_api import UnresolvedAssetJobDefinition
 
 POOL_PREFIX = "icelake/"
 _UNSAFE = re.compile(r"[^A-Za-z0-9]+")

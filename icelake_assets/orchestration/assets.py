@@ -2,9 +2,10 @@
 expire_snapshots → remove_orphan_files → rewrite_data_files → rewrite_manifests → validate.
 
 The tables of a group (orchestration/table_groups.py) share one graph of those ops, which maintain
-the tables the run selects, one after the other (the sensor's runs select one table); op names
-carry the group (``maintain_017__rewrite_data_files``), since node definitions must have unique
-names across the code location.
+the tables the run selects, one after the other (the sensor's runs select one table). Op
+definitions carry the group in their names (``maintain_017__rewrite_data_files``: node definitions
+must have unique names across the code location), but the graph invokes each under its short name,
+so a run's steps read ``maintain_017.rewrite_data_files``.
 
 Partitioned tables (orchestration/partitions.py) are partitioned assets. A run of one partition or a
 range of them (a backfill takes ``policy.partitions.partitions_per_run`` per run) compacts only the
@@ -18,7 +19,6 @@ and re-runs only them.
 """
 
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -47,7 +47,6 @@ from dagster import (
     graph,
     op,
 )
-from dagster._core.definitions.tags import build_kind_tag
 
 from icelake_assets.catalog.connection import (
     CatalogUnavailableError,
@@ -72,8 +71,8 @@ from icelake_assets.maintenance.effect import (
 from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.preflight import PreflightError
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
+from icelake_assets.orchestration.asset_display import asset_group, asset_metadata, asset_tags, describe
 from icelake_assets.orchestration.audit_trail import run_records, write_op_failure, write_run_audit
-from icelake_assets.orchestration.config_checks import policy_asset_metadata
 from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, run_scope
@@ -629,8 +628,13 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
     # A named graph: a graph named after an asset key would refuse e.g. o'brien or café.
     @graph(name=group.name, ins={name: GraphIn() for name in ins}, out={n: GraphOut() for n in names})
     def maintained_tables(**upstream):
-        first = expire(upstream=list(upstream.values())) if upstream else expire()
-        done = validate(manifests(rewrite(orphans(first))))
+        # Each op runs under its short name (steps read `<graph>.rewrite_data_files`): invocation
+        # names need be unique only within this graph, op definitions across the code location.
+        def short(op_def):
+            return op_def.alias(op_def.name.removeprefix(f"{group.name}__"))
+
+        first = short(expire)(upstream=list(upstream.values())) if upstream else short(expire)()
+        done = short(validate)(short(manifests)(short(rewrite)(short(orphans)(first))))
         return {next(iter(names)): done} if len(names) == 1 else dict(done._asdict())
 
     # from_graph, not @graph_multi_asset: per-table groups (namespaces), and no second AssetSpec per table.
@@ -638,10 +642,10 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
         maintained_tables,
         keys_by_input_name={name: i.key for name, i in ins.items() if i.key is not None},
         keys_by_output_name={n: table_asset_key(t.ref) for n, t in names.items()},
-        group_names_by_output_name={n: _asset_group(t.ref) for n, t in names.items()},
-        descriptions_by_output_name={n: _describe(t) for n, t in names.items()},
-        metadata_by_output_name={n: _asset_metadata(t, policies.get(t.ref)) for n, t in names.items()},
-        tags_by_output_name={n: _asset_tags(t.ref, policies.get(t.ref)) for n, t in names.items()},
+        group_names_by_output_name={n: asset_group(t.ref) for n, t in names.items()},
+        descriptions_by_output_name={n: describe(t) for n, t in names.items()},
+        metadata_by_output_name={n: asset_metadata(t, policies.get(t.ref)) for n, t in names.items()},
+        tags_by_output_name={n: asset_tags(t.ref, policies.get(t.ref)) for n, t in names.items()},
         owners_by_output_name={
             n: list(p.owners) for n, t in names.items() if (p := policies.get(t.ref)) is not None and p.owners
         },
@@ -649,42 +653,6 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
         backfill_policy=BackfillPolicy.multi_run(per_run) if group.partitions_def else None,
         can_subset=True,
     )
-
-
-_KIND_TAGS = {**build_kind_tag("iceberg"), **build_kind_tag("spark")}
-
-
-def _asset_tags(ref: TableRef, policy: Any) -> dict[str, str]:
-    return {"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {}), **_KIND_TAGS}
-
-
-def _asset_group(ref: TableRef) -> str:
-    return re.sub(r"[^A-Za-z0-9_]+", "_", ref.namespace_name).strip("_") or "default"
-
-
-def _describe(table: DiscoveredTable) -> str:
-    comment = table.properties.get("comment") or table.properties.get("description")
-    lines = [
-        comment or f"Iceberg table `{table.ref}`.",
-        "",
-        "Health: see the `health` check (status, score, failing checks). A materialization here is a "
-        "maintenance run, not a write: 'Never materialized' only means no maintenance ran yet (writers "
-        "are the upstream assets). Maintenance runs on Spark: expire_snapshots → "
-        "remove_orphan_files → rewrite_data_files → rewrite_manifests → validate; each op acts "
-        "only past its own threshold.",
-    ]
-    return "\n".join(lines)
-
-
-def _asset_metadata(table: DiscoveredTable, policy: Any = None) -> dict[str, Any]:
-    return {
-        **(policy_asset_metadata(policy) if policy else {}),
-        "location": MetadataValue.path(table.location),
-        "format_version": MetadataValue.int(table.format_version),
-        "partition_spec": MetadataValue.text(table.partition_spec),
-        "sort_order": MetadataValue.text(table.sort_order),
-        "current_snapshot_id": MetadataValue.text(str(table.current_snapshot_id)),
-    }
 
 
 def maintenance_definitions(groups: Sequence[TableGroup], policies: Mapping[TableRef, Any]) -> Definitions:

@@ -77,7 +77,12 @@ def build_definitions(
     health = health_definitions(tables, groups, fix_jobs, granularity, problems_markdown(problems))
     sensors = [
         build_maintenance_sensor(
-            tables, {t.ref: g.partitions_def for g in groups for t in g.tables}, settings, interval
+            tables,
+            {t.ref: g.partitions_def for g in groups for t in g.tables},
+            settings,
+            interval,
+            jobs=list(maintenance.jobs or ()),
+            job_of=fix_jobs,
         ),
         build_partition_keys_sensor(tables, interval),
         build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity),

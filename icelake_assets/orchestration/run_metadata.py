@@ -88,50 +88,54 @@ def last_effective_run(instance: DagsterInstance, key: AssetKey) -> LastEffectiv
 
 
 def _op_numbers(outcome: dict[str, Any]) -> str:
-    """What an op that acted did, in human units."""
+    """What an op that acted did, numbers first, each naming what it counts (an op counts what it
+    found at its turn: the manifest rewrite sees the manifests the data rewrite left)."""
     res = outcome["result"]
 
     def n(key: str) -> int:
         return int(res.get(key) or 0)
 
     if outcome["op"] == "expire_snapshots":
-        return (
-            f"{n('snapshots_expired')} snapshots expired ({n('snapshots_before')} → {n('snapshots_after')})"
-        )
+        return f"{n('snapshots_expired')} of {n('snapshots_before')} snapshots expired"
     if outcome["op"] == "remove_orphan_files":
         return f"{n('orphans_removed')} orphan files removed ({human_bytes(n('bytes_found'))})"
     if outcome["op"] == "rewrite_data_files":
         failed = res.get("partition_keys_failed", res.get("partitions_failed")) or []
         return (
-            f"{n('rewritten_data_files_count')} → {n('added_data_files_count')} data files, "
-            f"{human_bytes(n('rewritten_bytes_count'))} rewritten"
+            f"{n('rewritten_data_files_count')} → {n('added_data_files_count')} data files "
+            f"({human_bytes(n('rewritten_bytes_count'))} rewritten)"
             + (f", {len(failed)} partitions not compacted" if failed else "")
             + (f" in {n('attempts')} attempts" if n("attempts") > 1 else "")
         )
     if outcome["op"] == "rewrite_manifests":
-        return f"{n('rewritten_manifests_count')} → {n('added_manifests_count')} manifests"
+        return f"{n('rewritten_manifests_count')} → {n('added_manifests_count')} manifests rewritten"
     return str(outcome["reason"])
 
 
-def _change(ops: list[dict[str, Any]], before: dict[str, int], after: dict[str, int]) -> str:
-    """What the ops that acted did, and which of the table's measures moved."""
+# The table's measures a run compares (start → end of the whole run), each naming what it counts.
+_MOVES = (
+    ("data_files", "data files"),
+    ("snapshots", "snapshots"),
+    ("manifests", "manifests in the current snapshot"),
+)
+
+
+def _moves(before: dict[str, int], after: dict[str, int], changed_only: bool) -> list[str]:
     moved = [
-        f"{label} {before[k]} → {after[k]}"
-        for k, label in (("data_files", "data files"), ("snapshots", "snapshots"), ("manifests", "manifests"))
-        if before[k] != after[k]
+        f"{before[k]:,} → {after[k]:,} {label}"
+        for k, label in _MOVES
+        if not changed_only or before[k] != after[k]
     ]
-    if before["data_bytes"] != after["data_bytes"]:
-        moved.append(f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}")
+    if not changed_only or before["data_bytes"] != after["data_bytes"]:
+        moved.append(f"{human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])} of data")
+    return moved
+
+
+def _change(ops: list[dict[str, Any]], before: dict[str, int], after: dict[str, int]) -> str:
+    """What the ops that acted did, and which of the table's measures moved over the whole run."""
+    moved = _moves(before, after, changed_only=True)
     did = "; ".join(f"{o['op']}: {_op_numbers(o)}" for o in ops if o["acted"])
-    return did + (f"; table: {', '.join(moved)}" if moved else "")
-
-
-def _measures(before: dict[str, int], after: dict[str, int]) -> str:
-    return (
-        f"data files {before['data_files']} → {after['data_files']}, snapshots {before['snapshots']} → "
-        f"{after['snapshots']}, manifests {before['manifests']} → {after['manifests']}, "
-        f"size {human_bytes(before['data_bytes'])} → {human_bytes(after['data_bytes'])}"
-    )
+    return did + (f"; table, start → end of run: {', '.join(moved)}" if moved else "")
 
 
 def _summary(
@@ -143,50 +147,48 @@ def _summary(
     outcome: str | None,
     last: LastEffective | None,
 ) -> str:
-    """Markdown, first in the metadata: what this run did. Under 1000 characters, the UI shows it
-    inline (longer markdown hides behind a button), so cells are cut to fit."""
+    """Markdown, first in the metadata: what this run did, in short lines with the numbers first
+    (the UI's metadata column is narrow; a long line is cut). Under 1000 characters, the UI shows
+    it inline (longer markdown hides behind a button), so cells are cut to fit."""
     total = human_duration(sum(float(o["duration_s"]) for o in ops))
     acted = [o["op"] for o in ops if o["acted"]]
     text = ""
-    for limit in (80, 48, 24):
+    for limit in (60, 40, 24):
         if not acted:
-            reasons = "; ".join(f"{o['op']}: {md_cell(o['reason'], limit)}" for o in ops)
-            lines = [
-                f"**Nothing to do** ({total}): {reasons}.",
+            lines = [f"**Nothing to do** · {total}", ""]
+            lines += [f"- {o['op']}: {md_cell(o['reason'], limit)}" for o in ops]
+            lines += [
                 "",
-                f"Table now: {after['data_files']} data files, {after['snapshots']} snapshots, "
-                f"{after['manifests']} manifests, {human_bytes(after['data_bytes'])}, "
-                f"{validation.rows_after:,} rows.",
+                f"Table now: {after['data_files']:,} data files · {after['snapshots']:,} snapshots · "
+                f"{after['manifests']:,} manifests · {human_bytes(after['data_bytes'])} · "
+                f"{validation.rows_after:,} rows",
             ]
             if last is not None:
                 when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(last.at))
                 lines += [
                     "",
                     f"Last run that acted: [{last.run_id[:8]}](/runs/{last.run_id}), {when}: "
-                    f"{md_cell(last.change, 200)}.",
+                    f"{md_cell(last.change, 160)}",
                 ]
             else:
                 lines += ["", "No earlier run of this table acted."]
         else:
             lines = [
-                f"**Acted: {', '.join(acted)}** ({total}; {outcome or 'effect unknown'})",
+                f"**{len(acted)} of {len(ops)} ops acted** · {outcome or 'effect unknown'} · {total}",
                 "",
-                "| op | did | effect | what | time |",
-                "|---|---|---|---|---|",
+                "| op | what it did | effect | time |",
+                "|---|---|---|---|",
             ]
             for o in ops:
                 e = effects.get(o["op"])
-                what = _op_numbers(o) if o["acted"] else o["reason"]
-                did = "**acted**" if o["acted"] else "skipped"
+                what = _op_numbers(o) if o["acted"] else f"skipped: {o['reason']}"
                 lines.append(
-                    f"| {o['op']} | {did} | {e.effect if e else ''} | {md_cell(what, limit)} "
+                    f"| {o['op']} | {md_cell(what, limit)} | {e.effect if e else ''} "
                     f"| {human_duration(o['duration_s'])} |"
                 )
-            lines += [
-                "",
-                f"Table: {_measures(before, after)}; rows {validation.rows_before:,} → "
-                f"{validation.rows_after:,}.",
-            ]
+            lines += ["", "Table, start → end of the run:", ""]
+            lines += [f"- {m}" for m in _moves(before, after, changed_only=False)]
+            lines.append(f"- {validation.rows_before:,} → {validation.rows_after:,} rows")
         text = "\n".join(lines)
         if len(text) < 1000:
             break

@@ -11,7 +11,6 @@ requests the free slots' worth, best first by the overview's ranking (file opens
 then the finding's age), and records the others as ``queued_by_priority`` (re-ranked next tick).
 """
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -54,6 +53,7 @@ from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
+from icelake_assets.orchestration.sensor_cursor import TickCursor
 from icelake_assets.policies import decide_action
 from icelake_assets.private_api import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -73,29 +73,6 @@ MAX_PRIORITY = 1_000_000  # dagster/priority is the benefit (file opens saved pe
 _RECHECK = {"deferred", "error", "in_flight", "backoff", "queued_by_priority"}
 # Outcomes of a table that still wants maintenance: the age of its finding carries over.
 _WAITING = {"deferred", "held", "in_flight", "backoff", "queued_by_priority"}
-
-
-@dataclass
-class TickCursor:
-    """Where the last tick stopped, and per table the metadata file it saw and what it decided."""
-
-    offset: int = 0
-    # table -> [metadata file, outcome, time of its last orphan scan (epoch s),
-    #           since when it has wanted maintenance (epoch s) or None]
-    seen: dict[str, list] = field(default_factory=dict)
-
-    @classmethod
-    def loads(cls, text: str | None) -> "TickCursor":
-        if not text:
-            return cls()
-        try:
-            data = json.loads(text)
-            return cls(int(data.get("offset", 0)), {k: list(v) for k, v in data.get("seen", {}).items()})
-        except (ValueError, TypeError, AttributeError):
-            return cls()  # an unreadable cursor only costs one full evaluation
-
-    def dumps(self) -> str:
-        return json.dumps({"offset": self.offset, "seen": self.seen}, separators=(",", ":"))
 
 
 @dataclass
@@ -393,7 +370,10 @@ def evaluate_tick(
     budget_seconds: float,
     orphan_scan_seconds: float = 24 * 3600,
     backoff_seconds: float | None = None,
+    job_of: Mapping[TableRef, str] | None = None,
 ) -> SensorResult:
+    """``job_of``: each table's maintenance job, which its runs target (named in the UI's run list,
+    not ``__ASSET_JOB``)."""
     started = time.monotonic()
     backoff_seconds = run_model.FAILED_RUN_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
     cursor = TickCursor.loads(context.cursor)
@@ -471,6 +451,8 @@ def evaluate_tick(
         except Exception as err:  # missing/corrupt metadata, unreadable storage: this table only
             evaluation = _error(table.ref, err, context)
         _hold_back(evaluation, table_state, now, backoff_seconds)
+        if job_of and (job := job_of.get(table.ref)):
+            evaluation.run_requests = [r.with_replaced_attrs(job_name=job) for r in evaluation.run_requests]
         evaluated.append(
             (evaluation, previous, unchanged, _metadata_file(location), now if scan_orphans else scanned)
         )
@@ -592,8 +574,17 @@ def build_maintenance_sensor(
     partitions: Mapping[TableRef, PartitionsDefinition | None],
     settings: Settings,
     interval_seconds: int,
+    jobs: Sequence[Any] = (),
+    job_of: Mapping[TableRef, str] | None = None,
 ) -> SensorDefinition:
+    """``jobs``: the maintenance jobs (table_groups.maintenance_jobs), the sensor's targets; ``job_of``:
+    each table's job among them. Without them the runs target the assets (Dagster's ``__ASSET_JOB``)."""
     keys = [table_asset_key(t.ref) for t in tables]
+    targets: dict[str, Any] = (
+        {"jobs": list(jobs)}
+        if jobs
+        else {"asset_selection": AssetSelection.assets(*keys) if keys else AssetSelection.assets()}
+    )
     status = (
         DefaultSensorStatus.RUNNING
         if settings.automation.sensor_default_status == "running"
@@ -604,14 +595,20 @@ def build_maintenance_sensor(
     @sensor(
         name=MAINTENANCE_SENSOR,
         minimum_interval_seconds=interval_seconds,
-        asset_selection=AssetSelection.assets(*keys) if keys else AssetSelection.assets(),
+        **targets,
         default_status=status,
         description="Reads every table's Iceberg metadata; launches maintenance where thresholds are crossed "
         "(guards: writer quiet period, cost cap; modes: observe / propose / enforce).",
     )
     def maintenance_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
         return evaluate_tick(
-            context, icelake, tables, partitions, budget, settings.automation.orphan_scan_hours * 3600
+            context,
+            icelake,
+            tables,
+            partitions,
+            budget,
+            settings.automation.orphan_scan_hours * 3600,
+            job_of=job_of,
         )
 
     return maintenance_sensor

@@ -126,16 +126,20 @@ def test_an_acting_run_shows_what_it_did_in_human_units_and_keeps_the_numbers_fo
     assert list(md)[0] == "summary"
     summary = md["summary"].value
     assert len(summary) < 1000  # the UI shows markdown under 1000 characters inline
-    assert (
-        "| rewrite_data_files | **acted** | effective | 180 → 6 data files, 16.1 MB rewritten | 2m5s |"
-        in summary
-    )
-    assert "| remove_orphan_files | skipped |  | 0 orphan files older than 72 h ≤ 0 | 144ms |" in summary
-    assert "size 16.1 MB → 15.0 MB" in summary and "16118266" not in summary
+    lines = summary.split("\n")
+    assert lines[0] == "**3 of 4 ops acted** · ineffective · 2m18s"
+    assert "| rewrite_data_files | 180 → 6 data files (16.1 MB rewritten) | effective | 2m5s |" in lines
+    assert "| remove_orphan_files | skipped: 0 orphan files older than 72 h ≤ 0 |  | 144ms |" in lines
+    # Each number names what it counts: the manifest op's own count beside the run's whole change.
+    assert "| rewrite_manifests | 31 → 1 manifests rewritten | ineffective | 3.88s |" in lines
+    assert "- 30 → 1 manifests in the current snapshot" in lines
+    assert "- 16.1 MB → 15.0 MB of data" in lines and "16118266" not in summary
+    assert max(len(line) for line in lines) <= 85  # short lines: a narrow metadata column cuts long ones
     assert md["change"].value == (
-        "expire_snapshots: 25 snapshots expired (30 → 5); rewrite_data_files: 180 → 6 data files, 16.1 MB "
-        "rewritten; rewrite_manifests: 31 → 1 manifests; table: data files 180 → 6, snapshots 30 → 7, "
-        "manifests 30 → 1, size 16.1 MB → 15.0 MB"
+        "expire_snapshots: 25 of 30 snapshots expired; rewrite_data_files: 180 → 6 data files (16.1 MB "
+        "rewritten); rewrite_manifests: 31 → 1 manifests rewritten; table, start → end of run: "
+        "180 → 6 data files, 30 → 7 snapshots, 30 → 1 manifests in the current snapshot, "
+        "16.1 MB → 15.0 MB of data"
     )
     # The numbers stay numbers, under short grouped keys.
     assert isinstance(md["bytes/rewritten"], IntMetadataValue) and md["bytes/rewritten"].value == 16_118_266
@@ -156,9 +160,10 @@ def test_a_run_where_nothing_acted_says_so_and_points_to_the_last_run_that_did()
     md = run_metadata(_noop_state(), AFTER, _validation(same=True), [], None, HEALTH, POLICY, last)
     summary = md["summary"].value
     assert summary.startswith(
-        "**Nothing to do** (40ms): expire_snapshots: expire_snapshots below its "
-        "threshold; remove_orphan_files: "
+        "**Nothing to do** · 40ms\n\n- expire_snapshots: expire_snapshots below its threshold\n"
+        "- remove_orphan_files: "
     )
+    assert max(len(line) for line in summary.split("\n")) <= 140  # the link's target is not shown
     assert f"Last run that acted: [0f1e2d3c](/runs/{last.run_id}), 2026-11-23 " in summary
     assert md["outcome"].value == "nothing to do" and md["ops/acted"].value == "none"
     assert md["last_effective_run"].value == last.run_id and md["last_effective_at"].value == last.at

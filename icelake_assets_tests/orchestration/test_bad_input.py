@@ -92,7 +92,7 @@ def test_a_validation_mismatch_rolls_back_to_the_before_snapshot(make_lake, monk
     )
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
-    assert failure.step_key.endswith("__validate")
+    assert failure.step_key.endswith(".validate")
     message = str(failure.event_specific_data.error)
     assert "summary says 25 rows but a scan counts 26" in message
     assert f"Rolled back automatically: rolled back to snapshot {before}" in message
@@ -132,5 +132,5 @@ def test_in_a_run_of_several_tables_of_one_group_a_dropped_table_fails_alone(mak
     kept = sorted(e.asset_key.path[-1] for e in result.get_asset_materialization_events())
     assert kept == ["a", "z"]
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
-    assert failure.step_key.endswith("__validate")
+    assert failure.step_key.endswith(".validate")
     assert "ns.dropped does not exist" in str(failure.event_specific_data.error)

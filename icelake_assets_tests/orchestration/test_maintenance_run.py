@@ -150,10 +150,10 @@ def test_people_read_human_units_and_the_plots_keep_the_numbers(run):
     md = _materialization(run, "trips")
     before = run["before"]["stats"]["trips"]
     summary = md["summary"].value
-    assert summary.startswith("**Acted: expire_snapshots, rewrite_data_files, rewrite_manifests**")
+    assert summary.startswith("**3 of 4 ops acted** · ")
     assert len(summary) < 1000  # the UI shows it inline
     assert isinstance(md["bytes/before"], IntMetadataValue) and md["bytes/before"].value == before.data_bytes
     assert isinstance(md["time/rewrite"], FloatMetadataValue)
-    assert f"size {human_bytes(before.data_bytes)} → " in summary and str(before.data_bytes) not in summary
+    assert f"- {human_bytes(before.data_bytes)} → " in summary and str(before.data_bytes) not in summary
     assert f"| {human_duration(md['time/rewrite'].value)} |" in summary
     assert max(len(k) for k in md) <= 25

@@ -299,7 +299,7 @@ def test_the_assets_carry_partitions_and_the_configured_backfill_and_retry_polic
     assert isinstance(days30.partitions_def, DailyPartitionsDefinition)
     assert days30.partitions_def.get_first_partition_key() == "2024-01-01"
     assert days30.backfill_policy.max_partitions_per_run == 2
-    rewrite = days30.node_def.node_dict[f"{days30.node_def.name}__rewrite_data_files"].definition
+    rewrite = days30.node_def.node_dict["rewrite_data_files"].definition
     assert rewrite.retry_policy.max_retries == 1 and rewrite.retry_policy.backoff.value == "EXPONENTIAL"
     categories = defs.resolve_assets_def(_key(ref["categories"]))
     assert categories.partitions_def.name == dynamic_partitions_name(
@@ -348,7 +348,7 @@ def test_a_backfill_of_5_days_compacts_exactly_those_days_with_one_materializati
     # each op of the table's graph ran once per run; table-wide ones only act past their own threshold
     for r in runs:
         ops = [
-            e.step_key.rsplit("__", 1)[1]
+            e.step_key.split(".", 1)[1]
             for e in r.all_events
             if e.event_type == DagsterEventType.STEP_START and "." in e.step_key
         ]  # graph-asset ops
@@ -453,13 +453,13 @@ def test_a_failing_partition_does_not_undo_the_others_and_reruns_after_repair(la
     }
     assert _materialized(lake, "fragile") == ["2024-01-01", "2024-01-03", "2024-01-04"]
     failure = next(e for e in first.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
-    assert failure.step_key.endswith("__validate")
+    assert failure.step_key.endswith(".validate")
     assert failure.event_specific_data.error.message.count("2024-01-02") >= 1
     md = {k: v.value for k, v in failure.event_specific_data.user_failure_data.metadata.items()}
     assert md["partitions_failed"] == ["2024-01-02"] and md["partitions_done"] == ["2024-01-01"]
     assert md["failed_data_files_count"] == COMMITS
     retried = [e for e in first.all_events if e.event_type == DagsterEventType.STEP_UP_FOR_RETRY]
-    assert [e.step_key.rsplit("__", 1)[1] for e in retried] == ["rewrite_data_files"]
+    assert [e.step_key.split(".", 1)[1] for e in retried] == ["rewrite_data_files"]
     assert _rows(table).equals(rows)
     # The first attempt committed 2024-01-01 and its retry nothing more: validation took its baseline
     # from the first attempt, the run's numbers count both, and the audit has both attempts.

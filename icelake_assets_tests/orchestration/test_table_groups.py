@@ -3,7 +3,8 @@
 from collections import Counter
 from datetime import UTC, datetime
 
-from dagster import AssetKey, DailyPartitionsDefinition
+from dagster import AssetKey, DailyPartitionsDefinition, Definitions, ResourceDefinition
+from dagster._core.execution.api import create_execution_plan
 
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.partition_layout import LayoutField, PartitionLayout
@@ -93,3 +94,20 @@ def test_time_groups_of_every_pool_share_their_partitions_and_one_whole_table_jo
     jobs = maintenance_jobs(assets, "maint")
     assert [j.name for j in jobs] == ["maint__day_2024_01_01"]
     assert {maintenance_job_name(a, "maint") for a in assets} == {"maint__day_2024_01_01"}
+
+
+def test_steps_are_named_by_op_and_op_definitions_stay_unique_in_a_job_of_several_groups():
+    tables = [_table(f"t{i}") for i in range(40)]
+    groups = group_tables(tables, 4, now=NOW)
+    assets = [build_group_asset(g) for g in groups]
+    ops = ["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "validate"]
+    for g, a in zip(groups, assets, strict=True):
+        # A run shows `maintain_017.rewrite_data_files`, not `maintain_017.maintain_017__rewrite_data_files`.
+        assert sorted(a.node_def.node_dict) == ops
+        assert {n.name: n.definition.name for n in a.node_def.nodes} == {op: f"{g.name}__{op}" for op in ops}
+    # The whole-table job holds every group's graph: the short names do not collide across graphs.
+    resources = {"icelake": ResourceDefinition.none_resource(), "pyspark": ResourceDefinition.none_resource()}
+    defs = Definitions(assets=assets, jobs=maintenance_jobs(assets, "maint"), resources=resources)
+    job = defs.resolve_job_def("maint")
+    steps = {s.key for s in create_execution_plan(job).steps}
+    assert steps == {f"{g.name}.{op}" for g in groups for op in ops}

@@ -12,7 +12,7 @@ HOST ?= 127.0.0.1
 PORT ?= 3000
 SCALE ?= demo
 
-.PHONY: bootstrap run test demo demo-lake health bench validate clean cycles snapshots
+.PHONY: bootstrap run test demo demo-lake health bench validate clean cycles snapshots lock
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -65,3 +65,8 @@ cycles: bootstrap
 # Regenerates the snapshot of what users see in Dagster for the demo lake (review the JSON diff).
 snapshots: bootstrap
 	ICELAKE_UPDATE_SNAPSHOTS=1 $(PY) -m pytest -q icelake_assets_tests/test_definitions_snapshot.py
+
+# Re-pins requirements.lock from the venv (after changing pyproject.toml's ranges and `make bootstrap`).
+lock:
+	@{ sed -n '1,3p' requirements.lock; .venv/bin/python -m pip freeze --exclude-editable; } > requirements.lock.new
+	@mv requirements.lock.new requirements.lock && echo "requirements.lock: $$(grep -vc '^#' requirements.lock) pins"

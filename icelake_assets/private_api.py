@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from icelake_assets.types import IcelakeError
+
 # name -> (module, attribute, why no public API)
 PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
     # Run and backfill queries of the run model (one run per table, crash recovery): the public
@@ -70,7 +72,7 @@ PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
 }
 
 
-class PrivateApiChanged(ImportError):
+class PrivateApiChanged(IcelakeError, ImportError):
     """A private name moved or vanished in an upgrade of Dagster or pyiceberg."""
 
 

@@ -28,10 +28,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Reinstall only when the dependency list changed since the last install.
 stamp=.venv/.icelake-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "bootstrap: installing Python dependencies into .venv"
+# Versions come from requirements.lock (pip constraints): a fresh machine installs what CI ran.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -nt "$stamp" ]; then
+  echo "bootstrap: installing Python dependencies into .venv (pinned by requirements.lock)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  .venv/bin/python -m pip install -q -c requirements.lock -e ".[test]"
   touch "$stamp"
 fi
 # A lake on S3 (README "Your own lake"): Hadoop's S3A jars for Spark, extracted once from PyPI's

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from icelake_assets.types import IcelakeError
 
-class ServerUnavailable(RuntimeError):
+
+class ServerUnavailable(IcelakeError, RuntimeError):
     """A server cannot be started on this machine (a missing binary); tests skip with this reason."""
 
 

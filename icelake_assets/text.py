@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.filesize import decimal
+
+
+def human_bytes(n: int | float) -> str:
+    """Sizes people read, in decimal units (rich, a dependency of dagster): 732552 -> '732.6 kB'."""
+    return decimal(int(n))
+
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]

@@ -27,6 +27,7 @@ from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.score import HealthScore, HealthStatus, verdict
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
+from icelake_assets.text import human_bytes
 
 MiB = 1_048_576
 
@@ -95,14 +96,6 @@ class TableBenefit:
     @property
     def benefit(self) -> int:
         return self.files_saved + self.manifests_saved
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 def partition_benefits(stats: TableStats, policy: Policy, name: str | None = None) -> list[PartitionBenefit]:

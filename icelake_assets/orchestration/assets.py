@@ -57,6 +57,7 @@ from icelake_assets.catalog.connection import (
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
 from icelake_assets.health.findings import Finding, orphan_finding
+from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
 from icelake_assets.maintenance import runner
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
 from icelake_assets.maintenance.effect import (
@@ -77,7 +78,7 @@ from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, run_scope
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
-from icelake_assets.orchestration.run_metadata import last_effective_run, run_metadata
+from icelake_assets.orchestration.run_metadata import benefit_metadata, last_effective_run, run_metadata
 from icelake_assets.orchestration.run_model import failure_tags
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup, maintenance_job_name, maintenance_jobs
@@ -386,6 +387,10 @@ def _validate_table(
     # A run that did nothing points to the last one that did (its before/after stays findable).
     last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
     metadata = run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
+    benefit = _scan_benefit(table, state)
+    if benefit is not None:
+        metadata.update(benefit_metadata(benefit))
+        (context.log.warning if benefit.nil else context.log.info)(f"{ref} benefit: {benefit.describe()}")
     if state.cross_engine is not None:
         metadata["cross_engine"] = MetadataValue.text(state.cross_engine)
     by_op = {e.op: e for e in effects}
@@ -433,7 +438,11 @@ def _validate_table(
         result,
         None,
         [str(f) for f in failed],
-        effects={"outcome": outcome, "ops": [e.to_dict() for e in effects]},
+        effects={
+            "outcome": outcome,
+            "ops": [e.to_dict() for e in effects],
+            **({"benefit": benefit.to_dict()} if benefit is not None else {}),
+        },
     )
     audit = write_run_audit(
         context, icelake.settings, ref, records, "partial" if failure else "succeeded", duration
@@ -455,6 +464,15 @@ def _validate_table(
             allow_retries=False,
         )
     return metadata
+
+
+def _scan_benefit(table, state: RunState) -> ScanBenefit | None:
+    """A full scan's cost on the snapshot the run started from and on the current one (proof of
+    benefit), when an op acted; None when nothing changed or the run started on an empty table."""
+    start = state.ops[0]["snapshot_before"] if state.ops else None
+    if not state.acted() or start is None:
+        return None
+    return ScanBenefit(measure_scan_cost(table, start), measure_scan_cost(table))
 
 
 def _validate_op(group: TableGroup):

@@ -7,12 +7,8 @@ from dagster's own formatter, so they read like the run durations the UI shows (
 import re
 
 from dagster_shared.utils.timing import format_duration
-from rich.filesize import decimal
 
-
-def human_bytes(n: int | float) -> str:
-    """732552 -> '732.6 kB'; 16118266 -> '16.1 MB'."""
-    return decimal(int(n))
+from icelake_assets.text import human_bytes
 
 
 def human_duration(seconds: float) -> str:

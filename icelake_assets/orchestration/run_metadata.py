@@ -8,6 +8,7 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, MetadataValue, TimestampMetadataValue
 
+from icelake_assets.health.scan_cost import ScanBenefit
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.run_state import RunState
 
@@ -270,4 +271,17 @@ def run_metadata(
     if acted:
         md["snapshot_id/before"] = MetadataValue.text(str(validation.before_snapshot_id))
     md["snapshot_id/after"] = MetadataValue.text(str(validation.after_snapshot_id))
+    return md
+
+
+def benefit_metadata(benefit: ScanBenefit) -> dict[str, Any]:
+    """Proof of benefit (health/scan_cost.py): what a full scan cost before and after the run, plotted
+    under ``scan/`` (what a reader opens) and ``plan/`` (what planning reads), and in words."""
+    md: dict[str, Any] = {"benefit": MetadataValue.text(benefit.describe())}
+    for side, cost in (("before", benefit.before), ("after", benefit.after)):
+        md[f"scan/files_{side}"] = MetadataValue.int(cost.files_opened)
+        md[f"scan/bytes_{side}"] = MetadataValue.int(cost.data_bytes)
+        md[f"plan/manifests_{side}"] = MetadataValue.int(cost.manifests)
+        md[f"plan/metadata_bytes_{side}"] = MetadataValue.int(cost.metadata_bytes)
+        md[f"plan/seconds_{side}"] = MetadataValue.float(cost.plan_seconds)
     return md

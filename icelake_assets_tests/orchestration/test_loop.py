@@ -98,6 +98,14 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     assert md["health/score"].value == after.score.score
     run = instance.get_run_by_id(results[0].run_id)
     assert run.tags[OUTCOME_TAG] == "effective"
+    # Proof of benefit, measured on the snapshot the run started from and on the one it ended on.
+    assert (md["scan/files_before"].value, md["scan/files_after"].value) == (12, 6)
+    assert md["plan/manifests_before"].value == 2 and md["plan/manifests_after"].value >= 1
+    assert md["plan/metadata_bytes_before"].value > 0 and md["plan/seconds_after"].value > 0
+    assert md["benefit"].value.startswith("a full scan opens 12 → 6 files")
+    [validation] = [r for r in AuditLog.from_settings(settings).records() if r.kind == "validation"]
+    benefit = validation.results["effects"]["benefit"]
+    assert (benefit["files_saved"], benefit["nil"]) == (6, False)
     # Spark, pyiceberg and DuckDB read the compacted table alike (60 rows, sum(id) of both batches).
     expected = f"60 rows, sum(id) = {sum(range(30)) + sum(range(1000, 1030))}"
     assert md["cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg", "duckdb"))

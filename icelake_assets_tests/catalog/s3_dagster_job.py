@@ -5,7 +5,7 @@ instance (Spark over S3A from the settings alone), then a second tick. Prints on
 A live Spark session cannot take the S3A jars, and other test files share the test process's session:
 hence the process of its own (as s3_spark_job.py).
 
-    python -m icelake_assets_tests.catalog.s3_dagster_job SETTINGS DAGSTER_HOME
+    python -m icelake_assets_tests.catalog.s3_dagster_job SETTINGS DAGSTER_HOME [TABLE_TO_ROLL_BACK]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dagster import DagsterInstance
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.maintenance.cross_engine import duckdb_read
+from icelake_assets.maintenance.validation import rollback_if_safe
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import sensor_tick
@@ -29,9 +30,38 @@ def _value(metadata: dict, key: str):
     return getattr(value, "value", value)
 
 
-def main(path: str, home: str) -> dict:
+def _current_snapshots(settings) -> dict[str, int | None]:
+    out = {}
+    for name in settings.catalogs:
+        catalog = open_catalog(settings, name)
+        for ns in catalog.list_namespaces():
+            for identifier in catalog.list_tables(ns):
+                snap = catalog.load_table(identifier).current_snapshot()
+                out[".".join((name, *identifier))] = snap.snapshot_id if snap else None
+    return out
+
+
+def _roll_back(settings, name: str, before: int | None) -> dict:
+    """Validation's automatic rollback (maintenance/validation.rollback_if_safe) of the run's commits on
+    one table, committed through the REST catalog; the rows must be what they were before the run."""
+    catalog_name, namespace, table_name = name.split(".")
+    table = load_table(open_catalog(settings, catalog_name), TableRef(catalog_name, (namespace,), table_name))
+    rows = table.scan().to_arrow().num_rows
+    outcome = rollback_if_safe(table, before)
+    table.refresh()
+    current = table.current_snapshot()
+    return {
+        "rolled_back": outcome.rolled_back,
+        "reason": outcome.reason,
+        "at_before": current is not None and current.snapshot_id == before,
+        "rows_equal": table.scan().to_arrow().num_rows == rows,
+    }
+
+
+def main(path: str, home: str, roll_back: str = "") -> dict:
     settings = load_settings(path)
     out: dict = {"runs": [], "tables": {}}
+    before = _current_snapshots(settings)
     Path(home).mkdir(parents=True, exist_ok=True)
     with DagsterInstance.local_temp(home) as instance:
         defs = build_definitions(settings)
@@ -70,6 +100,8 @@ def main(path: str, home: str) -> dict:
             )
         after = sensor_tick(defs, settings, instance, cursor=tick.cursor)
         out["requested_after"] = len(after.run_requests)
+    if roll_back:
+        out["rollback"] = _roll_back(settings, roll_back, before.get(roll_back))
     for catalog_name in settings.catalogs:
         catalog = open_catalog(settings, catalog_name)
         for ns in catalog.list_namespaces():
@@ -95,4 +127,4 @@ def main(path: str, home: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:3]), default=str))
+    print(json.dumps(main(*sys.argv[1:4]), default=str))

@@ -338,9 +338,9 @@ def _heal_lake(weed, folder: Path) -> Path:
     return path
 
 
-def _dagster_job(path: Path, home: Path, env: dict[str, str]) -> tuple[dict, str]:
+def _dagster_job(path: Path, home: Path, env: dict[str, str], *extra: str) -> tuple[dict, str]:
     done = subprocess.run(
-        [sys.executable, "-m", "icelake_assets_tests.catalog.s3_dagster_job", str(path), str(home)],
+        [sys.executable, "-m", "icelake_assets_tests.catalog.s3_dagster_job", str(path), str(home), *extra],
         env=env,
         capture_output=True,
         text=True,
@@ -356,7 +356,7 @@ def test_the_sensor_heals_a_lake_on_s3_through_dagster(weed, tmp_path):
     it launches (Spark over S3A, derived from the settings), validation with the cross-engine proof
     (DuckDB over httpfs), the audit table on the same lake, and a second tick with nothing to do."""
     path = _heal_lake(weed, tmp_path)
-    result, output = _dagster_job(path, tmp_path / "home", _environ())
+    result, output = _dagster_job(path, tmp_path / "home", _environ(), "lake.heal.daily")
     assert result["requested"] == ["lake.heal.daily", "lake.heal.flat"]
     for run in result["runs"]:
         assert run["success"], run["failures"]
@@ -366,7 +366,7 @@ def test_the_sensor_heals_a_lake_on_s3_through_dagster(weed, tmp_path):
         assert run["cross_engine"].count("40 rows") == 3, run["cross_engine"]  # spark, pyiceberg, duckdb
         assert all(run["checks"].values()), run["checks"]
     tables = result["tables"]
-    assert tables["lake.heal.daily"]["files"] == 2 and tables["lake.heal.flat"]["files"] == 1
+    assert tables["lake.heal.flat"]["files"] == 1  # daily is rolled back below, after its healing
     assert all(t["duckdb_rows"] == 40 for name, t in tables.items() if name.startswith("lake.heal."))
     assert result["requested_after"] == 0
     audit = result["audit"]
@@ -378,6 +378,13 @@ def test_the_sensor_heals_a_lake_on_s3_through_dagster(weed, tmp_path):
         for name, t in tables.items()
     )
     assert SECRET not in output
+    # Validation's rollback, committed through the REST catalog: back to where the run started, rows equal.
+    assert result["rollback"] == {
+        "rolled_back": True,
+        "reason": result["rollback"]["reason"],
+        "at_before": True,
+        "rows_equal": True,
+    }, result["rollback"]
 
 
 def test_a_store_the_maintenance_identity_may_read_but_not_write_refuses_every_run_before_a_commit(

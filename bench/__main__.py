@@ -10,6 +10,7 @@ BENCHES = (
     "bench.loop_bench",
     "bench.compaction_bench",
     "bench.scale_bench",  # 10,000 tables: generates its lake once (about 5 minutes), cached
+    "bench.object_store_bench",  # SeaweedFS vs local disk: about 10 minutes (100,000 objects uploaded)
 )
 
 if __name__ == "__main__":

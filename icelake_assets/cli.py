@@ -1,4 +1,5 @@
-"""Command line for people outside the UI: `icelake demo-lake`, `icelake demo`, `icelake health`."""
+"""Command line for people outside the UI: `icelake health`, `policy`, `plan`, `audit`, `approve`,
+`demo-lake`, `demo` (the operator commands live in operate/commands.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import TYPE_CHECKING
 
 # Only light modules at import: `icelake --help` must not load pyiceberg, pyarrow or Dagster (each
 # command imports what it needs).
+from icelake_assets.operate.commands import add_commands as add_operator_commands
+from icelake_assets.operate.names import parse_table
 from icelake_assets.types import IcelakeError, KnownTables, TableRef
 
 if TYPE_CHECKING:
@@ -20,16 +23,7 @@ if TYPE_CHECKING:
     from icelake_assets.health.overview import TableHealth
     from icelake_assets.settings import Settings
 
-
-def parse_table(text: str, settings: Settings) -> TableRef:
-    """A table named as Iceberg does (``catalog.ns.table``, ``ns.table`` in the first catalog) or as the
-    Dagster UI shows its asset key (``catalog/ns/table``)."""
-    if "/" in text:
-        parts = [p for p in text.strip("/").split("/")]
-        if len(parts) < 3 or not all(parts):
-            raise ValueError(f"invalid table name {text!r}: expected catalog/namespace/table")
-        return TableRef.parse(".".join(parts))
-    return TableRef.parse(text, default_catalog=next(iter(settings.catalogs)))
+__all__ = ["main", "parse_table"]
 
 
 def _selected_refs(settings: Settings, table: str | None) -> tuple[list[TableRef], list[DiscoveryProblem]]:
@@ -105,7 +99,6 @@ def cmd_health(args: argparse.Namespace) -> int:
     from icelake_assets.health.cache import ManifestCache, default_cache_path
     from icelake_assets.health.overview import lake_overview
     from icelake_assets.settings import load_settings
-    from icelake_assets.text import format_table
 
     settings = load_settings(args.config)
     cache = ManifestCache(path=default_cache_path())  # repeated runs read only new manifests
@@ -142,6 +135,27 @@ def cmd_health(args: argparse.Namespace) -> int:
         healths.append(health)
         for f in health.findings:
             rows.append((str(ref), f.check, f.severity.value, f.summary, f.recommendation))
+    if args.json:
+        from icelake_assets.operate.commands import emit_json, health_json
+
+        emit_json(health_json(healths, problems, lake_overview(healths) if args.overview else None))
+    else:
+        _print_health(healths, rows, args)
+    for problem in problems:  # after the complete output for everything that could be read
+        print(f"icelake: error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    if args.fail_on:
+        level = {"warn": 1, "error": 2}[args.fail_on]
+        if any(f.severity.rank >= level for h in healths for f in h.findings):
+            return 1
+    return 0
+
+
+def _print_health(healths: list[TableHealth], rows: list[tuple], args: argparse.Namespace) -> None:
+    from icelake_assets.health.overview import lake_overview
+    from icelake_assets.text import format_table
+
     print(
         format_table(
             ("table", "status", "score", "data files", "small", "delete files", "snapshots", "manifests"),
@@ -210,15 +224,6 @@ def cmd_health(args: argparse.Namespace) -> int:
                     ],
                 )
             )
-    for problem in problems:  # after the complete output for everything that could be read
-        print(f"icelake: error: {problem}", file=sys.stderr)
-    if problems:
-        return 2
-    if args.fail_on:
-        level = {"warn": 1, "error": 2}[args.fail_on]
-        if any(f.severity.rank >= level for h in healths for f in h.findings):
-            return 1
-    return 0
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
@@ -240,6 +245,11 @@ def cmd_policy(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     effective = resolve_policy(settings, ref, properties)
+    if args.json:
+        from icelake_assets.operate.commands import emit_json, policy_json
+
+        emit_json(policy_json(str(ref), not missing, effective, settings.source, args.changed))
+        return 1 if missing else 0
     values = effective.overridden() if args.changed else effective.values
     print(
         f"policy of {ref}: mode {effective.mode} ({effective.source_of('mode')}); settings: {settings.source}"
@@ -285,11 +295,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--top", type=int, default=20, help="partitions shown by --overview (default 20)")
     p.add_argument("--fail-on", choices=["warn", "error"], help="exit 1 when a finding reaches this severity")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON (icelake.health/v1)")
     p.set_defaults(func=cmd_health)
     p = sub.add_parser("policy", help="print the effective policy of a table with the source of each value")
     p.add_argument("table", help=TABLE_HELP)
     p.add_argument("--changed", action="store_true", help="only the values that are not built-in defaults")
+    p.add_argument("--json", action="store_true", help="print the policy as JSON (icelake.policy/v1)")
     p.set_defaults(func=cmd_policy)
+    add_operator_commands(sub, TABLE_HELP)
     p = sub.add_parser("demo-lake", help="build the degraded demo lake")
     p.add_argument("--scale", default="demo", choices=["test", "demo"])
     p.add_argument("--reset", action="store_true", help="drop and rebuild the demo tables")

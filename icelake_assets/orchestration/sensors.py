@@ -45,16 +45,16 @@ from icelake_assets.causes import describe
 from icelake_assets.health.orphans import KnownTables
 from icelake_assets.health.overview import TableBenefit, evaluate, priority_key, table_benefit
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance import plan
+from icelake_assets.maintenance.decide import decide_table
 from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
-from icelake_assets.maintenance.guards import Verdict, evaluate_guards
+from icelake_assets.maintenance.guards import Verdict
 from icelake_assets.orchestration import run_model
+from icelake_assets.orchestration.approvals import approval_observation
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.orchestration.sensor_cursor import TickCursor
-from icelake_assets.policies import decide_action
 from icelake_assets.private_api import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -95,17 +95,6 @@ class TableEvaluation:
 
 def _metadata_file(location: str | None) -> str:
     return (location or "").rsplit("/", 1)[-1]
-
-
-def _decisions(stats: TableStats, policy: Policy, orphans: list | None) -> list[plan.Decision]:
-    decisions = [
-        plan.decide_expire(stats, policy),
-        plan.decide_rewrite(stats, policy),
-        plan.decide_manifests(stats, policy),
-    ]
-    if orphans is not None:  # listed this tick (a storage listing: at most every orphan_scan_hours)
-        decisions.insert(1, plan.decide_orphans(len(orphans), sum(o.size for o in orphans), policy))
-    return decisions
 
 
 def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: str) -> AssetObservation:
@@ -205,18 +194,8 @@ def evaluate_table(
         if scan_orphans
         else None
     )
-    decisions = _decisions(stats, policy, orphans)
-    verdict = evaluate_guards(
-        stats,
-        decisions,
-        policy.guards.quiet_period_minutes,
-        policy.guards.max_rewrite_bytes,
-        partitions=plan.plan_rewrite(stats, policy).partitions,
-    )
-    action = decide_action(effective.mode, verdict.action == "launch")
-    outcome = {"defer": "deferred", "hold": "held", "skip": "skipped"}.get(verdict.action, "launched")
-    if verdict.action == "launch":
-        outcome = {"launch": "launched", "record": "proposed", "nothing": "observed"}[action]
+    decided = decide_table(stats, policy, effective.mode, orphans)
+    decisions, verdict, outcome = decided.decisions, decided.verdict, decided.outcome
     if outcome == "launched" and (why := _relaunch_hold(context, ref, stats, policy)):
         outcome, verdict = "backoff", Verdict("skip", why, verdict.ops, verdict.details)
     observation = _observation(key, stats, verdict, outcome)
@@ -230,7 +209,7 @@ def evaluate_table(
     )
     if outcome == "launched":
         # Only the partitions the rewrite will take (Iceberg would skip the others: plan.plan_rewrite).
-        planned = replace(stats, compaction_candidates=list(plan.plan_rewrite(stats, policy).partitions))
+        planned = replace(stats, compaction_candidates=list(decided.rewrite.partitions))
         tags = {
             TABLE_TAG: str(ref),
             TRIGGER_TAG: "sensor",
@@ -453,6 +432,15 @@ def evaluate_tick(
         _hold_back(evaluation, table_state, now, backoff_seconds)
         if job_of and (job := job_of.get(table.ref)):
             evaluation.run_requests = [r.with_replaced_attrs(job_name=job) for r in evaluation.run_requests]
+        if evaluation.outcome in ("held", "proposed") and evaluation.observation is not None:
+            # How to approve it, in the UI: the command and the launchpad with the approval filled in.
+            evaluation.observation = approval_observation(
+                evaluation.observation,
+                table.ref,
+                evaluation.outcome,
+                (evaluation.audit.cost_estimate_bytes or 0) if evaluation.audit else 0,
+                job_of.get(table.ref) if job_of else None,
+            )
         evaluated.append(
             (evaluation, previous, unchanged, _metadata_file(location), now if scan_orphans else scanned)
         )

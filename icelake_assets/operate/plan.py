@@ -1,0 +1,203 @@
+"""``icelake plan TABLE``: what maintenance would do to a table now, from its metadata only (pyiceberg,
+no Spark, no Dagster): each op's decision and reason, the partitions a rewrite takes, the cost
+estimate, the guards' verdict, what the table's mode and mode ``enforce`` would do, and a digest
+naming the plan (``icelake approve`` records it).
+
+The decision is the maintenance sensor's own (maintenance/decide.py). What only the sensor knows is
+left out: runs of the table already queued or running, the backoff after a failed run, the global run
+cap; the orphan op is decided only with ``--orphans`` (a storage listing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from icelake_assets.catalog.connection import load_table, open_catalog
+from icelake_assets.health.cache import ManifestCache, default_cache_path
+from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.maintenance.approval import approve_command
+from icelake_assets.maintenance.decide import TableDecision, decide_table
+from icelake_assets.maintenance.guards import estimated_rewrite_bytes
+from icelake_assets.policies import resolve_policy
+from icelake_assets.settings import Settings
+from icelake_assets.types import TableRef
+
+PLAN_SCHEMA = "icelake.plan/v1"
+# The guards' verdict in words an operator reads: allow (the ops may run), defer (writers active),
+# hold (over the cost cap: awaiting approval), skip (no op's threshold is crossed).
+GUARDS = {"launch": "allow", "defer": "defer", "hold": "hold", "skip": "skip"}
+# What a sensor tick would do with the table in mode enforce.
+ENFORCE = {"launch": "launch", "defer": "defer", "hold": "hold", "skip": "nothing"}
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    op: str
+    act: bool
+    reason: str
+    signals: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    rewrite_bytes: int  # data bytes the rewrite reads and writes again (0 when it does not act)
+    rewrite_files: int
+    rewrite_groups: int
+    max_rewrite_bytes: int  # the cost guard's cap (guards.max_rewrite_bytes)
+    expirable_snapshots: int
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    table: str  # catalog.namespace.table
+    asset_key: tuple[str, ...]
+    mode: str
+    mode_source: str
+    snapshot_id: int | None
+    planned_at: datetime
+    ops: tuple[OpPlan, ...]
+    orphans_evaluated: bool
+    partitions: tuple[str, ...]  # the partitions rewrite_data_files would take
+    partitions_excluded: dict[str, str]  # flagged partitions Iceberg would skip, with the reason
+    rewrite_options: dict[str, str]
+    estimate: Estimate
+    guards: str  # allow, defer, hold, skip (GUARDS)
+    guards_reason: str
+    guards_details: dict[str, Any]
+    outcome: str  # what the sensor would record now: launched, proposed, observed, deferred, held, skipped
+    enforce: str  # what mode enforce would do: launch, defer, hold, nothing
+    approve_command: str
+
+    @property
+    def acting(self) -> tuple[str, ...]:
+        return tuple(o.op for o in self.ops if o.act)
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.outcome in ("held", "proposed")
+
+    @property
+    def digest(self) -> str:
+        """Names the plan: equal for the same table snapshot, mode, ops, partitions, options and
+        estimate (not the time it was made, nor ages that grow with the clock)."""
+        essence = {
+            "table": self.table,
+            "snapshot_id": self.snapshot_id,
+            "mode": self.mode,
+            "ops": list(self.acting),
+            "partitions": list(self.partitions),
+            "rewrite_options": self.rewrite_options,
+            "rewrite_bytes": self.estimate.rewrite_bytes,
+            "guards": self.guards,
+        }
+        text = json.dumps(essence, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON shape ``icelake.plan/v1`` (docs/operating.md)."""
+        return {
+            "schema": PLAN_SCHEMA,
+            "table": self.table,
+            "asset_key": "/".join(self.asset_key),
+            "mode": self.mode,
+            "mode_source": self.mode_source,
+            "snapshot_id": self.snapshot_id,
+            "planned_at": self.planned_at.isoformat(),
+            "ops": [{"op": o.op, "act": o.act, "reason": o.reason, "signals": o.signals} for o in self.ops],
+            "orphans_evaluated": self.orphans_evaluated,
+            "partitions": list(self.partitions),
+            "partitions_excluded": dict(self.partitions_excluded),
+            "rewrite_options": dict(self.rewrite_options),
+            "estimate": {
+                "rewrite_bytes": self.estimate.rewrite_bytes,
+                "rewrite_files": self.estimate.rewrite_files,
+                "rewrite_groups": self.estimate.rewrite_groups,
+                "max_rewrite_bytes": self.estimate.max_rewrite_bytes,
+                "expirable_snapshots": self.estimate.expirable_snapshots,
+            },
+            "guards": {"verdict": self.guards, "reason": self.guards_reason, "details": self.guards_details},
+            "outcome": self.outcome,
+            "enforce": {
+                "action": self.enforce,
+                "ops": list(self.acting) if self.enforce != "nothing" else [],
+            },
+            "approve": {"awaiting": self.awaiting_approval, "command": self.approve_command},
+            "digest": self.digest,
+        }
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def build_plan(
+    ref: TableRef, decided: TableDecision, stats: Any, mode: str, mode_source: str, max_rewrite_bytes: int
+) -> TablePlan:
+    """A TablePlan from the sensor's decision (maintenance/decide.py) on ``stats``."""
+    rewrite = decided.rewrite
+    rewrites = "rewrite_data_files" in decided.acting
+    signals = {d.op: d.signals for d in decided.decisions}
+    return TablePlan(
+        table=str(ref),
+        asset_key=tuple(ref.asset_key_path),
+        mode=mode,
+        mode_source=mode_source,
+        snapshot_id=stats.current_snapshot_id,
+        planned_at=datetime.now(UTC),
+        ops=tuple(OpPlan(d.op, d.act, d.reason, _json_safe(d.signals)) for d in decided.decisions),
+        orphans_evaluated=any(d.op == "remove_orphan_files" for d in decided.decisions),
+        partitions=rewrite.partitions if rewrites else (),
+        partitions_excluded=dict(rewrite.excluded) if rewrites else {},
+        rewrite_options=dict(rewrite.options) if rewrites else {},
+        estimate=Estimate(
+            rewrite_bytes=estimated_rewrite_bytes(stats, rewrite.partitions) if rewrites else 0,
+            rewrite_files=int(signals.get("rewrite_data_files", {}).get("candidate_files", 0))
+            if rewrites
+            else 0,
+            rewrite_groups=rewrite.groups if rewrites else 0,
+            max_rewrite_bytes=max_rewrite_bytes,
+            expirable_snapshots=int(signals.get("expire_snapshots", {}).get("expirable_snapshots", 0)),
+        ),
+        guards=GUARDS[decided.verdict.action],
+        guards_reason=decided.verdict.reason,
+        guards_details=_json_safe(dict(decided.verdict.details)),
+        outcome=decided.outcome,
+        enforce=ENFORCE[decided.verdict.action],
+        approve_command=approve_command(ref),
+    )
+
+
+def plan_table(
+    settings: Settings, ref: TableRef, orphans: bool = False, cache: ManifestCache | None = None
+) -> TablePlan:
+    """The table's plan now (see the module docstring); ``orphans``: list storage for orphan files
+    too. Raises TableMissingError / CatalogUnavailableError (IcelakeError) naming the table."""
+    catalog = open_catalog(settings, ref.catalog)
+    table = load_table(catalog, ref)
+    effective = resolve_policy(settings, ref, table.properties)
+    policy = effective.policy
+    stats = compute_table_stats(
+        table, policy, cache if cache is not None else ManifestCache(path=default_cache_path())
+    )
+    removable = None
+    if orphans:
+        from icelake_assets.catalog.known_tables import default_locations, known_tables
+        from icelake_assets.health.orphans import scan_orphans
+
+        listing = known_tables(settings)
+        removable = scan_orphans(
+            table,
+            str(ref),
+            policy.orphans.older_than_hours,
+            listing.tables,
+            default_locations(catalog, ref),
+            unlisted=listing.unlisted,
+        ).removable
+    decided = decide_table(stats, policy, effective.mode, removable)
+    return build_plan(
+        ref, decided, stats, effective.mode, effective.source_of("mode"), policy.guards.max_rewrite_bytes
+    )

@@ -22,6 +22,7 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     AssetSelection,
+    AutomationCondition,
     Definitions,
     MaterializeResult,
     MetadataValue,
@@ -38,7 +39,8 @@ from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
 from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
-from icelake_assets.health.score import HealthStatus
+from icelake_assets.health.score import PENALTY_FINDING, WEIGHTS, HealthStatus
+from icelake_assets.orchestration import approvals
 from icelake_assets.orchestration.config_checks import build_config_checks
 from icelake_assets.orchestration.display import human_bytes, md_cell
 from icelake_assets.orchestration.group_checks import group_checks
@@ -161,12 +163,29 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def finding_penalty(health: TableHealth, check: str) -> float:
+    """The points of the score a failing ``check`` costs (its layout penalties, weighted by the table
+    factor, as in health/score.py's rule; 0 for a check that costs no points, e.g. manifests)."""
+    score = health.score
+    return score.table_factor * sum(
+        WEIGHTS[k] * v for k, v in score.penalties.items() if PENALTY_FINDING.get(k) == check
+    )
+
+
+def worst_first(health: TableHealth) -> list[Finding]:
+    """The failing findings, the one that matters most first: highest severity, then the largest
+    penalty on the score, then the checks' own order."""
+    failing = [f for f in health.findings if not f.passed]
+    return sorted(failing, key=lambda f: (-f.severity.rank, -finding_penalty(health, f.check)))
+
+
 def health_result(
     health: TableHealth, asset_key, extra: dict[str, MetadataValue] | None = None, fix_job: str | None = None
 ) -> AssetCheckResult:
     """The per-table summary: passes only when the table is Healthy; one row per check, with the job
-    that fixes each failing one."""
-    failing = [f for f in health.findings if not f.passed]
+    that fixes each failing one. The description (the one line the UI shows) names the failing checks
+    worst first (:func:`worst_first`)."""
+    failing = worst_first(health)
     rows = ["| check | result | finding | fix |", "|---|---|---|---|"]
     for f in health.findings:
         result = "passed" if f.passed else f"**{f.severity.value}**"
@@ -326,24 +345,52 @@ def orphan_checks_selection(tables: Sequence[DiscoveredTable]) -> AssetSelection
     return AssetSelection.checks(*orphan_check_keys(tables))
 
 
-def build_health_overview(tables: Sequence[DiscoveredTable], left_out: str = "") -> AssetsDefinition:
-    """The lake-wide overview asset: tables and partitions ranked by the expected benefit of maintenance;
-    ``left_out``: markdown naming what the load could not read."""
+def overview_automation_condition() -> AutomationCondition:
+    """When the overview refreshes by itself (Dagster's declarative automation): after a table was
+    maintained (a materialization of a table asset) or had checks reported (a maintenance run's, the
+    health sensor's tick, a check run), once the tables' runs in progress have ended (one refresh for
+    several tables healed at once), never two at a time. A table never maintained does not hold it back
+    (unlike ``AutomationCondition.eager()``, which waits for every dependency to be materialized)."""
+    changed = AutomationCondition.any_deps_match(
+        AutomationCondition.newly_updated()
+        | AutomationCondition.any_checks_match(AutomationCondition.newly_updated())
+    ).with_label("a table was maintained or checked")
+    return (
+        changed.since_last_handled()
+        & ~AutomationCondition.any_deps_in_progress()
+        & ~AutomationCondition.in_progress()
+    ).with_label("refresh after a table's maintenance or checks")
+
+
+def build_health_overview(
+    tables: Sequence[DiscoveredTable], left_out: str = "", fix_jobs: Mapping[TableRef, str] | None = None
+) -> AssetsDefinition:
+    """The lake-wide overview asset: tables and partitions ranked by the expected benefit of maintenance,
+    and the tables that wait (held, proposed, deferred: orchestration/approvals.py);
+    ``left_out``: markdown naming what the load could not read; ``fix_jobs``: each table's maintenance
+    job. It refreshes by itself after every maintenance run and health tick
+    (:func:`overview_automation_condition`, evaluated by the overview's automation sensor,
+    health_sensor.py), and with the health job's schedule."""
 
     @asset(
         key=OVERVIEW_KEY,
         group_name="icelake",
         kinds={"iceberg"},
+        automation_condition=overview_automation_condition(),
         # Named inputs: deps=[key] derives input names from the keys, refusing e.g. o'brien or café.
         ins={t.ref.safe_name: AssetIn(key=table_asset_key(t.ref), dagster_type=Nothing) for t in tables},
         description="What to fix first, and why: every table's health status and score, and the tables and "
         "partitions ranked by the file opens maintenance would save (pyiceberg metadata only)." + left_out,
     )
     def health_overview(context: AssetExecutionContext, icelake: IcelakeResource) -> MaterializeResult:
-        healths, left_out = [], []
+        healths, left_out, waiting = [], [], []
         for t in tables:
             try:
-                healths.append(table_health(icelake, icelake.load_table(t.ref), t.ref, context.instance))
+                loaded = icelake.load_table(t.ref)
+                healths.append(table_health(icelake, loaded, t.ref, context.instance))
+                mode = icelake.effective_policy(loaded).mode
+                if row := approvals.waiting_row(t.ref, healths[-1], mode, approvals.job_of(fix_jobs, t.ref)):
+                    waiting.append(row)
             except Exception as err:  # one table that cannot be evaluated must not hide the others
                 problem = DiscoveryProblem.from_error(t.ref.catalog, err, t.ref)
                 context.log.warning(f"left out of the overview: {problem}")
@@ -353,6 +400,7 @@ def build_health_overview(tables: Sequence[DiscoveredTable], left_out: str = "")
         metadata["overview"] = MetadataValue.md(overview.markdown())
         # Always present, so the UI plots it (0 when every table was evaluated).
         metadata["tables/left_out"] = MetadataValue.int(len(left_out))
+        metadata.update(approvals.waiting_metadata(waiting))
         if left_out:
             metadata["left_out"] = MetadataValue.md("\n".join(f"- {md_cell(str(p), 300)}" for p in left_out))
         if overview.tables:
@@ -411,4 +459,6 @@ def health_definitions(
             description="Orphan check of every table: lists storage, never deletes",
         ),
     ]
-    return Definitions(assets=[build_health_overview(tables, left_out)], asset_checks=checks, jobs=jobs)
+    return Definitions(
+        assets=[build_health_overview(tables, left_out, fix_jobs)], asset_checks=checks, jobs=jobs
+    )

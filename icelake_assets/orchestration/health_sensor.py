@@ -18,8 +18,11 @@ from collections.abc import Mapping, Sequence
 
 from dagster import (
     AssetCheckEvaluation,
+    AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetSelection,
+    AutomationConditionSensorDefinition,
     DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
@@ -35,9 +38,14 @@ from icelake_assets.audit.metrics import record_health
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.orchestration.checks import HEALTH_CHECK, metadata_check_names, metadata_check_results
+from icelake_assets.orchestration.checks import (
+    HEALTH_CHECK,
+    OVERVIEW_KEY,
+    metadata_check_names,
+    metadata_check_results,
+)
 from icelake_assets.orchestration.config_checks import configuration_result
-from icelake_assets.orchestration.health import table_health
+from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
@@ -45,6 +53,7 @@ from icelake_assets.policies import configuration_report
 from icelake_assets.settings import ChecksPerTable
 
 HEALTH_SENSOR = "icelake_health_sensor"
+OVERVIEW_SENSOR = "icelake_overview_sensor"
 _IN_PROGRESS = [
     DagsterRunStatus.QUEUED,
     DagsterRunStatus.NOT_STARTED,
@@ -112,6 +121,20 @@ def not_evaluated(ref: TableRef, problem: DiscoveryProblem) -> AssetCheckEvaluat
     )
 
 
+def _with_orphan_results(context: SensorEvaluationContext, locations: dict[TableRef, str | None]) -> None:
+    """A table's orphan check evaluated since the last tick changes its verdict (health.table_health
+    reads it) though its metadata did not change: its latest evaluation joins what the cursor compares
+    (one query for every table), so the health summary is reported again, not left Unknown."""
+    keys = {ref: AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK) for ref, loc in locations.items() if loc}
+    if not keys:
+        return
+    latest = context.instance.event_log_storage.get_latest_asset_check_execution_by_key(list(keys.values()))
+    for ref, key in keys.items():
+        record = latest.get(key)
+        if record is not None and record.status.value != "PLANNED":  # evaluated, not just planned
+            locations[ref] = f"{locations[ref]}#orphan_files:{record.id}"
+
+
 def evaluate_health_tick(
     context: SensorEvaluationContext,
     icelake: IcelakeResource,
@@ -136,6 +159,7 @@ def evaluate_health_tick(
         except Exception as err:  # one catalog that is down: an error for its tables only
             down[name] = DiscoveryProblem.from_error(name, err)
             context.log.warning(str(down[name]))
+    _with_orphan_results(context, locations)
     events: list[AssetCheckEvaluation] = []
     evaluated: list[str] = []
     failed: list[str] = []
@@ -199,3 +223,18 @@ def build_health_sensor(
         return evaluate_health_tick(context, icelake, tables, fix_jobs, budget_seconds, granularity)
 
     return health_sensor
+
+
+def build_overview_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
+    """Evaluates the lake overview's automation condition (checks.py: after a table's maintenance or
+    checks) every ``interval_seconds``. Running by default like the health sensor: it launches only
+    the overview's runs (pyiceberg metadata, no Spark). Named and running, unlike the
+    ``default_automation_condition_sensor`` Dagster would otherwise add (stopped by default)."""
+    return AutomationConditionSensorDefinition(
+        OVERVIEW_SENSOR,
+        target=AssetSelection.assets(OVERVIEW_KEY),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=interval_seconds,
+        description="Refreshes the lake overview after a table's maintenance run or its checks' report "
+        "(pyiceberg metadata only, no Spark).",
+    )

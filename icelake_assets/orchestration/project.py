@@ -21,7 +21,7 @@ from icelake_assets.orchestration.checks import (
     OVERVIEW_KEY,
     health_definitions,
 )
-from icelake_assets.orchestration.health_sensor import build_health_sensor
+from icelake_assets.orchestration.health_sensor import build_health_sensor, build_overview_sensor
 from icelake_assets.orchestration.lake_access import build_catalogs_check, problems_markdown
 from icelake_assets.orchestration.lineage import build_lineage
 from icelake_assets.orchestration.partitions import build_partition_keys_sensor
@@ -86,6 +86,7 @@ def build_definitions(
         ),
         build_partition_keys_sensor(tables, interval),
         build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity),
+        build_overview_sensor(interval),
     ]
     return Definitions.merge(
         maintenance,

@@ -56,6 +56,33 @@ def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(
     assert {e.asset_key.path[-1] for e in changed.asset_events} == {"clicks"}
 
 
+def test_an_orphan_check_run_reports_the_tables_verdict_again(lake):
+    """orders holds old orphans: Unknown until its orphan check runs; once it ran (the orphan checks job,
+    no metadata change), the next tick reports its health again, failing on orphan_files, not
+    the stale Unknown (the old sensor compared only metadata files)."""
+    from icelake_assets.orchestration.checks import ORPHANS_JOB
+    from icelake_assets.orchestration.resources import IcelakeResource
+
+    settings, defs, instance = lake
+    first = _tick(settings, defs, instance)
+    orders = {e.check_name: e for e in first.asset_events if e.asset_key.path[-1] == "orders"}
+    assert orders[HEALTH_CHECK].description.startswith("Unknown")
+    job = defs.resolve_job_def(ORPHANS_JOB)
+    result = job.execute_in_process(
+        instance=instance, resources={"icelake": IcelakeResource(config_path=settings.source)}
+    )
+    assert result.success
+    again = _tick(settings, defs, instance, first.cursor)
+    reported = {(e.asset_key.path[-1], e.check_name): e for e in again.asset_events}
+    # Every table's orphan check ran (the job checks them all): each verdict is reported again.
+    assert {t for t, _ in reported} == {"orders", "trips", "clicks"}
+    assert not any(e.description.startswith("Unknown") for (_, c), e in reported.items() if c == HEALTH_CHECK)
+    health = reported[("orders", HEALTH_CHECK)]
+    assert not health.passed and "failing: orphan_files" in health.description
+    assert "orphan_files" in health.description
+    assert not _tick(settings, defs, instance, again.cursor).asset_events  # reported once
+
+
 def test_a_table_under_maintenance_is_reported_once_its_run_ended(lake):
     settings, defs, instance = lake
     name = f"{catalog_name(settings)}.events.clicks"

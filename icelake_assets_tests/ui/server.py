@@ -1,5 +1,5 @@
-"""`dagster dev` (webserver + daemon) against a fresh small demo lake, in its own process group, for
-the browser test. Usable by hand too: `python -m icelake_assets_tests.ui.server` prints the URL."""
+"""`dagster dev` (webserver + daemon) against a fresh shipped demo lake with the shipped settings, in
+its own process group, for the browser test. Usable by hand too: `python -m icelake_assets_tests.ui.server` prints the URL."""
 
 from __future__ import annotations
 
@@ -21,33 +21,23 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-# Small thresholds for the test-scale demo lake. Every table is observed (checks only) but
-# events.clicks (60 snapshots, 60 manifests), which the sensor maintains: one Spark run, with no quiet
-# period. The maintenance sensor starts stopped: the test sees the checks fail first, then starts it.
-SETTINGS: dict[str, Any] = {
-    "catalogs": {"demo": {"type": "sql", "uri": "sqlite:///lake/catalog.db", "warehouse": "lake/warehouse"}},
-    "thresholds": {
-        "small_files": {"max_files_per_partition": 20},
-        # min_age_hours 0: the test lake's snapshots are seconds old (the default keeps 24 h)
-        "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0},
-        "manifests": {"max_count": 10},
-        "mode": "observe",
-        "guards": {"quiet_period_minutes": 0},
-        "sensor": {"interval_seconds": 30},
-    },
-    "policies": {
-        "tables": {
-            "events.clicks": {"mode": "enforce"},
-            "taxi.trips": {
-                "lineage": {
-                    "producers": ["icelake_demo/trips_writer"],
-                    "consumers": ["icelake_demo/daily_revenue"],
-                }
-            },
-        }
-    },
-    "automation": {"sensor_default_status": "stopped", "schedules_default_status": "stopped"},
-}
+# The shipped demo: the settings are icelake.yaml's (the demo catalog enforces, writers quiet for 1 min,
+# the sensors every 30 s), with only the demo catalog's paths moved into the test's folder and the
+# maintenance sensor and the check schedules stopped: the test sees the tables degraded first, then
+# starts the sensor with its toggle in the UI, as a user would. The lake is `icelake demo-lake
+# --scale demo` (the one `make run` builds).
+SHIPPED_SETTINGS = ROOT / "icelake.yaml"
+SCALE = "demo"
+
+
+def shipped_settings() -> dict[str, Any]:
+    """icelake.yaml as the test runs it (see above)."""
+    settings = yaml.safe_load(SHIPPED_SETTINGS.read_text())
+    settings["catalogs"]["demo"].update({"uri": "sqlite:///lake/catalog.db", "warehouse": "lake/warehouse"})
+    settings.setdefault("automation", {}).update(
+        {"sensor_default_status": "stopped", "schedules_default_status": "stopped"}
+    )
+    return settings
 
 
 def free_port() -> int:
@@ -77,12 +67,12 @@ class DagsterDev:
         }
 
     def prepare(self) -> None:
-        """Settings, a fresh demo lake (`icelake demo-lake --scale test`) and a fresh DAGSTER_HOME."""
+        """Settings, a fresh demo lake (`icelake demo-lake --scale demo`) and a fresh DAGSTER_HOME."""
         (self.folder / "dagster_home").mkdir(parents=True)
         shutil.copy(ROOT / "dagster.yaml", self.folder / "dagster_home" / "dagster.yaml")
-        (self.folder / "icelake.yaml").write_text(yaml.safe_dump(SETTINGS))
+        (self.folder / "icelake.yaml").write_text(yaml.safe_dump(shipped_settings(), sort_keys=False))
         subprocess.run(
-            [sys.executable, "-m", "icelake_assets.cli", "demo-lake", "--scale", "test"],
+            [sys.executable, "-m", "icelake_assets.cli", "demo-lake", "--scale", SCALE],
             cwd=ROOT,
             env=self.env,
             check=True,

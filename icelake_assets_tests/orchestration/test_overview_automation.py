@@ -1,0 +1,74 @@
+"""The lake overview refreshes by itself after a table's maintenance and after its checks are reported
+(a health sensor tick): its automation condition evaluated by Dagster's own evaluator against a real
+instance, on the test-scale demo lake (pyiceberg only, no Spark)."""
+
+import pytest
+from dagster import (
+    AssetMaterialization,
+    AssetObservation,
+    DagsterInstance,
+    DefaultSensorStatus,
+    evaluate_automation_conditions,
+)
+
+from icelake_assets.demo.lake import build_demo_lake
+from icelake_assets.orchestration.checks import OVERVIEW_KEY
+from icelake_assets.orchestration.health_sensor import HEALTH_SENSOR, OVERVIEW_SENSOR
+from icelake_assets.orchestration.names import table_asset_key
+from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.types import TableRef
+from icelake_assets_tests.conftest import catalog_name, sensor_tick
+
+
+@pytest.fixture
+def lake(make_lake, tmp_path):
+    settings = make_lake(extra={"automation": {"sensor_default_status": "stopped"}})
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        yield settings, build_definitions(settings), instance
+
+
+def test_the_overview_refreshes_after_a_health_tick_and_after_a_tables_maintenance(lake):
+    settings, defs, instance = lake
+    # Its own sensor, running by default (Dagster's default automation sensor would start stopped),
+    # at the lake's sensor interval; no default sensor is added beside it.
+    sensor = defs.get_sensor_def(OVERVIEW_SENSOR)
+    assert sensor.default_status is DefaultSensorStatus.RUNNING
+    assert sensor.minimum_interval_seconds == defs.get_sensor_def(HEALTH_SENSOR).minimum_interval_seconds
+    assert "default_automation_condition_sensor" not in {
+        s.name for s in defs.get_repository_def().sensor_defs
+    }
+
+    first = evaluate_automation_conditions(defs, instance)
+    assert first.total_requested == 0  # nothing happened yet
+
+    # A health sensor tick reports every table's checks (no run): the overview is requested, once.
+    tick = sensor_tick(defs, settings, instance, HEALTH_SENSOR)
+    assert tick.asset_events
+    for event in tick.asset_events:
+        instance.report_runless_asset_event(event)
+    after_checks = evaluate_automation_conditions(defs, instance, cursor=first.cursor)
+    assert after_checks.get_num_requested(OVERVIEW_KEY) == 1 and after_checks.total_requested == 1
+    quiet = evaluate_automation_conditions(defs, instance, cursor=after_checks.cursor)
+    assert quiet.total_requested == 0  # handled: not requested again until a table changes
+
+    # A table's maintenance (its materialization) requests it again: an unpartitioned table's, and
+    # one partition of a partitioned table's (trips: day partitions).
+    name = catalog_name(settings)
+    clicks = table_asset_key(TableRef(name, ("events",), "clicks"))
+    instance.report_runless_asset_event(AssetMaterialization(asset_key=clicks))
+    after_run = evaluate_automation_conditions(defs, instance, cursor=quiet.cursor)
+    assert after_run.get_num_requested(OVERVIEW_KEY) == 1
+    trips = table_asset_key(TableRef(name, ("taxi",), "trips"))
+    day = defs.resolve_assets_def(trips).partitions_def.get_last_partition_key()
+    handled = evaluate_automation_conditions(defs, instance, cursor=after_run.cursor)
+    assert handled.total_requested == 0
+    instance.report_runless_asset_event(AssetMaterialization(asset_key=trips, partition=day))
+    after_partition = evaluate_automation_conditions(defs, instance, cursor=handled.cursor)
+    assert after_partition.get_num_requested(OVERVIEW_KEY) == 1
+
+    # The maintenance sensor's observation of a table on each tick (deferred, nothing to do) does not.
+    settled = evaluate_automation_conditions(defs, instance, cursor=after_partition.cursor)
+    instance.report_runless_asset_event(AssetObservation(asset_key=clicks, metadata={"outcome": "deferred"}))
+    observed = evaluate_automation_conditions(defs, instance, cursor=settled.cursor)
+    assert settled.total_requested == 0 and observed.total_requested == 0

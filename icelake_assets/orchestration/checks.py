@@ -41,6 +41,7 @@ from icelake_assets.health.findings import Finding, Severity, orphan_finding
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import PENALTY_FINDING, WEIGHTS, HealthStatus
 from icelake_assets.orchestration import approvals
+from icelake_assets.orchestration.benefits import lake_benefit
 from icelake_assets.orchestration.config_checks import build_config_checks
 from icelake_assets.orchestration.display import human_bytes, md_cell
 from icelake_assets.orchestration.group_checks import group_checks
@@ -401,6 +402,8 @@ def build_health_overview(
         # Always present, so the UI plots it (0 when every table was evaluated).
         metadata["tables/left_out"] = MetadataValue.int(len(left_out))
         metadata.update(approvals.waiting_metadata(waiting))
+        # What the latest maintenance of each table bought readers and storage, summed (plotted).
+        metadata.update(lake_benefit(context.instance, [table_asset_key(t.ref) for t in tables]).metadata())
         if left_out:
             metadata["left_out"] = MetadataValue.md("\n".join(f"- {md_cell(str(p), 300)}" for p in left_out))
         if overview.tables:

@@ -20,6 +20,7 @@ from icelake_assets.demo.many_files import write_many_files
 from icelake_assets.health.overview import evaluate
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.effect import OUTCOME_TAG
+from icelake_assets.orchestration.checks import HEALTH_JOB, OVERVIEW_KEY
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import catalog_name, sensor_tick
@@ -106,6 +107,16 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     [validation] = [r for r in AuditLog.from_settings(settings).records() if r.kind == "validation"]
     benefit = validation.results["effects"]["benefit"]
     assert (benefit["files_saved"], benefit["nil"]) == (6, False)
+    # Summed lake-wide on the overview (each table's latest maintenance run).
+    defs = build_definitions(settings)
+    health = defs.resolve_job_def(HEALTH_JOB).execute_in_process(instance=instance)
+    [overview] = [e for e in health.get_asset_materialization_events() if e.asset_key == OVERVIEW_KEY]
+    lake = overview.materialization.metadata
+    assert (lake["benefit/runs"].value, lake["benefit/files_saved"].value) == (1, 6)
+    assert (
+        lake["benefit/metadata_bytes_saved"].value
+        == md["plan/metadata_bytes_before"].value - md["plan/metadata_bytes_after"].value
+    )
     # Spark, pyiceberg and DuckDB read the compacted table alike (60 rows, sum(id) of both batches).
     expected = f"60 rows, sum(id) = {sum(range(30)) + sum(range(1000, 1030))}"
     assert md["cross_engine"].value == ", ".join(f"{e}: {expected}" for e in ("spark", "pyiceberg", "duckdb"))

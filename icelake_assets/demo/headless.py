@@ -15,6 +15,7 @@ from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.procedures import table_identifier
 from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.orchestration.checks import ORPHANS_JOB
 from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.policies import policy_for
@@ -66,7 +67,9 @@ def run_headless_demo(settings: Settings, scale: str = "demo") -> int:
     before = {ref: measure(settings, catalog, ref) for ref in refs}
     query_before = time_aggregate(spark, trips)
 
-    print("== health checks before maintenance (Dagster run of the checks job)")
+    print("== health checks before maintenance (Dagster runs of the orphan checks job, then the checks job)")
+    # The orphan check first: the checks job's health summary reads its evaluation (one verdict).
+    defs.resolve_job_def(ORPHANS_JOB).execute_in_process(instance=instance, raise_on_error=False)
     checks = defs.resolve_job_def(CHECKS_JOB).execute_in_process(instance=instance, raise_on_error=False)
     _print_checks(checks)
 

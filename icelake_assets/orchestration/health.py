@@ -21,29 +21,28 @@ from icelake_assets.policies import configuration_report
 ORPHAN_CHECK = "orphan_files"
 
 
-def orphan_check_planned(instance: DagsterInstance | None, ref: TableRef) -> bool:
-    """The table's orphan check has an execution recorded (evaluated, or planned in a run now)."""
-    if instance is None:
-        return False
-    key = AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK)
-    return instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key) is not None
-
-
 def recorded_orphan_finding(instance: DagsterInstance | None, ref: TableRef) -> Finding | None:
-    """The latest orphan_files evaluation of the table as a finding (None: never evaluated)."""
+    """The latest *evaluated* orphan_files result of the table as a finding (None: never evaluated).
+    An execution only planned (the check runs later in the same run, or is running) is skipped: the
+    verdict then rests on the evaluation before it, or is Unknown, never Healthy by default."""
     if instance is None:
         return None
     key = AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK)
-    record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key)
-    event = record.event if record is not None else None
-    dagster_event = event.dagster_event if event is not None else None
-    evaluation = dagster_event.event_specific_data if dagster_event is not None else None
-    if not isinstance(evaluation, AssetCheckEvaluation):
-        return None  # planned or still running: nothing recorded yet
-    if evaluation.passed:
-        return Finding(ORPHAN_CHECK, Severity.OK, evaluation.description or "passed", "nothing to remove")
-    severity = Severity.ERROR if evaluation.severity.value == "ERROR" else Severity.WARN
-    return Finding(ORPHAN_CHECK, severity, evaluation.description or "failed", "run remove_orphan_files")
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=_HISTORY):
+        event = record.event
+        dagster_event = event.dagster_event if event is not None else None
+        evaluation = dagster_event.event_specific_data if dagster_event is not None else None
+        if not isinstance(evaluation, AssetCheckEvaluation):
+            continue  # planned or still running: look further back
+        if evaluation.passed:
+            return Finding(ORPHAN_CHECK, Severity.OK, evaluation.description or "passed", "nothing to remove")
+        severity = Severity.ERROR if evaluation.severity.value == "ERROR" else Severity.WARN
+        return Finding(ORPHAN_CHECK, severity, evaluation.description or "failed", "run remove_orphan_files")
+    return None
+
+
+# Executions looked through for the latest evaluated one (planned ones of runs that never ran it too).
+_HISTORY = 10
 
 
 def table_health(
@@ -68,7 +67,7 @@ def table_health(
     elif not orphans_removed:
         if (orphans := recorded_orphan_finding(instance, ref)) is not None:
             extra.append(orphans)
-        elif not orphan_check_planned(instance, ref):  # never scanned: Unknown until it is, not Healthy
+        else:  # never evaluated (or only planned): Unknown until it is, not Healthy
             not_evaluated = (ORPHAN_CHECK,)
     stats = stats if stats is not None else icelake.stats(table, policy)
     return evaluate(stats, policy, extra, name=str(ref), not_evaluated=not_evaluated)

@@ -45,9 +45,7 @@ def lake_benefit(instance: DagsterInstance, keys: Sequence[AssetKey]) -> LakeBen
         if "scan/files_before" in md:
             runs += 1
             files += _number(md, "scan/files_before") - _number(md, "scan/files_after")
-            metadata_bytes += _number(md, "plan/metadata_bytes_before") - _number(
-                md, "plan/metadata_bytes_after"
-            )
+            metadata_bytes += _number(md, "plan/bytes_before") - _number(md, "plan/bytes_after")
         if _number(md, "orphans/removed") > 0:
             reclaimed += _number(md, "bytes/orphans")
     return LakeBenefit(runs, files, metadata_bytes, reclaimed)

@@ -264,16 +264,31 @@ def build_group_checks(
     granularity: ChecksPerTable = "each",
 ) -> list[AssetChecksDefinition]:
     """The metadata checks (one metadata read serves all of a table's checks) and the orphan check
-    of ``tables``, one op each for the group. ``fix_jobs``: each table's maintenance job (by ref),
-    linked from its failing checks."""
+    of ``tables``, in one op for the group. The orphan check, when the run selects it, goes first, so
+    the table's health summary in the same run reads its fresh result (one verdict per run; the
+    summary of a run without it rests on the latest evaluated one). ``fix_jobs``: each table's
+    maintenance job (by ref), linked from its failing checks."""
     fix_jobs = fix_jobs or {}
 
-    def metadata(
+    def evaluate_table(
         context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, selected: set[str]
+    ) -> Iterator[AssetCheckResult]:
+        fresh: list[Finding] = []
+        if ORPHAN_CHECK in selected:
+            yield from orphans(context, icelake, t, fresh)
+        if selected - {ORPHAN_CHECK}:
+            yield from metadata(context, icelake, t, selected, fresh[0] if fresh else None)
+
+    def metadata(
+        context: AssetCheckExecutionContext,
+        icelake: IcelakeResource,
+        t: DiscoveredTable,
+        selected: set[str],
+        orphans_now: Finding | None,
     ) -> Iterator[AssetCheckResult]:
         started = time.perf_counter()
         tbl = icelake.load_table(t.ref)
-        health = table_health(icelake, tbl, t.ref, context.instance)
+        health = table_health(icelake, tbl, t.ref, context.instance, orphans=orphans_now)
         extra = {
             **health_metadata(health),
             "evaluation_ms": MetadataValue.float(round((time.perf_counter() - started) * 1000, 2)),
@@ -285,7 +300,7 @@ def build_group_checks(
         )
 
     def orphans(
-        context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, selected: set[str]
+        context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, out: list[Finding]
     ) -> Iterator[AssetCheckResult]:
         tbl = icelake.load_table(t.ref)
         policy = icelake.policy(tbl)
@@ -306,19 +321,17 @@ def build_group_checks(
             if scan.skipped
             else {}
         )
+        out.append(finding)
         yield check_result(finding, table_asset_key(t.ref), extra, fix_job=fix_jobs.get(t.ref))
 
     return [
         group_checks(
-            f"{name}__metadata_checks",
+            f"{name}__checks",
             tables,
-            lambda t: _metadata_specs(t, metadata_check_names(granularity)),
-            metadata,
-            "Health from Iceberg metadata",
-        ),
-        group_checks(
-            f"{name}__{ORPHAN_CHECK}", tables, _orphan_specs, orphans, "Orphan files (lists storage)"
-        ),
+            lambda t: [*_orphan_specs(t), *_metadata_specs(t, metadata_check_names(granularity))],
+            evaluate_table,
+            "Health from Iceberg metadata, and orphan files (lists storage) when selected",
+        )
     ]
 
 

@@ -276,12 +276,12 @@ def run_metadata(
 
 def benefit_metadata(benefit: ScanBenefit) -> dict[str, Any]:
     """Proof of benefit (health/scan_cost.py): what a full scan cost before and after the run, plotted
-    under ``scan/`` (what a reader opens) and ``plan/`` (what planning reads), and in words."""
+    under ``scan/`` (what a reader opens) and ``plan/`` (what planning reads: manifests, metadata bytes, seconds), and in words."""
     md: dict[str, Any] = {"benefit": MetadataValue.text(benefit.describe())}
     for side, cost in (("before", benefit.before), ("after", benefit.after)):
         md[f"scan/files_{side}"] = MetadataValue.int(cost.files_opened)
         md[f"scan/bytes_{side}"] = MetadataValue.int(cost.data_bytes)
         md[f"plan/manifests_{side}"] = MetadataValue.int(cost.manifests)
-        md[f"plan/metadata_bytes_{side}"] = MetadataValue.int(cost.metadata_bytes)
+        md[f"plan/bytes_{side}"] = MetadataValue.int(cost.metadata_bytes)
         md[f"plan/seconds_{side}"] = MetadataValue.float(cost.plan_seconds)
     return md

@@ -102,7 +102,7 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     # Proof of benefit, measured on the snapshot the run started from and on the one it ended on.
     assert (md["scan/files_before"].value, md["scan/files_after"].value) == (12, 6)
     assert md["plan/manifests_before"].value == 2 and md["plan/manifests_after"].value >= 1
-    assert md["plan/metadata_bytes_before"].value > 0 and md["plan/seconds_after"].value > 0
+    assert md["plan/bytes_before"].value > 0 and md["plan/seconds_after"].value > 0
     assert md["benefit"].value.startswith("a full scan opens 12 → 6 files")
     [validation] = [r for r in AuditLog.from_settings(settings).records() if r.kind == "validation"]
     benefit = validation.results["effects"]["benefit"]
@@ -115,7 +115,7 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     assert (lake["benefit/runs"].value, lake["benefit/files_saved"].value) == (1, 6)
     assert (
         lake["benefit/metadata_bytes_saved"].value
-        == md["plan/metadata_bytes_before"].value - md["plan/metadata_bytes_after"].value
+        == md["plan/bytes_before"].value - md["plan/bytes_after"].value
     )
     # Spark, pyiceberg and DuckDB read the compacted table alike (60 rows, sum(id) of both batches).
     expected = f"60 rows, sum(id) = {sum(range(30)) + sum(range(1000, 1030))}"

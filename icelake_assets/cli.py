@@ -99,8 +99,10 @@ def cmd_health(args: argparse.Namespace) -> int:
     from icelake_assets.health.cache import ManifestCache, default_cache_path
     from icelake_assets.health.overview import lake_overview
     from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
 
     settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
     cache = ManifestCache(path=default_cache_path())  # repeated runs read only new manifests
     healths, rows = [], []
     listing: list[KnownTables] = []
@@ -231,9 +233,11 @@ def cmd_policy(args: argparse.Namespace) -> int:
     from icelake_assets.catalog.connection import TableMissingError, load_table, open_catalog
     from icelake_assets.policies import format_value, resolve_policy
     from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
     from icelake_assets.text import format_table
 
     settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
     ref = parse_table(args.table, settings)
     missing = False
     try:
@@ -265,8 +269,10 @@ def cmd_policy(args: argparse.Namespace) -> int:
 def cmd_demo_lake(args: argparse.Namespace) -> int:
     from icelake_assets.demo.lake import build_demo_lake
     from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
 
     settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
     started = time.perf_counter()
     refs = build_demo_lake(settings, scale=args.scale, reset=args.reset)
     print(f"demo lake ready in {time.perf_counter() - started:.1f}s: {', '.join(map(str, refs))}")

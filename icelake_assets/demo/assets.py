@@ -81,8 +81,10 @@ def build_demo_consumer(ref: TableRef, key: AssetKey = CONSUMER_KEY) -> AssetsDe
         description=f"Demo consumer: trips and revenue per day, aggregated with Spark from `{ref}`. "
         "It reads one file per small file: its duration drops after compaction.",
     )
-    def daily_revenue(context: AssetExecutionContext, pyspark: IcebergSparkResource) -> MaterializeResult:
-        spark = pyspark.spark_session
+    def daily_revenue(
+        context: AssetExecutionContext, icelake_spark: IcebergSparkResource
+    ) -> MaterializeResult:
+        spark = icelake_spark.spark_session
         started = time.perf_counter()
         rows = spark.sql(
             "SELECT CAST(pickup_at AS DATE) AS day, COUNT(*) AS trips, ROUND(SUM(fare), 2) AS revenue "

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import quote, urlencode
 
 from icelake_assets.maintenance.guards import APPROVAL_TAG
+from icelake_assets.settings.asset_keys import asset_key_path
 from icelake_assets.types import TableRef
 
 APPROVED_BY_TAG = "icelake/approved_by"
@@ -40,7 +41,7 @@ def approval_markdown(ref: TableRef, job: str | None, base_url: str = "") -> str
     """Markdown telling how to approve: the command, and the launchpad link when the job is known."""
     text = f"Approve from a shell: `{approve_command(ref)}`"
     if job:
-        link = base_url.rstrip("/") + launchpad_path(job, ref.asset_key_path)
+        link = base_url.rstrip("/") + launchpad_path(job, asset_key_path(ref))
         text += (
             f", or in the UI: [open the launchpad of {job} with {APPROVAL_TAG}=true filled in]({link})"
             " and click *Launch Run*"
@@ -64,7 +65,7 @@ def waiting_markdown(rows: Sequence[tuple[TableRef, str, str, int, str | None]])
         if outcome in ("held", "proposed"):
             how = f"`{approve_command(ref)}`"
             if job:
-                how += f" or [launchpad, approval filled in]({launchpad_path(job, ref.asset_key_path)})"
+                how += f" or [launchpad, approval filled in]({launchpad_path(job, asset_key_path(ref))})"
         else:
             how = "nothing: the sensor retries when the writers are quiet"
         lines.append(f"| {_cell(str(ref))} | {outcome} | {_cell(reason)} | {estimate:,} bytes | {how} |")

@@ -30,6 +30,7 @@ from icelake_assets.orchestration.assets import MAINTENANCE_JOB  # the whole-tab
 # The run tags the maintenance sensor puts on its runs, same keys.
 from icelake_assets.orchestration.sensors import OPS_TAG, SIGNAL_TAG, TABLE_TAG, TRIGGER_TAG
 from icelake_assets.settings import Settings
+from icelake_assets.settings.asset_keys import asset_key_path
 from icelake_assets.types import IcelakeError, TableRef
 
 APPROVAL_SCHEMA = "icelake.approval/v1"
@@ -129,7 +130,7 @@ class DagsterWebserver:
 
     def maintenance_job(self, ref: TableRef) -> JobTarget:
         """The table's whole-table maintenance job (``icelake_maintenance`` or ``icelake_maintenance__...``)."""
-        node = self._query(ASSET_JOBS, {"key": {"path": ref.asset_key_path}})["assetNodeOrError"]
+        node = self._query(ASSET_JOBS, {"key": {"path": asset_key_path(ref)}})["assetNodeOrError"]
         if node["__typename"] != "AssetNode":
             raise ApprovalError(
                 f"{ref} is not an asset of the Dagster webserver at {self.url} ({node.get('message', '')}); "
@@ -203,7 +204,7 @@ def approve_table(
         )
     target = server.maintenance_job(ref)
     tags = approval_tags(plan, by)
-    run_id = server.submit(target, ref.asset_key_path, tags)
+    run_id = server.submit(target, asset_key_path(ref), tags)
     approved_at = datetime.now(UTC)
     record = AuditRecord(
         table_name=str(ref),

@@ -153,8 +153,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from icelake_assets.operate.names import parse_table
     from icelake_assets.operate.plan import plan_table
     from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
 
     settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
     plan = plan_table(settings, parse_table(args.table, settings), orphans=args.orphans)
     if args.json:
         emit_json(plan.to_json())
@@ -170,8 +172,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from icelake_assets.operate.audit_view import parse_since, print_trail, read_trail
     from icelake_assets.operate.names import parse_table
     from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
 
     settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
     ref = parse_table(args.table, settings) if args.table else None
     since = parse_since(args.since) if args.since else None
     trail = read_trail(settings, ref, since, args.limit)
@@ -193,8 +197,10 @@ def cmd_approve(args: argparse.Namespace) -> int:
     from icelake_assets.operate.approve import NotAwaitingApproval, approve_table
     from icelake_assets.operate.names import parse_table
     from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
 
     settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
     ref = parse_table(args.table, settings)
     try:
         approval = approve_table(settings, ref, args.dagster_url, args.by or default_approver(), args.digest)

@@ -24,6 +24,7 @@ from icelake_assets.maintenance.decide import TableDecision, decide_table
 from icelake_assets.maintenance.guards import estimated_rewrite_bytes
 from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import Settings
+from icelake_assets.settings.asset_keys import asset_key_path
 from icelake_assets.types import TableRef
 
 PLAN_SCHEMA = "icelake.plan/v1"
@@ -143,7 +144,7 @@ def build_plan(
     signals = {d.op: d.signals for d in decided.decisions}
     return TablePlan(
         table=str(ref),
-        asset_key=tuple(ref.asset_key_path),
+        asset_key=tuple(asset_key_path(ref)),
         mode=mode,
         mode_source=mode_source,
         snapshot_id=stats.current_snapshot_id,

@@ -77,9 +77,9 @@ from icelake_assets.orchestration.audit_trail import run_records, write_op_failu
 from icelake_assets.orchestration.health import table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, run_scope
-from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_metadata import benefit_metadata, last_effective_run, run_metadata
-from icelake_assets.orchestration.run_model import failure_tags
+from icelake_assets.orchestration.run_model import earlier_run_maintaining, failure_tags
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup, maintenance_job_name, maintenance_jobs
 from icelake_assets.settings import PartitionsPolicy
@@ -102,6 +102,15 @@ def selected_tables(context: OpExecutionContext, group: TableGroup) -> list[Disc
     """The group's tables this run maintains (a run selects a subset of the group's assets)."""
     keys = context.selected_asset_keys
     return [t for t in group.tables if table_asset_key(t.ref) in keys]
+
+
+def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef, pool: str) -> None:
+    """One run at a time per table, also where pools are applied per op (orchestration/run_model.py)."""
+    other = earlier_run_maintaining(context.instance, context.run_id, table_asset_key(ref), pool)
+    if other is not None:
+        said = f"{ref}: run {other} is maintaining this table; this run stops before any commit"
+        context.instance.add_run_tags(context.run_id, failure_tags(str(ref), "concurrent_run", said))
+        raise Failure(description=said, allow_retries=False)
 
 
 def _op_step(
@@ -127,7 +136,7 @@ def _op_step(
     def one_table(
         context: OpExecutionContext,
         icelake: IcelakeResource,
-        pyspark: IcebergSparkResource,
+        icelake_spark: IcebergSparkResource,
         dt: DiscoveredTable,
         state: RunState | None,
     ) -> tuple[RunState, str | None]:
@@ -135,6 +144,7 @@ def _op_step(
         table = _load(icelake, ref)
         policy = icelake.policy(table)
         if state is None:
+            _refuse_if_another_run_maintains(context, ref, group.pool)
             snap = table.current_snapshot()
             state = RunState(
                 table=str(ref),
@@ -145,7 +155,7 @@ def _op_step(
         started = time.perf_counter()
         try:
             outcome = work(
-                lambda: pyspark.session_for(ref, table),
+                lambda: icelake_spark.session_for(ref, table),
                 ref,
                 table,
                 policy,
@@ -182,7 +192,7 @@ def _op_step(
     def body(
         context: OpExecutionContext,
         icelake: IcelakeResource,
-        pyspark: IcebergSparkResource,
+        icelake_spark: IcebergSparkResource,
         states: RunStates | None,
     ) -> RunStates:
         states = states or RunStates()
@@ -200,7 +210,7 @@ def _op_step(
             for outcome in earlier.get(key, ()):
                 before = before.with_op(outcome) if before is not None else None
             try:
-                state, retry_reason = one_table(context, icelake, pyspark, dt, before)
+                state, retry_reason = one_table(context, icelake, icelake_spark, dt, before)
             except Exception as err:
                 if len(tables) == 1:
                     raise
@@ -233,30 +243,35 @@ def _op_step(
 
         @op(
             name=f"{group.name}__{name}",
-            out=Out(RunStates),
+            out=Out(RunStates, io_manager_key=RUN_STATE_IO_MANAGER),
             description=description,
             tags={"icelake/op": name},
             pool=group.pool,
             ins={"upstream": In(Nothing)} if after_upstream else None,
         )
-        def first_op(context: OpExecutionContext, icelake: IcelakeResource, pyspark: IcebergSparkResource):
-            return body(context, icelake, pyspark, None)
+        def first_op(
+            context: OpExecutionContext, icelake: IcelakeResource, icelake_spark: IcebergSparkResource
+        ):
+            return body(context, icelake, icelake_spark, None)
 
         return first_op
 
     @op(
         name=f"{group.name}__{name}",
         ins={"state": In(RunStates)},
-        out=Out(RunStates),
+        out=Out(RunStates, io_manager_key=RUN_STATE_IO_MANAGER),
         description=description,
         tags={"icelake/op": name},
         retry_policy=retry_policy,
         pool=group.pool,
     )
     def next_op(
-        context: OpExecutionContext, state: RunStates, icelake: IcelakeResource, pyspark: IcebergSparkResource
+        context: OpExecutionContext,
+        state: RunStates,
+        icelake: IcelakeResource,
+        icelake_spark: IcebergSparkResource,
     ):
-        return body(context, icelake, pyspark, state)
+        return body(context, icelake, icelake_spark, state)
 
     return next_op
 
@@ -310,7 +325,7 @@ def _rewrite_failure(state: RunState) -> dict[str, Any] | None:
 def _validate_table(
     context: OpExecutionContext,
     icelake: IcelakeResource,
-    pyspark: IcebergSparkResource,
+    icelake_spark: IcebergSparkResource,
     ref: TableRef,
     state: RunState,
 ) -> dict[str, Any]:
@@ -330,13 +345,13 @@ def _validate_table(
         # Without a rewrite of ours no row can have changed: summaries suffice, no JVM needed.
         # With one, Spark counts the live rows of snapshots that carry delete files.
         result = validate_row_counts(
-            (lambda: pyspark.spark_session) if acted else None, ref, table, baseline, real_counts=acted
+            (lambda: icelake_spark.spark_session) if acted else None, ref, table, baseline, real_counts=acted
         )
         if not result.ok:
             mismatch = result.mismatch(ref)
         elif policy.loop.cross_engine_check and state.acted():
             # Proof by a second and third engine: Spark, pyiceberg and DuckDB agree on the result.
-            cross = cross_engine_check(pyspark.spark_session, ref, table)
+            cross = cross_engine_check(icelake_spark.spark_session, ref, table)
             context.log.info(f"{ref} cross-engine read: {cross.describe()}")
             state = replace(state, cross_engine=cross.describe())
             if not cross.ok:
@@ -488,7 +503,10 @@ def _validate_op(group: TableGroup):
         pool=group.pool,
     )
     def validate(
-        context: OpExecutionContext, state: RunStates, icelake: IcelakeResource, pyspark: IcebergSparkResource
+        context: OpExecutionContext,
+        state: RunStates,
+        icelake: IcelakeResource,
+        icelake_spark: IcebergSparkResource,
     ):
         tables = selected_tables(context, group)
         failures: list[Failure] = []
@@ -498,7 +516,7 @@ def _validate_op(group: TableGroup):
                 failures.append(Failure(description=f"{dt.ref}: {state.errors[key]}", allow_retries=False))
                 continue
             try:
-                metadata = _validate_table(context, icelake, pyspark, dt.ref, state.tables[key])
+                metadata = _validate_table(context, icelake, icelake_spark, dt.ref, state.tables[key])
             except Failure as failure:
                 failures.append(failure)
                 continue

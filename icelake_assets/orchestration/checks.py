@@ -32,6 +32,7 @@ from dagster import (
     TableSchema,
     asset,
     define_asset_job,
+    in_process_executor,
 )
 
 from icelake_assets.audit.metrics import record_health
@@ -461,16 +462,20 @@ def health_definitions(
     jobs = [
         define_asset_job(
             CHECKS_JOB,
-            selection=AssetSelection.all_asset_checks(),
+            executor_def=in_process_executor,
+            # The product's checks only: a project that adds the product keeps its own checks apart.
+            selection=AssetSelection.checks(*checks) | AssetSelection.checks_for_assets(OVERVIEW_KEY),
             description="Every table's health checks (pyiceberg metadata only, no Spark)",
         ),
         define_asset_job(
             HEALTH_JOB,
+            executor_def=in_process_executor,
             selection=AssetSelection.assets(OVERVIEW_KEY) | metadata_checks_selection(tables, granularity),
             description="Metadata checks of every table and the lake-wide overview (no Spark)",
         ),
         define_asset_job(
             ORPHANS_JOB,
+            executor_def=in_process_executor,
             selection=orphan_checks_selection(tables),
             description="Orphan check of every table: lists storage, never deletes",
         ),

@@ -13,12 +13,18 @@ from functools import cache
 from dagster import AssetChecksDefinition, AssetCheckSpec, AssetKey, In, Nothing, Out, op
 
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.settings.asset_keys import AssetKeySettings, current_asset_keys
+
+
+def table_asset_key(ref: TableRef) -> AssetKey:
+    """The asset key of a table: by default its exact Iceberg name (catalog, namespace levels,
+    table); ``asset_keys`` in the settings may prefix it or template it (settings/asset_keys.py)."""
+    return _asset_key(current_asset_keys(), ref)
 
 
 @cache  # asked for ten times per table when the definitions are built
-def table_asset_key(ref: TableRef) -> AssetKey:
-    """The asset key of a table: its exact Iceberg name (catalog, namespace levels, table)."""
-    return AssetKey(ref.asset_key_path)
+def _asset_key(scheme: AssetKeySettings, ref: TableRef) -> AssetKey:
+    return AssetKey(scheme.path(ref))
 
 
 def named_checks(

@@ -8,7 +8,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dagster import AssetKey, AssetsDefinition, Definitions, get_dagster_logger, in_process_executor
+from dagster import (
+    AssetKey,
+    AssetsDefinition,
+    Definitions,
+    FilesystemIOManager,
+    get_dagster_logger,
+    in_process_executor,
+)
 
 from icelake_assets.catalog import inventory
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, discover_lake
@@ -25,13 +32,20 @@ from icelake_assets.orchestration.health_sensor import build_health_sensor, buil
 from icelake_assets.orchestration.lake_access import build_catalogs_check, problems_markdown
 from icelake_assets.orchestration.lineage import build_lineage
 from icelake_assets.orchestration.partitions import build_partition_keys_sensor
-from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.orchestration.resources import (
+    ICELAKE_RESOURCE,
+    RUN_STATE_IO_MANAGER,
+    SPARK_RESOURCE,
+    IcebergSparkResource,
+    IcelakeResource,
+)
 from icelake_assets.orchestration.schedules import schedule_definitions
 from icelake_assets.orchestration.sensors import build_maintenance_sensor
 from icelake_assets.orchestration.table_groups import group_tables, maintenance_job_name
 from icelake_assets.policies import resolve_policies
 from icelake_assets.private_api import DefinitionsLoadContext, DefinitionsLoadType
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
+from icelake_assets.settings.asset_keys import use_asset_keys
 
 # The job names live with their modules; re-exported here for the command line, demo and tests.
 __all__ = [
@@ -54,12 +68,19 @@ def build_definitions(
     settings: Settings | None = None,
     tables: Sequence[DiscoveredTable] | None = None,
     problems: Sequence[DiscoveryProblem] = (),
+    *,
+    standalone: bool = True,
 ) -> Definitions:
     """Definitions for ``tables`` (default: discovery of every selected table of the configured
-    catalogs): each orchestration module contributes its part, merged here with the resources. One
-    in-process executor per run: every op of a run shares one Spark JVM instead of one per step.
-    ``problems``: catalogs and tables discovery could not read (shown on the lake overview)."""
+    catalogs): each orchestration module contributes its part, merged here with the resources.
+    ``problems``: catalogs and tables discovery could not read (shown on the lake overview).
+
+    Every job of the product runs in process (every op of a run shares one Spark JVM instead of one
+    per step). ``standalone``: the product is the whole code location, so the in-process executor
+    is also the default of the assets' implicit jobs (partition runs and backfills); added to a
+    user's project (orchestration/embedding.py), it sets no executor and leaves the project's own."""
     settings = settings or load_settings()
+    use_asset_keys(settings.asset_keys)
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     if tables is None:
         found = discover_lake(settings)
@@ -97,12 +118,13 @@ def build_definitions(
         schedule_definitions(settings, tables, policies, health),
         Definitions(
             resources={
-                "icelake": IcelakeResource(config_path=config_path),
-                "pyspark": IcebergSparkResource(
+                ICELAKE_RESOURCE: IcelakeResource(config_path=config_path),
+                SPARK_RESOURCE: IcebergSparkResource(
                     spark_config=spark_config(settings, include_secrets=False), config_path=config_path
                 ),
+                RUN_STATE_IO_MANAGER: FilesystemIOManager(),
             },
-            executor=in_process_executor,
+            executor=in_process_executor if standalone else None,
         ),
     )
 

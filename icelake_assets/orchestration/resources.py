@@ -25,6 +25,13 @@ from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spa
 from icelake_assets.policies import EffectivePolicy, policy_for as _policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 
+# Resource keys, namespaced to the product: a user's project may have its own ``pyspark`` resource
+# and its own ``io_manager`` (orchestration/project.py adds the product to such a project).
+ICELAKE_RESOURCE = "icelake"
+SPARK_RESOURCE = "icelake_spark"
+# The maintenance ops pass their run state through this one, never through the user's io_manager.
+RUN_STATE_IO_MANAGER = "icelake_run_state_io_manager"
+
 # Manifests are immutable: one cache per process serves checks, sensors and ops alike.
 # The disk level ($ICELAKE_HEALTH_CACHE, default ~/.cache/icelake_assets/health.sqlite) carries it
 # across processes: Dagster runs every check and sensor evaluation in a process of its own.

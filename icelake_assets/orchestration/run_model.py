@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.table_groups import pool_name
 from icelake_assets.private_api import (
     FINISHED_STATUSES,
@@ -99,12 +100,16 @@ def _tables_of(run, pools_by_key: Mapping[AssetKey, str], keys_by_pool: Mapping[
 
 
 def table_runs(
-    instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str], now: float | None = None
+    instance: DagsterInstance,
+    pools_by_key: Mapping[AssetKey, str],
+    now: float | None = None,
+    names: Mapping[AssetKey, str] | None = None,
 ) -> dict[AssetKey, TableRuns]:
     """Per table (asset key), its in-flight run or backfill and its recent finished runs (a run of
     another table of its pool does not count: the run queue makes the two take turns). Three queries
     per tick, whatever the number of tables: runs not finished, backfills in progress, runs finished
-    in the last day."""
+    in the last day. ``names``: each table's Iceberg name, as a failed run names it in its tags
+    (default: the key's parts joined by dots, the default asset key scheme)."""
     now = now or time.time()
     keys_by_pool: dict[str, list[AssetKey]] = {}
     for key, pool in pools_by_key.items():
@@ -133,7 +138,8 @@ def table_runs(
             entry.last_status = run.status if failed or not run_failed else DagsterRunStatus.SUCCESS
             entry.last_finished = record.end_time or record.update_timestamp.timestamp()
             entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0
-            named = run.tags.get(FAILURE_TABLE_TAG) == ".".join(key.path)
+            name = names[key] if names and key in names else ".".join(key.path)
+            named = run.tags.get(FAILURE_TABLE_TAG) == name
             entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
             entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
     return out
@@ -156,24 +162,32 @@ def failure_tags(table: str, kind: str, cause: str) -> dict[str, str]:
 
 
 class PoolLimits:
-    """Creates the limits of table pools the instance does not know yet.
+    """Gives the product's table pools their limit before the sensor queues a run in them.
 
-    Dagster creates a pool's limit the first time its run queue sees the pool, but after it read the
-    known pools: on that first pass the new pool blocks nothing, and two queued runs of a new table
-    would start together. The sensor creates the pool of every table it visits (about 10 ms each, once
-    per table, within its tick budget), so a table's pool exists before the sensor queues its first
-    run (a run queued by someone else before the sensor first visits a new table is not covered)."""
+    * The stand-alone code location's ``dagster.yaml`` sets ``pools: default_limit: 1``: Dagster
+      creates a pool's limit the first time its run queue sees the pool, but after it read the known
+      pools, so on that first pass the new pool blocks nothing and two queued runs of a new table
+      would start together. The pool is created here, at the default, ahead of that.
+    * In a user's project (embedding.py) the deployment's pools are the user's: no default limit is
+      assumed and none is changed. The product's own pools (``icelake/...``) get an explicit limit of
+      one, unless someone set one already (a limit an operator chose is theirs).
+
+    About 10 ms per new pool, once per table, within the sensor's tick budget. A run queued by
+    someone else before the sensor first visits a new table is not covered."""
 
     def __init__(self, instance: DagsterInstance) -> None:
         self._instance = instance
-        self._enabled = bool(instance.global_op_concurrency_default_limit)
-        self._known = set(instance.event_log_storage.get_concurrency_keys()) if self._enabled else set()
+        self._default = instance.global_op_concurrency_default_limit
+        self._known = set(instance.event_log_storage.get_concurrency_keys())
 
     def ensure(self, pool: str) -> bool:
         """Create ``pool``'s limit if missing; True when it was created."""
-        if not self._enabled or pool in self._known:
+        if pool in self._known:
             return False
-        self._instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+        if self._default:
+            self._instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+        else:
+            self._instance.event_log_storage.set_concurrency_slots(pool, 1)
         self._known.add(pool)
         return True
 
@@ -214,4 +228,26 @@ def free_slots(
 
 
 def pools_by_key(refs: Iterable[TableRef], pools: int) -> dict[AssetKey, str]:
-    return {AssetKey(r.asset_key_path): table_pool(r, pools) for r in refs}
+    return {table_asset_key(r): table_pool(r, pools) for r in refs}
+
+
+def earlier_run_maintaining(instance: DagsterInstance, run_id: str, key: AssetKey, pool: str) -> str | None:
+    """Another run, started before run ``run_id`` and still running, that maintains the table
+    ``key`` (whose pool is ``pool``): its id, else None.
+
+    Where the deployment applies pools per run (``granularity: run``, the stand-alone dagster.yaml)
+    this never finds one. Where it applies them per op (Dagster's default, a user's deployment) two
+    runs of one table could interleave their ops; the first op of each run asks this, and the later
+    run stops before its first commit. Start time decides (a queued run that starts later yields)."""
+    me = instance.get_run_record_by_id(run_id)
+    mine = me.start_time if me and me.start_time else time.time()
+    started = instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])
+    )
+    for record in started:
+        run = record.dagster_run
+        if run.run_id == run_id or record.start_time is None or record.start_time >= mine:
+            continue
+        if key in _tables_of(run, {key: pool}, {pool: [key]}):
+            return run.run_id
+    return None

@@ -11,6 +11,7 @@ from dagster import (
     Definitions,
     ScheduleDefinition,
     define_asset_job,
+    in_process_executor,
 )
 
 from icelake_assets.catalog.discovery import DiscoveredTable
@@ -59,6 +60,7 @@ def build_table_schedules(
             continue
         job = define_asset_job(
             f"icelake_scheduled__{t.ref.safe_name}",
+            executor_def=in_process_executor,
             selection=AssetSelection.assets(table_asset_key(t.ref)),
             tags={TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"},
         )

@@ -371,7 +371,7 @@ def evaluate_tick(
             context.log.warning(f"catalog {name!r} unreachable, its tables are skipped this tick: {err}")
     pools = pools_by_key((t.ref for t in tables), icelake.settings.automation.maintenance_pools)
     limits = PoolLimits(context.instance)
-    runs = table_runs(context.instance, pools)
+    runs = table_runs(context.instance, pools, names={table_asset_key(t.ref): str(t.ref) for t in tables})
     now = time.time()
 
     known_cache: list[KnownTables] = []

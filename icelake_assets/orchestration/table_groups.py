@@ -26,7 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from dagster import AssetKey, AssetsDefinition, AssetSelection, PartitionsDefinition, define_asset_job
+from dagster import (
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    PartitionsDefinition,
+    define_asset_job,
+    in_process_executor,
+)
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
@@ -154,6 +161,7 @@ def maintenance_jobs(
         jobs.append(
             define_asset_job(
                 job,
+                executor_def=in_process_executor,
                 selection=AssetSelection.assets(*members),
                 description=description
                 if members[0].partitions_def is None

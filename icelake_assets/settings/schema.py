@@ -23,6 +23,7 @@ from icelake_assets.dagster_rules import (
     is_valid_strict_tag_value,
     is_valid_tag_key,
 )
+from icelake_assets.settings.asset_keys import AssetKeySettings
 from icelake_assets.settings.redaction import redact_properties
 from icelake_assets.types import IcelakeError
 
@@ -422,6 +423,7 @@ class Settings(_Strict):
     audit: AuditSettings = AuditSettings()
     metrics: MetricsSettings = MetricsSettings()
     automation: AutomationSettings = AutomationSettings()
+    asset_keys: AssetKeySettings = AssetKeySettings()
     source: str = "<embedded default>"
 
     @field_validator("catalogs", mode="before")

@@ -65,7 +65,9 @@ def test_the_consumer_aggregates_the_table_with_spark(lake):
         [build_demo_consumer(refs["trips"])],
         instance=instance,
         resources={
-            "pyspark": IcebergSparkResource(spark_config=spark_config(settings), config_path=settings.source)
+            "icelake_spark": IcebergSparkResource(
+                spark_config=spark_config(settings), config_path=settings.source
+            )
         },
     )
     assert result.success

@@ -296,3 +296,41 @@ def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
     with instance_for_test(overrides=direct) as unqueued:  # no run queue, no cap: every table gets its run
         assert run_model.run_cap(unqueued) is None
         assert len(_tick(defs, settings, unqueued).run_requests) == 5
+
+
+def _start(instance, run_id):
+    """The run started (as the run worker reports it): its record gets a start time."""
+    from dagster import DagsterEvent, DagsterEventType
+
+    run = instance.get_run_by_id(run_id)
+    instance.report_dagster_event(
+        DagsterEvent(DagsterEventType.RUN_START.value, job_name=run.job_name), run_id=run_id
+    )
+
+
+def test_where_pools_apply_per_op_a_later_run_of_the_table_stops_before_any_commit(make_lake, tmp_path):
+    """A user's deployment (embedding.py) applies pools per op, Dagster's default: two runs of one
+    table could interleave their ops. The later run's first op finds the earlier one and stops."""
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert instance.get_concurrency_config().pool_config.pool_granularity in (None, "op")
+        earlier = _queue(instance, defs, ref, {TABLE_TAG: str(ref)})
+        _start(instance, earlier.run_id)
+        result = defs.resolve_job_def("icelake_maintenance").execute_in_process(
+            instance=instance, asset_selection=[table_asset_key(ref)], raise_on_error=False
+        )
+        assert not result.success
+        [failure] = [e for e in result.all_events if e.is_step_failure]
+        said = failure.step_failure_data.user_failure_data.description
+        assert (
+            said == f"{ref}: run {earlier.run_id} is maintaining this table; this run stops before any commit"
+        )
+        assert result.dagster_run.run_id != earlier.run_id
+        tags = instance.get_run_by_id(result.run_id).tags
+        assert tags[run_model.FAILURE_KIND_TAG] == "concurrent_run"
+        table = open_catalog(settings, ref.catalog).load_table(ref.identifier)
+        assert len(table.inspect.snapshots()) == 25  # nothing committed
+        # The earlier run does not yield to the later one.
+        assert run_model.earlier_run_maintaining(instance, earlier.run_id, table_asset_key(ref), "p") is None

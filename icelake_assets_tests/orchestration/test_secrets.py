@@ -134,7 +134,7 @@ def test_planted_secrets_reach_spark_and_never_leak(tmp_path, monkeypatch, capfd
         "logs": out + err + caplog.text,
         "run config, snapshots, events and metadata": recorded,
         "dagster instance files": _files_text(home),
-        "resource config": repr(defs.resources["pyspark"]) + repr(defs.resources["icelake"]),
+        "resource config": repr(defs.resources["icelake_spark"]) + repr(defs.resources["icelake"]),
         "audit table": repr(audit_rows),
         "metrics file": metrics,
         "settings printout": repr(settings) + str(settings),

@@ -106,7 +106,11 @@ def test_steps_are_named_by_op_and_op_definitions_stay_unique_in_a_job_of_severa
         assert sorted(a.node_def.node_dict) == ops
         assert {n.name: n.definition.name for n in a.node_def.nodes} == {op: f"{g.name}__{op}" for op in ops}
     # The whole-table job holds every group's graph: the short names do not collide across graphs.
-    resources = {"icelake": ResourceDefinition.none_resource(), "pyspark": ResourceDefinition.none_resource()}
+    resources = {
+        "icelake": ResourceDefinition.none_resource(),
+        "icelake_spark": ResourceDefinition.none_resource(),
+        "icelake_run_state_io_manager": ResourceDefinition.none_resource(),
+    }
     defs = Definitions(assets=assets, jobs=maintenance_jobs(assets, "maint"), resources=resources)
     job = defs.resolve_job_def("maint")
     steps = {s.key for s in create_execution_plan(job).steps}

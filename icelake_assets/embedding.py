@@ -1,0 +1,86 @@
+"""The product inside a user's own Dagster project: a factory and a Dagster Component.
+
+Either way the project gets, for the tables its icelake.yaml selects, the health checks, the
+maintenance jobs, the sensors, the schedules and the lake overview, with nothing that clashes with
+what the project already has:
+
+* resource keys ``icelake``, ``icelake_spark`` and ``icelake_run_state_io_manager`` (never
+  ``pyspark`` or ``io_manager``); jobs, sensors and schedules named ``icelake_*``;
+* no executor: the product's own jobs run in process, the project's keep the project's executor;
+* the checks job selects the product's checks only;
+* the product's concurrency pools (``icelake/maintain_NNN``) get their own limit of one from the
+  maintenance sensor, whatever the deployment's ``concurrency.pools`` say of other pools, and a
+  maintenance run refuses to start on a table another run is maintaining (docs/embedding.md);
+* asset keys from ``asset_keys`` (prefix, template), so the tables land on the keys the project uses.
+
+Python::
+
+    from icelake_assets.embedding import icelake_definitions
+
+    defs = dg.Definitions.merge(my_defs, icelake_definitions("icelake.yaml"))
+
+A Component (``defs/icelake/defs.yaml``)::
+
+    type: icelake_assets.embedding.IcelakeComponent
+    attributes:
+      config: icelake.yaml          # relative to this defs.yaml
+      asset_key_template: "{namespace}/{table}"
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dagster import Definitions
+from dagster.components import Component, ComponentLoadContext, Model, Resolvable
+
+from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.settings import Settings, load_settings
+
+__all__ = ["IcelakeComponent", "icelake_definitions"]
+
+
+def icelake_definitions(
+    config: str | os.PathLike[str] | Settings,
+    *,
+    asset_key_prefix: tuple[str, ...] | list[str] | None = None,
+    asset_key_template: str | None = None,
+) -> Definitions:
+    """The product's Definitions for a user's project, from ``config`` (an icelake.yaml path, or
+    loaded Settings). ``asset_key_prefix`` / ``asset_key_template`` override ``asset_keys`` of the
+    settings (the CLI reads only the file: put them there if you use ``icelake plan`` or ``approve``)."""
+    settings = config if isinstance(config, Settings) else load_settings(Path(config).resolve())
+    keys = settings.asset_keys
+    if asset_key_prefix is not None or asset_key_template is not None:
+        keys = type(keys).model_validate(
+            {
+                **keys.model_dump(),
+                **({"prefix": tuple(asset_key_prefix)} if asset_key_prefix is not None else {}),
+                **({"template": asset_key_template} if asset_key_template is not None else {}),
+            }
+        )
+        settings = settings.model_copy(update={"asset_keys": keys})
+    return build_definitions(settings, standalone=False)
+
+
+class IcelakeComponent(Component, Resolvable, Model):
+    """Health checks and self-maintenance of the Iceberg tables an icelake.yaml selects.
+
+    ``config``: the icelake.yaml (catalogs, tables, policies), relative to this component's folder;
+    ``asset_key_prefix`` and ``asset_key_template`` (``{catalog}``, ``{namespace}``, ``{table}``):
+    the tables' asset keys, e.g. ``{namespace}/{table}`` for dagster-iceberg's convention."""
+
+    config: str = "icelake.yaml"
+    asset_key_prefix: list[str] | None = None
+    asset_key_template: str | None = None
+
+    def build_defs(self, context: ComponentLoadContext) -> Definitions:
+        path = Path(self.config)
+        if not path.is_absolute():
+            path = context.path / path
+        return icelake_definitions(
+            path,
+            asset_key_prefix=self.asset_key_prefix,
+            asset_key_template=self.asset_key_template,
+        )

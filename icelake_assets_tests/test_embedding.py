@@ -1,0 +1,191 @@
+"""The product added to a user's own Dagster project (embedding.py): a real dg-style project on disk
+with its own `pyspark` resource, io_manager, executor, pool (limit 5), asset, check and job, and the
+product added as a Component in `defs/icelake/defs.yaml`. Dagster's own loader builds it
+(`load_from_defs_folder`, and `dagster definitions validate` in a subprocess); a real sensor tick on
+a real instance launches maintenance that heals the user's degraded table on real Spark."""
+
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance, multiprocess_executor
+from dagster_pyspark import PySparkResource
+
+from icelake_assets.catalog.connection import load_table, open_catalog
+from icelake_assets.embedding import icelake_definitions
+from icelake_assets.orchestration.checks import CHECKS_JOB
+from icelake_assets.orchestration.resources import IcebergSparkResource
+from icelake_assets.orchestration.sensors import TABLE_TAG
+from icelake_assets.settings.asset_keys import AssetKeySettings, use_asset_keys
+from icelake_assets_tests.conftest import catalog_name, sensor_tick
+from icelake_assets_tests.orchestration.test_sensors import _lake
+
+USER_POOL = "shop_db"
+
+
+def _project(root: Path, icelake_yaml: Path) -> Path:
+    """A user's project as `dg scaffold project` lays it out, with the product added as a Component."""
+    package = root / "src" / "shop"
+    (package / "defs" / "icelake").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """\
+            [project]
+            name = "shop"
+            version = "0.1.0"
+
+            [tool.dg]
+            directory_type = "project"
+
+            [tool.dg.project]
+            root_module = "shop"
+            """
+        )
+    )
+    (package / "__init__.py").write_text("")
+    (root / "io").mkdir()
+    (package / "defs" / "__init__.py").write_text("")
+    (package / "definitions.py").write_text(
+        textwrap.dedent(
+            f"""\
+            from pathlib import Path
+
+            import dagster as dg
+            from dagster_pyspark import PySparkResource
+
+
+            @dg.definitions
+            def defs():
+                return dg.Definitions.merge(
+                    dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
+                    dg.Definitions(
+                        resources={{
+                            "pyspark": PySparkResource(spark_config={{"spark.app.name": "shop"}}),
+                            "io_manager": dg.FilesystemIOManager(base_dir={str(root / "io")!r}),
+                        }},
+                        executor=dg.multiprocess_executor,
+                    ),
+                )
+            """
+        )
+    )
+    (package / "defs" / "reports.py").write_text(
+        textwrap.dedent(
+            """\
+            import dagster as dg
+            from dagster_pyspark import PySparkResource
+
+
+            @dg.asset(key=["shop", "report"], pool="shop_db", deps=[dg.AssetKey(["lake", "shop", "ns", "t"])])
+            def report(pyspark: PySparkResource) -> None:
+                pass
+
+
+            @dg.asset_check(asset=report)
+            def report_is_fresh() -> dg.AssetCheckResult:
+                return dg.AssetCheckResult(passed=True)
+
+
+            shop_report = dg.define_asset_job("shop_report", selection=[report])
+            """
+        )
+    )
+    (package / "defs" / "icelake" / "defs.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "type": "icelake_assets.embedding.IcelakeComponent",
+                "attributes": {
+                    "config": os.path.relpath(icelake_yaml, package / "defs" / "icelake"),
+                    "asset_key_prefix": ["lake"],
+                    "asset_key_template": "shop/{namespace}/{table}",
+                },
+            }
+        )
+    )
+    return root
+
+
+@pytest.fixture
+def shop(make_lake, tmp_path, monkeypatch):
+    settings, ref, table = _lake(make_lake)
+    root = _project(tmp_path / "shop", Path(settings.source))
+    monkeypatch.syspath_prepend(str(root / "src"))
+    for name in [m for m in sys.modules if m == "shop" or m.startswith("shop.")]:
+        del sys.modules[name]
+    defs = importlib.import_module("shop.definitions").defs()
+    yield settings, ref, table, defs, root
+    use_asset_keys(AssetKeySettings())  # the process's scheme back to the default for other tests
+
+
+def test_the_component_loads_beside_the_users_resources_executor_and_checks(shop):
+    settings, ref, _, defs, root = shop
+    key = AssetKey(["lake", "shop", "ns", "t"])
+    # The user's resources are the user's; the product's have their own keys.
+    assert isinstance(defs.resources["pyspark"], PySparkResource)
+    assert isinstance(defs.resources["icelake_spark"], IcebergSparkResource)
+    # The user's job keeps the user's executor; the product's run in process (one Spark JVM per run).
+    assert defs.resolve_job_def("shop_report").executor_def is multiprocess_executor
+    assert defs.resolve_job_def("icelake_maintenance").executor_def.name == "in_process"
+    assert defs.resolve_job_def(CHECKS_JOB).executor_def.name == "in_process"
+    # The table's key follows the component's prefix and template; the user's asset depends on it.
+    assert defs.resolve_assets_def(key).keys == {key}
+    assert key in defs.resolve_asset_graph().get(AssetKey(["shop", "report"])).parent_keys
+    # The product's checks job selects the product's checks only.
+    selected = defs.resolve_job_def(CHECKS_JOB).asset_layer.asset_graph.asset_check_keys
+    assert selected and all(c.asset_key != AssetKey(["shop", "report"]) for c in selected)
+    # Dagster's own validation of the user's project, as the user runs it.
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "shop.definitions"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Validation successful" in done.stdout + done.stderr
+
+
+def test_a_sensor_launched_run_heals_the_users_table_and_leaves_the_users_pool_alone(shop, tmp_path):
+    settings, ref, table, defs, _ = shop
+    (tmp_path / "home").mkdir()
+    with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
+        assert instance.global_op_concurrency_default_limit is None  # the user's deployment sets none
+        instance.event_log_storage.set_concurrency_slots(USER_POOL, 5)
+        tick = sensor_tick(defs, settings, instance)
+        [request] = tick.run_requests
+        assert request.tags[TABLE_TAG] == str(ref)
+        assert request.asset_selection == [AssetKey(["lake", "shop", "ns", "t"])]
+        # The product's pool got a limit of one; the user's pool keeps its five; no default appeared.
+        pools = set(instance.event_log_storage.get_concurrency_keys())
+        product_pools = [p for p in pools if p.startswith("icelake/")]
+        assert len(product_pools) == 1
+        assert instance.event_log_storage.get_concurrency_info(product_pools[0]).slot_count == 1
+        assert instance.event_log_storage.get_concurrency_info(USER_POOL).slot_count == 5
+        assert instance.global_op_concurrency_default_limit is None
+
+        result = defs.resolve_job_def(request.job_name).execute_in_process(
+            instance=instance, asset_selection=request.asset_selection, tags=request.tags
+        )
+        assert result.success
+        checks = result.get_asset_check_evaluations()
+        assert checks and all(e.passed for e in checks)
+        assert {e.asset_key for e in checks} == {AssetKey(["lake", "shop", "ns", "t"])}
+        healed = load_table(open_catalog(settings, catalog_name(settings)), ref)
+        files = list(healed.inspect.files().column("file_path"))
+        assert len(files) < 25 and healed.scan().to_arrow().num_rows == 250
+
+
+def test_the_factory_takes_the_same_arguments(make_lake):
+    settings, ref, _ = _lake(make_lake, files=2)
+    try:
+        defs = icelake_definitions(settings.source, asset_key_template="{table}")
+        assert defs.resolve_assets_def(AssetKey(["t"])) is not None
+        assert defs.executor is None and "pyspark" not in (defs.resources or {})
+    finally:
+        use_asset_keys(AssetKeySettings())

@@ -46,20 +46,27 @@ def icelake_definitions(
     *,
     asset_key_prefix: tuple[str, ...] | list[str] | None = None,
     asset_key_template: str | None = None,
+    tables_defined_by_project: bool | None = None,
 ) -> Definitions:
     """The product's Definitions for a user's project, from ``config`` (an icelake.yaml path, or
-    loaded Settings). ``asset_key_prefix`` / ``asset_key_template`` override ``asset_keys`` of the
-    settings (the CLI reads only the file: put them there if you use ``icelake plan`` or ``approve``)."""
+    loaded Settings). ``asset_key_prefix`` / ``asset_key_template`` / ``tables_defined_by_project``
+    override ``asset_keys`` of the settings (the CLI reads only the file: put them there if you use
+    ``icelake plan`` or ``approve``). With ``tables_defined_by_project`` the project's own code
+    defines the tables' assets under those keys: the product attaches its checks to them and
+    maintains them with jobs that record observations, never materializations."""
     settings = config if isinstance(config, Settings) else load_settings(Path(config).resolve())
     keys = settings.asset_keys
-    if asset_key_prefix is not None or asset_key_template is not None:
-        keys = type(keys).model_validate(
-            {
-                **keys.model_dump(),
-                **({"prefix": tuple(asset_key_prefix)} if asset_key_prefix is not None else {}),
-                **({"template": asset_key_template} if asset_key_template is not None else {}),
-            }
+    overrides = {
+        name: value
+        for name, value in (
+            ("prefix", tuple(asset_key_prefix) if asset_key_prefix is not None else None),
+            ("template", asset_key_template),
+            ("defined_by_project", tables_defined_by_project),
         )
+        if value is not None
+    }
+    if overrides:
+        keys = type(keys).model_validate({**keys.model_dump(), **overrides})
         settings = settings.model_copy(update={"asset_keys": keys})
     return build_definitions(settings, standalone=False)
 
@@ -69,11 +76,13 @@ class IcelakeComponent(Component, Resolvable, Model):
 
     ``config``: the icelake.yaml (catalogs, tables, policies), relative to this component's folder;
     ``asset_key_prefix`` and ``asset_key_template`` (``{catalog}``, ``{namespace}``, ``{table}``):
-    the tables' asset keys, e.g. ``{namespace}/{table}`` for dagster-iceberg's convention."""
+    the tables' asset keys, e.g. ``{namespace}/{table}`` for dagster-iceberg's convention;
+    ``tables_defined_by_project``: the project's own assets are the tables (under those keys)."""
 
     config: str = "icelake.yaml"
     asset_key_prefix: list[str] | None = None
     asset_key_template: str | None = None
+    tables_defined_by_project: bool | None = None
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         path = Path(self.config)
@@ -83,4 +92,5 @@ class IcelakeComponent(Component, Resolvable, Model):
             path,
             asset_key_prefix=self.asset_key_prefix,
             asset_key_template=self.asset_key_template,
+            tables_defined_by_project=self.tables_defined_by_project,
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetKey, DagsterInstance, multiprocess_executor
+from dagster import AssetKey, DagsterInstance, evaluate_automation_conditions, multiprocess_executor
 from dagster_pyspark import PySparkResource
 
 from icelake_assets.catalog.connection import load_table, open_catalog
@@ -28,7 +28,42 @@ from icelake_assets_tests.orchestration.test_sensors import _lake
 USER_POOL = "shop_db"
 
 
-def _project(root: Path, icelake_yaml: Path) -> Path:
+REPORTS = """\
+import dagster as dg
+from dagster_pyspark import PySparkResource
+
+
+@dg.asset(key=["shop", "report"], pool="shop_db", deps=[dg.AssetKey(["lake", "shop", "ns", "t"])])
+def report(pyspark: PySparkResource) -> None:
+    pass
+
+
+@dg.asset_check(asset=report)
+def report_is_fresh() -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=True)
+
+
+shop_report = dg.define_asset_job("shop_report", selection=[report])
+"""
+
+# The project's own code writes the table (key ns/t) and feeds a report that refreshes on every new
+# version of it (declarative automation).
+OWN_TABLE = """\
+import dagster as dg
+
+
+@dg.asset(key=["ns", "t"], pool="shop_db")
+def orders() -> None:
+    pass
+
+
+@dg.asset(key=["shop", "report"], deps=[orders], automation_condition=dg.AutomationCondition.eager())
+def report() -> None:
+    pass
+"""
+
+
+def _project(root: Path, icelake_yaml: Path, attributes=None, module: str = REPORTS) -> Path:
     """A user's project as `dg scaffold project` lays it out, with the product added as a Component."""
     package = root / "src" / "shop"
     (package / "defs" / "icelake").mkdir(parents=True)
@@ -74,35 +109,17 @@ def _project(root: Path, icelake_yaml: Path) -> Path:
             """
         )
     )
-    (package / "defs" / "reports.py").write_text(
-        textwrap.dedent(
-            """\
-            import dagster as dg
-            from dagster_pyspark import PySparkResource
-
-
-            @dg.asset(key=["shop", "report"], pool="shop_db", deps=[dg.AssetKey(["lake", "shop", "ns", "t"])])
-            def report(pyspark: PySparkResource) -> None:
-                pass
-
-
-            @dg.asset_check(asset=report)
-            def report_is_fresh() -> dg.AssetCheckResult:
-                return dg.AssetCheckResult(passed=True)
-
-
-            shop_report = dg.define_asset_job("shop_report", selection=[report])
-            """
-        )
-    )
+    (package / "defs" / "reports.py").write_text(module)
     (package / "defs" / "icelake" / "defs.yaml").write_text(
         yaml.safe_dump(
             {
                 "type": "icelake_assets.embedding.IcelakeComponent",
                 "attributes": {
                     "config": os.path.relpath(icelake_yaml, package / "defs" / "icelake"),
-                    "asset_key_prefix": ["lake"],
-                    "asset_key_template": "shop/{namespace}/{table}",
+                    **(
+                        attributes
+                        or {"asset_key_prefix": ["lake"], "asset_key_template": "shop/{namespace}/{table}"}
+                    ),
                 },
             }
         )
@@ -110,16 +127,33 @@ def _project(root: Path, icelake_yaml: Path) -> Path:
     return root
 
 
+def _load(root: Path, monkeypatch):
+    monkeypatch.syspath_prepend(str(root / "src"))
+    for name in [m for m in sys.modules if m == "shop" or m.startswith("shop.")]:
+        del sys.modules[name]
+    return importlib.import_module("shop.definitions").defs()
+
+
 @pytest.fixture
 def shop(make_lake, tmp_path, monkeypatch):
     settings, ref, table = _lake(make_lake)
     root = _project(tmp_path / "shop", Path(settings.source))
-    monkeypatch.syspath_prepend(str(root / "src"))
-    for name in [m for m in sys.modules if m == "shop" or m.startswith("shop.")]:
-        del sys.modules[name]
-    defs = importlib.import_module("shop.definitions").defs()
-    yield settings, ref, table, defs, root
+    yield settings, ref, table, _load(root, monkeypatch), root
     use_asset_keys(AssetKeySettings())  # the process's scheme back to the default for other tests
+
+
+def _validate(root: Path) -> None:
+    """Dagster's own validation of the user's project, as the user runs it."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "shop.definitions"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Validation successful" in done.stdout + done.stderr
 
 
 def test_the_component_loads_beside_the_users_resources_executor_and_checks(shop):
@@ -138,17 +172,7 @@ def test_the_component_loads_beside_the_users_resources_executor_and_checks(shop
     # The product's checks job selects the product's checks only.
     selected = defs.resolve_job_def(CHECKS_JOB).asset_layer.asset_graph.asset_check_keys
     assert selected and all(c.asset_key != AssetKey(["shop", "report"]) for c in selected)
-    # Dagster's own validation of the user's project, as the user runs it.
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "shop.definitions"],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), *sys.path])},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Validation successful" in done.stdout + done.stderr
+    _validate(root)
 
 
 def test_a_sensor_launched_run_heals_the_users_table_and_leaves_the_users_pool_alone(shop, tmp_path):
@@ -187,5 +211,56 @@ def test_the_factory_takes_the_same_arguments(make_lake):
         defs = icelake_definitions(settings.source, asset_key_template="{table}")
         assert defs.resolve_assets_def(AssetKey(["t"])) is not None
         assert defs.executor is None and "pyspark" not in (defs.resources or {})
+    finally:
+        use_asset_keys(AssetKeySettings())
+
+
+def test_a_table_the_project_defines_is_one_node_with_the_products_checks_and_maintenance(
+    make_lake, tmp_path, monkeypatch
+):
+    """The project's code writes the table (its asset `ns/t`): the product defines no second node,
+    attaches its checks to the project's asset, and its sensor-launched maintenance heals the table
+    recording an observation, not a materialization, so the project's eager report does not rerun."""
+    settings, ref, table = _lake(make_lake)
+    attributes = {"asset_key_template": "{namespace}/{table}", "tables_defined_by_project": True}
+    root = _project(tmp_path / "shop", Path(settings.source), attributes, OWN_TABLE)
+    try:
+        defs = _load(root, monkeypatch)
+        key = AssetKey(["ns", "t"])
+        graph = defs.resolve_asset_graph()
+        assert not defs.resolve_assets_def(key).node_def.name.startswith(
+            "maintain"
+        )  # the project's own asset
+        checks = {c.name for c in graph.asset_check_keys if c.asset_key == key}
+        assert {"health", "small_files", "orphan_files", "manifest_fragmentation"} <= checks
+        _validate(root)
+
+        (tmp_path / "home").mkdir()
+        with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
+            automation = evaluate_automation_conditions(defs=defs, instance=instance)
+            tick = sensor_tick(defs, settings, instance)
+            [request] = tick.run_requests
+            assert request.asset_selection is None and request.tags[TABLE_TAG] == str(ref)
+            job = defs.resolve_job_def(request.job_name)
+            assert job.name.startswith("icelake_maintenance__") and not job.asset_layer.selected_asset_keys
+            result = job.execute_in_process(instance=instance, tags=request.tags)
+            assert result.success
+            assert not result.get_asset_materialization_events()
+            [observed] = [
+                e
+                for e in result.get_asset_observation_events()
+                if "summary" in e.event_specific_data.asset_observation.metadata
+            ]
+            assert observed.asset_key == key
+            assert instance.get_latest_materialization_event(key) is None
+            # The project's declarative automation sees no new version of its table: no report run.
+            after = evaluate_automation_conditions(defs=defs, instance=instance, cursor=automation.cursor)
+            assert after.total_requested == 0
+            healed = load_table(open_catalog(settings, catalog_name(settings)), ref)
+            assert len(list(healed.inspect.files().column("file_path"))) < 25
+            assert healed.scan().to_arrow().num_rows == 250
+            # The run is the table's in flight and in history (its tag names it: no asset selection).
+            again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
+            assert again.run_requests == []
     finally:
         use_asset_keys(AssetKeySettings())

@@ -38,6 +38,7 @@ from dagster import (
     GraphOut,
     In,
     Jitter,
+    JobDefinition,
     MetadataValue,
     Nothing,
     OpExecutionContext,
@@ -45,6 +46,7 @@ from dagster import (
     Output,
     RetryPolicy,
     graph,
+    in_process_executor,
     op,
 )
 
@@ -79,7 +81,7 @@ from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, run_scope
 from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.run_metadata import benefit_metadata, last_effective_run, run_metadata
-from icelake_assets.orchestration.run_model import earlier_run_maintaining, failure_tags
+from icelake_assets.orchestration.run_model import TABLE_TAG, earlier_run_maintaining, failure_tags
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup, maintenance_job_name, maintenance_jobs
 from icelake_assets.settings import PartitionsPolicy
@@ -99,9 +101,25 @@ def _load(icelake: IcelakeResource, ref: TableRef):
 
 
 def selected_tables(context: OpExecutionContext, group: TableGroup) -> list[DiscoveredTable]:
-    """The group's tables this run maintains (a run selects a subset of the group's assets)."""
-    keys = context.selected_asset_keys
-    return [t for t in group.tables if table_asset_key(t.ref) in keys]
+    """The group's tables this run maintains: a run selects a subset of the group's assets; a run of
+    a maintenance job (tables the project defines: no asset) names its table in its tag, or none
+    for every table of the group."""
+    if context.has_assets_def:
+        keys = context.selected_asset_keys
+        return [t for t in group.tables if table_asset_key(t.ref) in keys]
+    named = context.run.tags.get(TABLE_TAG)
+    return [t for t in group.tables if named is None or str(t.ref) == named]
+
+
+def _record_maintained(
+    context: OpExecutionContext, ref: TableRef, metadata: dict[str, Any], partition: str | None = None
+) -> None:
+    """What a run did to a table it does not own as an asset (the project's code defines it): an
+    observation on the project's key, which no automation takes for new data (a materialization
+    would start the project's downstream assets)."""
+    context.log_event(
+        AssetObservation(asset_key=table_asset_key(ref), partition=partition, metadata=metadata)
+    )
 
 
 def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef, pool: str) -> None:
@@ -520,6 +538,8 @@ def _validate_op(group: TableGroup):
             except Failure as failure:
                 failures.append(failure)
                 continue
+            if not context.has_assets_def:
+                _record_maintained(context, dt.ref, metadata)
             yield Output(None, output_name=dt.ref.safe_name, metadata=metadata)
         if len(failures) == 1:
             raise failures[0]
@@ -545,9 +565,12 @@ def _fail_partitions(
         done = [] if failure.get("error") and not failed else [k for k in keys if k not in set(failed)]
         failed = [k for k in keys if k not in set(done)]
         for key in done:
-            context.log_event(
-                AssetMaterialization(asset_key=table_asset_key(ref), partition=key, metadata=metadata)
-            )
+            if context.has_assets_def:
+                context.log_event(
+                    AssetMaterialization(asset_key=table_asset_key(ref), partition=key, metadata=metadata)
+                )
+            else:
+                _record_maintained(context, ref, metadata, partition=key)
     cause = f" ({failure['error']})" if failure.get("error") else ""
     raise Failure(
         description=(
@@ -631,13 +654,8 @@ def _partitions_policy(effective: Any) -> PartitionsPolicy:
     return effective.policy.partitions if effective is not None else PartitionsPolicy()
 
 
-def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None = None) -> AssetsDefinition:
-    """The maintenance of a group of tables (orchestration/table_groups.py): one graph of ops, one
-    asset per table. ``policies``: each table's EffectivePolicy, shown as metadata, owners and tags;
-    its ``partitions`` part sets the backfill policy and the rewrite's retries. The group's
-    ``producers`` (lineage, single-table groups) are upstream in the graph, and maintenance runs after
-    them when both are in one run."""
-    policies = policies or {}
+def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
+    """The group's graph of ops (one output per table) and its producers' inputs (lineage)."""
     # Producers (lineage) feed one fanned-in Nothing input of the first op.
     ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(group.producers)}
     expire = _op_step(
@@ -658,7 +676,6 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
         group, "rewrite_manifests", runner.rewrite_manifests, first=False, work_kwargs=_rewrite_commits
     )
     validate = _validate_op(group)
-    per_run = min(_partitions_policy(policies.get(t.ref)).partitions_per_run for t in group.tables)
     names = {t.ref.safe_name: t for t in group.tables}
 
     # A named graph: a graph named after an asset key would refuse e.g. o'brien or café.
@@ -672,6 +689,20 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
         first = short(expire)(upstream=list(upstream.values())) if upstream else short(expire)()
         done = short(validate)(short(manifests)(short(rewrite)(short(orphans)(first))))
         return {next(iter(names)): done} if len(names) == 1 else dict(done._asdict())
+
+    return maintained_tables, ins
+
+
+def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None = None) -> AssetsDefinition:
+    """The maintenance of a group of tables (orchestration/table_groups.py): one graph of ops, one
+    asset per table. ``policies``: each table's EffectivePolicy, shown as metadata, owners and tags;
+    its ``partitions`` part sets the backfill policy and the rewrite's retries. The group's
+    ``producers`` (lineage, single-table groups) are upstream in the graph, and maintenance runs after
+    them when both are in one run."""
+    policies = policies or {}
+    maintained_tables, ins = _group_graph(group, policies)
+    names = {t.ref.safe_name: t for t in group.tables}
+    per_run = min(_partitions_policy(policies.get(t.ref)).partitions_per_run for t in group.tables)
 
     # from_graph, not @graph_multi_asset: per-table groups (namespaces), and no second AssetSpec per table.
     return AssetsDefinition.from_graph(
@@ -691,9 +722,35 @@ def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None
     )
 
 
-def maintenance_definitions(groups: Sequence[TableGroup], policies: Mapping[TableRef, Any]) -> Definitions:
+def group_job_name(group: TableGroup) -> str:
+    """The maintenance job of a group whose tables the project defines (no asset of the product)."""
+    return f"{MAINTENANCE_JOB}__{group.name}"
+
+
+def build_group_job(group: TableGroup, policies: Mapping[TableRef, Any]) -> JobDefinition:
+    """The maintenance of a group of tables whose assets the project's own code defines: the same
+    graph as a job, each table chosen by the run's ``icelake/table`` tag (every table of the group
+    without one), what it did recorded as observations on the project's keys."""
+    maintained_tables, _ = _group_graph(group, policies)
+    tables = ", ".join(str(t.ref) for t in group.tables[:3]) + (" …" if len(group.tables) > 3 else "")
+    return maintained_tables.to_job(
+        name=group_job_name(group),
+        executor_def=in_process_executor,
+        partitions_def=group.partitions_def,
+        description=f"Maintenance of {tables} (tables your project defines: observations, no materialization)",
+        tags={"icelake/maintenance": "job"},
+    )
+
+
+def maintenance_definitions(
+    groups: Sequence[TableGroup], policies: Mapping[TableRef, Any], defined_by_project: bool = False
+) -> Definitions:
     """This module's part of the code location: one maintenance asset definition per table group, and
-    the whole-table maintenance jobs (:func:`~icelake_assets.orchestration.table_groups.maintenance_jobs`)."""
+    the whole-table maintenance jobs (:func:`~icelake_assets.orchestration.table_groups.maintenance_jobs`);
+    ``defined_by_project``: the project defines the tables' assets, so one maintenance job per group
+    and no asset (:func:`build_group_job`)."""
+    if defined_by_project:
+        return Definitions(jobs=[build_group_job(g, policies) for g in groups])
     assets = [build_group_asset(g, policies) for g in groups]
     return Definitions(
         assets=assets,
@@ -707,6 +764,8 @@ def fix_jobs_of(groups: Sequence[TableGroup], maintenance: Definitions) -> dict[
     """Each table's whole-table maintenance job (linked from its failing checks); ``maintenance`` is
     :func:`maintenance_definitions` of ``groups``."""
     assets = [a for a in maintenance.assets or () if isinstance(a, AssetsDefinition)]
+    if not assets:  # tables the project defines: one job per group
+        return {t.ref: group_job_name(g) for g in groups for t in g.tables}
     return {
         t.ref: maintenance_job_name(a, MAINTENANCE_JOB)
         for g, a in zip(groups, assets, strict=True)

@@ -48,7 +48,7 @@ from icelake_assets.orchestration.config_checks import configuration_result
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import TABLE_TAG
+from icelake_assets.orchestration.run_model import TABLE_TAG
 from icelake_assets.policies import configuration_report
 from icelake_assets.settings import ChecksPerTable
 

@@ -30,7 +30,7 @@ from icelake_assets.orchestration.checks import (
 )
 from icelake_assets.orchestration.health_sensor import build_health_sensor, build_overview_sensor
 from icelake_assets.orchestration.lake_access import build_catalogs_check, problems_markdown
-from icelake_assets.orchestration.lineage import build_lineage
+from icelake_assets.orchestration.lineage import Lineage, build_lineage
 from icelake_assets.orchestration.partitions import build_partition_keys_sensor
 from icelake_assets.orchestration.resources import (
     ICELAKE_RESOURCE,
@@ -88,12 +88,16 @@ def build_definitions(
     tables = list(tables)
     _warn_left_out(problems)
     policies = resolve_policies(settings, ((t.ref, t.properties) for t in tables))
-    lineage = build_lineage(tables, policies)
+    # Tables the project defines: its own lineage; the product adds checks and maintenance jobs only.
+    project_owned = settings.asset_keys.defined_by_project
+    lineage = (
+        Lineage(producers={t.ref: [] for t in tables}) if project_owned else build_lineage(tables, policies)
+    )
     groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
     granularity = settings.automation.checks_per_table
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
 
-    maintenance = maintenance_definitions(groups, policies)
+    maintenance = maintenance_definitions(groups, policies, defined_by_project=project_owned)
     fix_jobs = fix_jobs_of(groups, maintenance)
     health = health_definitions(tables, groups, fix_jobs, granularity, problems_markdown(problems))
     sensors = [
@@ -104,6 +108,7 @@ def build_definitions(
             interval,
             jobs=list(maintenance.jobs or ()),
             job_of=fix_jobs,
+            by_table_tag=project_owned,
         ),
         build_partition_keys_sensor(tables, interval),
         build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity),
@@ -115,7 +120,7 @@ def build_definitions(
         Definitions(assets=lineage.assets),
         Definitions(sensors=[s for s in sensors if s is not None]),
         Definitions(asset_checks=[build_catalogs_check(OVERVIEW_KEY, problems)]),
-        schedule_definitions(settings, tables, policies, health),
+        schedule_definitions(settings, tables, policies, health, fix_jobs if project_owned else None),
         Definitions(
             resources={
                 ICELAKE_RESOURCE: IcelakeResource(config_path=config_path),

@@ -45,6 +45,9 @@ MAX_BACKOFF_SECONDS = 6 * 3600.0
 HISTORY_SECONDS = 24 * 3600.0
 # Run tags of a table that failed in a run: its name, the kind of cause (icelake_assets.causes) and
 # the cause itself, cut to fit a tag.
+# The table a run maintains, on every run the product launches (sensor, schedule, approval); the
+# only way to tell the table of a maintenance *job* run (asset_keys.defined_by_project: no asset).
+TABLE_TAG = "icelake/table"
 FAILURE_TABLE_TAG = "icelake/failure_table"
 FAILURE_KIND_TAG = "icelake/failure_kind"
 FAILURE_CAUSE_TAG = "icelake/failure_cause"
@@ -91,11 +94,18 @@ def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
     return found
 
 
-def _tables_of(run, pools_by_key: Mapping[AssetKey, str], keys_by_pool: Mapping[str, list[AssetKey]]):
-    """The tables a run maintains: its asset selection; a run of a whole job (no selection), every
-    table of the pools in its plan."""
+def _tables_of(
+    run,
+    pools_by_key: Mapping[AssetKey, str],
+    keys_by_pool: Mapping[str, list[AssetKey]],
+    key_by_name: Mapping[str, AssetKey] | None = None,
+):
+    """The tables a run maintains: its asset selection; a maintenance job's run (no asset), the
+    table its tag names; a run of a whole job (no selection), every table of the pools in its plan."""
     if run.asset_selection:
         return [k for k in run.asset_selection if k in pools_by_key]
+    if key_by_name and (named := key_by_name.get(run.tags.get(TABLE_TAG, ""))) is not None:
+        return [named]
     return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
 
 
@@ -114,9 +124,10 @@ def table_runs(
     keys_by_pool: dict[str, list[AssetKey]] = {}
     for key, pool in pools_by_key.items():
         keys_by_pool.setdefault(pool, []).append(key)
+    key_by_name = {name: key for key, name in (names or {}).items()}
     out: dict[AssetKey, TableRuns] = {}
     for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES)):
-        for key in _tables_of(run, pools_by_key, keys_by_pool):
+        for key in _tables_of(run, pools_by_key, keys_by_pool, key_by_name):
             out.setdefault(key, TableRuns()).in_flight = f"run {run.run_id}"
     for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=_IN_FLIGHT_BACKFILLS)):
         for key in backfill.asset_selection or ():
@@ -128,7 +139,7 @@ def table_runs(
     # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
     for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):
         run = record.dagster_run
-        tables = _tables_of(run, pools_by_key, keys_by_pool)
+        tables = _tables_of(run, pools_by_key, keys_by_pool, key_by_name)
         run_failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
         # A failed run of several tables: those it materialized were maintained (one query per such run).
         maintained = _materialized(instance, run.run_id) if run_failed and len(tables) > 1 else set()

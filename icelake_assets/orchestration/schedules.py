@@ -17,7 +17,8 @@ from dagster import (
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.checks import HEALTH_JOB, ORPHANS_JOB
 from icelake_assets.orchestration.names import table_asset_key
-from icelake_assets.orchestration.sensors import TABLE_TAG, TRIGGER_TAG
+from icelake_assets.orchestration.run_model import TABLE_TAG
+from icelake_assets.orchestration.sensors import TRIGGER_TAG
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
 
@@ -48,7 +49,9 @@ def build_check_schedules(settings: Settings, checks_job, orphan_checks_job) -> 
 
 
 def build_table_schedules(
-    tables: Sequence[DiscoveredTable], policies: Mapping[TableRef, Any]
+    tables: Sequence[DiscoveredTable],
+    policies: Mapping[TableRef, Any],
+    group_jobs: Mapping[TableRef, str] | None = None,
 ) -> list[ScheduleDefinition]:
     """Cron as an alternative trigger: a table whose policy sets ``schedule.cron`` (and enforces) gets
     a schedule running its whole-table maintenance; each op still acts only past its threshold."""
@@ -58,16 +61,24 @@ def build_table_schedules(
         cron = effective.policy.schedule.cron
         if not cron or effective.mode != "enforce":
             continue
-        job = define_asset_job(
-            f"icelake_scheduled__{t.ref.safe_name}",
-            executor_def=in_process_executor,
-            selection=AssetSelection.assets(table_asset_key(t.ref)),
-            tags={TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"},
+        tags = {TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"}
+        # Tables the project defines: their group's maintenance job, the table named by its tag.
+        target: dict[str, Any] = (
+            {"job_name": group_jobs[t.ref], "tags": tags}
+            if group_jobs is not None
+            else {
+                "job": define_asset_job(
+                    f"icelake_scheduled__{t.ref.safe_name}",
+                    executor_def=in_process_executor,
+                    selection=AssetSelection.assets(table_asset_key(t.ref)),
+                    tags=tags,
+                )
+            }
         )
         schedules.append(
             ScheduleDefinition(
                 name=f"{t.ref.safe_name}__maintenance_schedule",
-                job=job,
+                **target,
                 cron_schedule=cron,
                 execution_timezone=effective.policy.schedule.timezone,
                 default_status=DefaultScheduleStatus.RUNNING,
@@ -82,13 +93,15 @@ def schedule_definitions(
     tables: Sequence[DiscoveredTable],
     policies: Mapping[TableRef, Any],
     health: Definitions,
+    group_jobs: Mapping[TableRef, str] | None = None,
 ) -> Definitions:
     """This module's part of the code location: the checks' schedules (on the jobs of ``health``,
-    checks.py's part) and the per-table maintenance crons."""
+    checks.py's part) and the per-table maintenance crons (``group_jobs``: each table's maintenance
+    job when the project defines the tables' assets)."""
     jobs = {j.name: j for j in health.jobs or ()}
     return Definitions(
         schedules=[
             *build_check_schedules(settings, jobs[HEALTH_JOB], jobs[ORPHANS_JOB]),
-            *build_table_schedules(tables, policies),
+            *build_table_schedules(tables, policies, group_jobs),
         ]
     )

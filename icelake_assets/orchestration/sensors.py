@@ -53,7 +53,7 @@ from icelake_assets.orchestration.approvals import approval_observation
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.partitions import dynamic_partition_requests, offending_partition_keys
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.run_model import PoolLimits, TableRuns, pools_by_key, table_runs
+from icelake_assets.orchestration.run_model import TABLE_TAG, PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.orchestration.sensor_cursor import TickCursor
 from icelake_assets.private_api import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -63,7 +63,6 @@ from icelake_assets.private_api import (
 from icelake_assets.settings import Policy, Settings
 
 MAINTENANCE_SENSOR = "icelake_maintenance_sensor"
-TABLE_TAG = "icelake/table"  # dagster.yaml limits runs per unique value of this tag to one
 TRIGGER_TAG = "icelake/trigger"
 SIGNAL_TAG = "icelake/signal"
 OPS_TAG = "icelake/ops"
@@ -350,9 +349,10 @@ def evaluate_tick(
     orphan_scan_seconds: float = 24 * 3600,
     backoff_seconds: float | None = None,
     job_of: Mapping[TableRef, str] | None = None,
+    by_table_tag: bool = False,
 ) -> SensorResult:
     """``job_of``: each table's maintenance job, which its runs target (named in the UI's run list,
-    not ``__ASSET_JOB``)."""
+    not ``__ASSET_JOB``); ``by_table_tag``: those jobs have no assets, the runs select no asset."""
     started = time.monotonic()
     backoff_seconds = run_model.FAILED_RUN_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds
     cursor = TickCursor.loads(context.cursor)
@@ -431,7 +431,12 @@ def evaluate_tick(
             evaluation = _error(table.ref, err, context)
         _hold_back(evaluation, table_state, now, backoff_seconds)
         if job_of and (job := job_of.get(table.ref)):
-            evaluation.run_requests = [r.with_replaced_attrs(job_name=job) for r in evaluation.run_requests]
+            evaluation.run_requests = [
+                r.with_replaced_attrs(job_name=job, asset_selection=None)
+                if by_table_tag
+                else r.with_replaced_attrs(job_name=job)
+                for r in evaluation.run_requests
+            ]
         if evaluation.outcome in ("held", "proposed") and evaluation.observation is not None:
             # How to approve it, in the UI: the command and the launchpad with the approval filled in.
             evaluation.observation = approval_observation(
@@ -564,9 +569,12 @@ def build_maintenance_sensor(
     interval_seconds: int,
     jobs: Sequence[Any] = (),
     job_of: Mapping[TableRef, str] | None = None,
+    by_table_tag: bool = False,
 ) -> SensorDefinition:
     """``jobs``: the maintenance jobs (table_groups.maintenance_jobs), the sensor's targets; ``job_of``:
-    each table's job among them. Without them the runs target the assets (Dagster's ``__ASSET_JOB``)."""
+    each table's job among them. Without them the runs target the assets (Dagster's ``__ASSET_JOB``).
+    ``by_table_tag``: the jobs have no assets (the project defines the tables'); a run names its
+    table by its ``icelake/table`` tag only."""
     keys = [table_asset_key(t.ref) for t in tables]
     targets: dict[str, Any] = (
         {"jobs": list(jobs)}
@@ -597,6 +605,7 @@ def build_maintenance_sensor(
             budget,
             settings.automation.orphan_scan_hours * 3600,
             job_of=job_of,
+            by_table_tag=by_table_tag,
         )
 
     return maintenance_sensor

@@ -23,12 +23,16 @@ _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 class AssetKeySettings(BaseModel):
     """``prefix``: path parts put before every key; ``template``: the key's parts separated by ``/``,
-    from ``{catalog}``, ``{namespace}`` (every namespace level, each its own part) and ``{table}``."""
+    from ``{catalog}``, ``{namespace}`` (every namespace level, each its own part) and ``{table}``;
+    ``defined_by_project``: the project's own code defines the tables' assets (it writes them), so the
+    product defines no table asset: its checks attach to the project's keys and its maintenance runs
+    as jobs that record observations on them, never materializations (docs/embedding.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     prefix: tuple[str, ...] = ()
     template: str = DEFAULT_TEMPLATE
+    defined_by_project: bool = False
 
     @field_validator("prefix")
     @classmethod
@@ -53,7 +57,7 @@ class AssetKeySettings(BaseModel):
 
     @property
     def is_default(self) -> bool:
-        return not self.prefix and self.template == DEFAULT_TEMPLATE
+        return not self.prefix and self.template == DEFAULT_TEMPLATE and not self.defined_by_project
 
     def path(self, ref: TableRef) -> list[str]:
         """The asset key path of ``ref``: the prefix, then the template's parts filled in (the

@@ -47,7 +47,7 @@ def _table_health(
     """One table's health (``known``: every known table, listed once for all, for --orphans)."""
     from icelake_assets.catalog.connection import load_table
     from icelake_assets.health.findings import orphan_finding
-    from icelake_assets.health.orphans import scan_orphans
+    from icelake_assets.health.orphans import scan_table_orphans
     from icelake_assets.health.overview import evaluate
     from icelake_assets.health.stats import compute_table_stats
     from icelake_assets.policies import policy_for
@@ -56,17 +56,7 @@ def _table_health(
     policy = policy_for(settings, ref, table.properties)
     extra = []
     if args.orphans:
-        from icelake_assets.catalog.known_tables import default_locations
-
-        listing = known()
-        scan = scan_orphans(
-            table,
-            str(ref),
-            policy.orphans.older_than_hours,
-            listing.tables,
-            default_locations(catalog, ref),
-            unlisted=listing.unlisted,
-        )
+        scan = scan_table_orphans(catalog, ref, table, policy.orphans.older_than_hours, known())
         extra.append(
             orphan_finding(
                 len(scan.orphans),

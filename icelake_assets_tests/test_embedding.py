@@ -60,6 +60,9 @@ def orders() -> None:
 @dg.asset(key=["shop", "report"], deps=[orders], automation_condition=dg.AutomationCondition.eager())
 def report() -> None:
     pass
+
+
+shop_orders = dg.define_asset_job("shop_orders", selection=[orders])
 """
 
 
@@ -233,10 +236,13 @@ def test_a_table_the_project_defines_is_one_node_with_the_products_checks_and_ma
         )  # the project's own asset
         checks = {c.name for c in graph.asset_check_keys if c.asset_key == key}
         assert {"health", "small_files", "orphan_files", "manifest_fragmentation"} <= checks
+        assert defs.resolve_job_def("shop_orders").executor_def is multiprocess_executor
+        assert isinstance(defs.resources["pyspark"], PySparkResource)
         _validate(root)
 
         (tmp_path / "home").mkdir()
         with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
+            instance.event_log_storage.set_concurrency_slots(USER_POOL, 5)
             automation = evaluate_automation_conditions(defs=defs, instance=instance)
             tick = sensor_tick(defs, settings, instance)
             [request] = tick.run_requests
@@ -262,5 +268,6 @@ def test_a_table_the_project_defines_is_one_node_with_the_products_checks_and_ma
             # The run is the table's in flight and in history (its tag names it: no asset selection).
             again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
             assert again.run_requests == []
+            assert instance.event_log_storage.get_concurrency_info(USER_POOL).slot_count == 5
     finally:
         use_asset_keys(AssetKeySettings())

@@ -26,15 +26,18 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
+from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 
+from icelake_assets.catalog.known_tables import default_locations
 from icelake_assets.health.manifests import live_file_paths
 from icelake_assets.types import (
     WRITE_PATH_PROPERTIES as WRITE_PATH_PROPERTIES,
     IcelakeError,
     KnownTable as KnownTable,
     KnownTables as KnownTables,
+    TableRef,
     UnlistedTable,
 )
 
@@ -421,3 +424,19 @@ def verify_referenced_files(table: Table) -> int:
             "reference them"
         )
     return len(referenced)
+
+
+def scan_table_orphans(
+    catalog: Catalog, ref: TableRef, table: Table, older_than_hours: float, known: KnownTables
+) -> OrphanScan:
+    """:func:`scan_orphans` of a catalog's table among the ``known`` tables of the lake (their files
+    are never this table's orphans; one that could not be read defers the clean-up where it may
+    overlap), with the places its catalog would put it."""
+    return scan_orphans(
+        table,
+        str(ref),
+        older_than_hours,
+        known.tables,
+        default_locations(catalog, ref),
+        unlisted=known.unlisted,
+    )

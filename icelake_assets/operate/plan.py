@@ -186,17 +186,12 @@ def plan_table(
     )
     removable = None
     if orphans:
-        from icelake_assets.catalog.known_tables import default_locations, known_tables
-        from icelake_assets.health.orphans import scan_orphans
+        from icelake_assets.catalog.known_tables import known_tables
+        from icelake_assets.health.orphans import scan_table_orphans
 
         listing = known_tables(settings)
-        removable = scan_orphans(
-            table,
-            str(ref),
-            policy.orphans.older_than_hours,
-            listing.tables,
-            default_locations(catalog, ref),
-            unlisted=listing.unlisted,
+        removable = scan_table_orphans(
+            catalog, ref, table, policy.orphans.older_than_hours, listing
         ).removable
     decided = decide_table(stats, policy, effective.mode, removable)
     return build_plan(

@@ -16,9 +16,9 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
-from icelake_assets.catalog.known_tables import default_locations, known_tables
+from icelake_assets.catalog.known_tables import known_tables
 from icelake_assets.health.cache import default_cache_path
-from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_orphans
+from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.preflight import preflight
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
@@ -87,13 +87,8 @@ class IcelakeResource(ConfigurableResource):
         """The table's orphans, leaving other tables' files alone; ``known``: from :meth:`known_tables`
         (the table is not cleaned while a table that may overlap it cannot be read)."""
         others = self.known_tables() if known is None else known
-        return scan_orphans(
-            table,
-            str(ref),
-            policy.orphans.older_than_hours,
-            others.tables,
-            default_locations(self.catalog(ref.catalog), ref),
-            unlisted=others.unlisted,
+        return scan_table_orphans(
+            self.catalog(ref.catalog), ref, table, policy.orphans.older_than_hours, others
         )
 
     def stats(self, table: Table, policy: Policy | None = None) -> TableStats:

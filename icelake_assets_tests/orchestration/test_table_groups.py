@@ -3,7 +3,7 @@
 from collections import Counter
 from datetime import UTC, datetime
 
-from dagster import AssetKey, DailyPartitionsDefinition, Definitions, ResourceDefinition
+from dagster import AssetKey, DailyPartitionsDefinition, Definitions, ResourceDefinition, mem_io_manager
 from dagster._core.execution.api import create_execution_plan
 
 from icelake_assets.catalog.discovery import DiscoveredTable
@@ -109,7 +109,7 @@ def test_steps_are_named_by_op_and_op_definitions_stay_unique_in_a_job_of_severa
     resources = {
         "icelake": ResourceDefinition.none_resource(),
         "icelake_spark": ResourceDefinition.none_resource(),
-        "icelake_run_state_io_manager": ResourceDefinition.none_resource(),
+        "icelake_run_state_io_manager": mem_io_manager,
     }
     defs = Definitions(assets=assets, jobs=maintenance_jobs(assets, "maint"), resources=resources)
     job = defs.resolve_job_def("maint")

@@ -70,6 +70,8 @@ class ScanBenefit:
 
     before: ScanCost
     after: ScanCost
+    # Opt-in (loop.scan_probe): a full-scan query's seconds on each snapshot (maintenance/scan_probe.py).
+    probe_seconds: tuple[float, float] | None = None
 
     @property
     def files_saved(self) -> int:
@@ -95,6 +97,8 @@ class ScanBenefit:
             f"{b.manifests:,} → {a.manifests:,} manifests ({human_bytes(b.metadata_bytes)} → "
             f"{human_bytes(a.metadata_bytes)}) in {b.plan_seconds:.2f} → {a.plan_seconds:.2f} s"
         )
+        if self.probe_seconds is not None:
+            numbers += f"; a full-scan query took {self.probe_seconds[0]:.2f} → {self.probe_seconds[1]:.2f} s"
         return ("no benefit to readers: " if self.nil else "") + numbers
 
     def to_dict(self) -> dict[str, object]:
@@ -105,4 +109,9 @@ class ScanBenefit:
             "manifests_saved": self.manifests_saved,
             "metadata_bytes_saved": self.metadata_bytes_saved,
             "nil": self.nil,
+            **(
+                {"probe_seconds": {"before": self.probe_seconds[0], "after": self.probe_seconds[1]}}
+                if self.probe_seconds is not None
+                else {}
+            ),
         }

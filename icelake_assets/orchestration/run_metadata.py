@@ -284,4 +284,7 @@ def benefit_metadata(benefit: ScanBenefit) -> dict[str, Any]:
         md[f"plan/manifests_{side}"] = MetadataValue.int(cost.manifests)
         md[f"plan/bytes_{side}"] = MetadataValue.int(cost.metadata_bytes)
         md[f"plan/seconds_{side}"] = MetadataValue.float(cost.plan_seconds)
+    if benefit.probe_seconds is not None:
+        md["scan/query_seconds_before"] = MetadataValue.float(benefit.probe_seconds[0])
+        md["scan/query_seconds_after"] = MetadataValue.float(benefit.probe_seconds[1])
     return md

@@ -2,6 +2,7 @@
 automatic rollback, effects, proof of benefit, audit, and the materialization (or, for a table the
 project defines, the observation) that shows it in Dagster."""
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -33,6 +34,7 @@ from icelake_assets.maintenance.effect import (
     run_outcome,
     verify_effects,
 )
+from icelake_assets.maintenance.scan_probe import probe_scan
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_run_audit
 from icelake_assets.orchestration.health import table_health
@@ -153,7 +155,7 @@ def _validate_table(
     # A run that did nothing points to the last one that did (its before/after stays findable).
     last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
     metadata = run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
-    benefit = _scan_benefit(table, state)
+    benefit = _scan_benefit(table, state, policy, lambda: icelake_spark.spark_session, ref)
     if benefit is not None:
         metadata.update(benefit_metadata(benefit))
         (context.log.warning if benefit.nil else context.log.info)(f"{ref} benefit: {benefit.describe()}")
@@ -232,13 +234,21 @@ def _validate_table(
     return metadata
 
 
-def _scan_benefit(table, state: RunState) -> ScanBenefit | None:
+def _scan_benefit(
+    table, state: RunState, policy, spark: Callable[[], Any], ref: TableRef
+) -> ScanBenefit | None:
     """A full scan's cost on the snapshot the run started from and on the current one (proof of
-    benefit), when an op acted; None when nothing changed or the run started on an empty table."""
+    benefit), when an op acted; None when nothing changed or the run started on an empty table.
+    With ``loop.scan_probe``, a full-scan query is timed on both too, if the table is small enough."""
     start = state.ops[0]["snapshot_before"] if state.ops else None
     if not state.acted() or start is None:
         return None
-    return ScanBenefit(measure_scan_cost(table, start), measure_scan_cost(table))
+    benefit = ScanBenefit(measure_scan_cost(table, start), measure_scan_cost(table))
+    bounded = max(benefit.before.data_bytes, benefit.after.data_bytes) <= policy.loop.scan_probe_max_bytes
+    if policy.loop.scan_probe and bounded and benefit.after.snapshot_id is not None:
+        probe = probe_scan(spark(), ref, start, benefit.after.snapshot_id)
+        benefit = replace(benefit, probe_seconds=(probe.before_seconds, probe.after_seconds))
+    return benefit
 
 
 def validate_op(group: TableGroup):

@@ -220,6 +220,10 @@ class LoopPolicy(_Strict):
     relaunch_backoff_hours: float = Field(24.0, gt=0, le=24 * 30)
     # Validation also reads the table with DuckDB and pyiceberg (row count and a column checksum).
     cross_engine_check: bool = False
+    # Proof of benefit also times a full-scan query on the snapshots before and after, in the run's
+    # Spark session (maintenance/scan_probe.py), for tables up to scan_probe_max_bytes.
+    scan_probe: bool = False
+    scan_probe_max_bytes: int = Field(GiB, ge=1, le=MAX_REWRITE_BYTES)
 
 
 class LineagePolicy(_Strict):

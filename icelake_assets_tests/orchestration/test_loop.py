@@ -78,7 +78,7 @@ def instance(tmp_path):
 
 
 def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, instance):
-    settings, ref, table = _twelve_file_lake(make_lake, loop={"cross_engine_check": True})
+    settings, ref, table = _twelve_file_lake(make_lake, loop={"cross_engine_check": True, "scan_probe": True})
     before_rows = _rows(table)
     stats = compute_table_stats(table, settings.thresholds)
     assert (stats.data_files, len(stats.compaction_candidates)) == (12, 6)
@@ -104,9 +104,14 @@ def test_twelve_small_files_compact_to_six_in_one_replace_snapshot(make_lake, in
     assert md["plan/manifests_before"].value == 2 and md["plan/manifests_after"].value >= 1
     assert md["plan/bytes_before"].value > 0 and md["plan/seconds_after"].value > 0
     assert md["benefit"].value.startswith("a full scan opens 12 → 6 files")
+    # The opt-in probe (loop.scan_probe): a full-scan query timed on both snapshots in the run's Spark.
+    probe = (md["scan/query_seconds_before"].value, md["scan/query_seconds_after"].value)
+    assert all(seconds > 0 for seconds in probe)
+    assert f"a full-scan query took {probe[0]:.2f} → {probe[1]:.2f} s" in md["benefit"].value
     [validation] = [r for r in AuditLog.from_settings(settings).records() if r.kind == "validation"]
     benefit = validation.results["effects"]["benefit"]
     assert (benefit["files_saved"], benefit["nil"]) == (6, False)
+    assert benefit["probe_seconds"] == {"before": probe[0], "after": probe[1]}
     # Summed lake-wide on the overview (each table's latest maintenance run).
     defs = build_definitions(settings)
     health = defs.resolve_job_def(HEALTH_JOB).execute_in_process(instance=instance)

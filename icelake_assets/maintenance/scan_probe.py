@@ -1,0 +1,62 @@
+"""The opt-in probe of proof of benefit (``loop.scan_probe``): the time a reader's full scan takes
+on the snapshot a run started from and on the one it ended on, in the run's own Spark session.
+
+pyiceberg measures what planning reads and what a scan would open (health/scan_cost.py); this
+measures what a query costs. The query counts the rows of a snapshot with Iceberg's aggregate
+push-down off, so every data file (and delete file) is opened rather than answered from manifest
+statistics. It is bounded by size: the run probes only tables up to ``loop.scan_probe_max_bytes``.
+Both snapshots are probed in turn, twice, and the faster time of each kept, so the JVM's warm-up
+and the file system's cache favour neither side.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from icelake_assets.maintenance.procedures import table_identifier
+from icelake_assets.types import TableRef
+
+PUSH_DOWN = "spark.sql.iceberg.aggregate-push-down.enabled"
+ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class ScanProbe:
+    before_seconds: float
+    after_seconds: float
+    rows: int
+
+    def describe(self) -> str:
+        return f"a full-scan query took {self.before_seconds:.2f} → {self.after_seconds:.2f} s ({self.rows:,} rows)"
+
+
+def probe_scan(
+    spark: SparkSession, ref: TableRef, before_snapshot_id: int, after_snapshot_id: int
+) -> ScanProbe:
+    """Time ``SELECT count(*)`` of ``ref`` as of each snapshot (ids are integers: nothing pasted)."""
+    table = table_identifier(ref)
+    timings: dict[int, list[float]] = {before_snapshot_id: [], after_snapshot_id: []}
+    rows: dict[int, int] = {}
+    previous = spark.conf.get(PUSH_DOWN, None)
+    spark.conf.set(PUSH_DOWN, "false")
+    try:
+        for _ in range(ROUNDS):
+            for snapshot_id in timings:
+                started = time.perf_counter()
+                rows[snapshot_id] = spark.sql(
+                    f"SELECT count(*) AS n FROM {table} VERSION AS OF {int(snapshot_id)}"
+                ).collect()[0]["n"]
+                timings[snapshot_id].append(time.perf_counter() - started)
+    finally:
+        if previous is None:
+            spark.conf.unset(PUSH_DOWN)
+        else:
+            spark.conf.set(PUSH_DOWN, previous)
+    return ScanProbe(
+        before_seconds=round(min(timings[before_snapshot_id]), 4),
+        after_seconds=round(min(timings[after_snapshot_id]), 4),
+        rows=rows[after_snapshot_id],
+    )

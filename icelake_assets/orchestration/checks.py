@@ -46,7 +46,7 @@ from icelake_assets.orchestration.benefits import lake_benefit
 from icelake_assets.orchestration.config_checks import build_config_checks
 from icelake_assets.orchestration.display import human_bytes, md_cell
 from icelake_assets.orchestration.group_checks import group_checks
-from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
+from icelake_assets.orchestration.health import ORPHAN_CHECK, run_orphan_finding, table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.table_groups import TableGroup
@@ -303,6 +303,14 @@ def build_group_checks(
     def orphans(
         context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, out: list[Finding]
     ) -> Iterator[AssetCheckResult]:
+        # After this run's maintenance of the table: its own listing of storage, not a second one.
+        if (reused := run_orphan_finding(context.instance, context.run.run_id, t.ref)) is not None:
+            out.append(reused)
+            note = {
+                "listing": MetadataValue.text("this run's remove_orphan_files listing (not listed again)")
+            }
+            yield check_result(reused, table_asset_key(t.ref), note, fix_job=fix_jobs.get(t.ref))
+            return
         tbl = icelake.load_table(t.ref)
         policy = icelake.policy(tbl)
         scan = icelake.scan_orphans(t.ref, tbl, policy)

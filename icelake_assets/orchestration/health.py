@@ -8,7 +8,7 @@ the Dagster instance (never run here). A table is never Healthy while one of its
 is Unknown while its orphan check has never been evaluated.
 """
 
-from dagster import AssetCheckEvaluation, AssetCheckKey, DagsterInstance
+from dagster import AssetCheckEvaluation, AssetCheckKey, DagsterEventType, DagsterInstance, MetadataValue
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding, Severity
@@ -38,6 +38,49 @@ def recorded_orphan_finding(instance: DagsterInstance | None, ref: TableRef) -> 
             return Finding(ORPHAN_CHECK, Severity.OK, evaluation.description or "passed", "nothing to remove")
         severity = Severity.ERROR if evaluation.severity.value == "ERROR" else Severity.WARN
         return Finding(ORPHAN_CHECK, severity, evaluation.description or "failed", "run remove_orphan_files")
+    return None
+
+
+# A maintenance run's own orphan listing, recorded by its validation for the checks that follow it in
+# the same run (they need not list storage a second time).
+RUN_ORPHANS_METADATA = "orphans/post_run"
+
+
+def run_orphans_metadata(finding: Finding) -> dict[str, MetadataValue]:
+    """What the run's orphan op left, as the materialization records it."""
+    return {
+        RUN_ORPHANS_METADATA: MetadataValue.json(
+            {
+                "severity": finding.severity.value,
+                "summary": finding.summary,
+                "recommendation": finding.recommendation,
+                "metrics": finding.metrics,
+            }
+        )
+    }
+
+
+def run_orphan_finding(instance: DagsterInstance, run_id: str, ref: TableRef) -> Finding | None:
+    """The orphan finding this run's maintenance of ``ref`` recorded (its own listing of storage,
+    after removal), if the run listed it; None otherwise (the check then lists storage itself)."""
+    key = table_asset_key(ref)
+    for event_type in (DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION):
+        for record in instance.get_records_for_run(run_id, of_type=event_type, limit=1000).records:
+            dagster_event = record.event_log_entry.dagster_event
+            if dagster_event is None or dagster_event.asset_key != key:
+                continue
+            data = dagster_event.event_specific_data
+            event = getattr(data, "materialization", None) or getattr(data, "asset_observation", None)
+            value = (event.metadata or {}).get(RUN_ORPHANS_METADATA) if event is not None else None
+            if value is not None:
+                found = value.value
+                return Finding(
+                    ORPHAN_CHECK,
+                    Severity(found["severity"]),
+                    found["summary"],
+                    found["recommendation"],
+                    dict(found.get("metrics") or {}),
+                )
     return None
 
 

@@ -37,7 +37,7 @@ from icelake_assets.maintenance.effect import (
 from icelake_assets.maintenance.scan_probe import probe_scan
 from icelake_assets.maintenance.validation import ValidationFailed, rollback_if_safe, validate_row_counts
 from icelake_assets.orchestration.audit_trail import run_records, write_run_audit
-from icelake_assets.orchestration.health import table_health
+from icelake_assets.orchestration.health import run_orphans_metadata, table_health
 from icelake_assets.orchestration.maintenance_ops import load_table_of_run, record_maintained, selected_tables
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
@@ -149,12 +149,13 @@ def _validate_table(
     effects = verify_effects(state.merged_ops(), after_stats, policy)
     outcome = run_outcome(effects)
     removed = any(e.op == "remove_orphan_files" and e.effect == "effective" for e in effects)
-    health = table_health(
-        icelake, table, ref, context.instance, after_stats, removed, _scanned_orphans(state, policy)
-    )
+    scanned = _scanned_orphans(state, policy)
+    health = table_health(icelake, table, ref, context.instance, after_stats, removed, scanned)
     # A run that did nothing points to the last one that did (its before/after stays findable).
     last = None if state.acted() else last_effective_run(context.instance, table_asset_key(ref))
     metadata = run_metadata(state, after_stats, result, effects, outcome, health, policy, last)
+    if scanned is not None:
+        metadata.update(run_orphans_metadata(scanned))
     benefit = _scan_benefit(table, state, policy, lambda: icelake_spark.spark_session, ref)
     if benefit is not None:
         metadata.update(benefit_metadata(benefit))

@@ -90,3 +90,19 @@ def test_the_audit_says_why_a_table_was_not_cleaned(run):
     assert record.decision == "skipped" and "never cleaned" in record.reason
     assert str(run["refs"]["c"]) in record.reason
     assert record.results["refused"] and record.results["orphans_found"] == 3
+
+
+def test_the_checks_after_maintenance_reuse_the_runs_own_listing(run):
+    """Work done once: the orphan check that follows a maintenance run in the same run reads what the
+    run's remove_orphan_files listed and left, instead of listing storage a second time."""
+    post = {
+        e.asset_key.path[-1]: e
+        for r in run["maintenance"]
+        for e in r.get_asset_check_evaluations()
+        if e.check_name == "orphan_files"
+    }
+    d, b = post[run["refs"]["d"].name], post[run["refs"]["b"].name]
+    assert d.passed and b.passed is False  # d's three orphans are gone; a.b is refused as a whole
+    for evaluation in (d, b):
+        assert evaluation.metadata["listing"].value.startswith("this run's remove_orphan_files listing")
+    assert "never removed automatically" in b.description

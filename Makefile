@@ -12,7 +12,7 @@ HOST ?= 127.0.0.1
 PORT ?= 3000
 SCALE ?= demo
 
-.PHONY: bootstrap run test demo demo-lake health bench validate clean cycles snapshots lock
+.PHONY: bootstrap run test unit demo demo-lake health bench validate clean cycles snapshots lock
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -41,6 +41,10 @@ test: bootstrap
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 	$(PY) -m pytest -q
+
+# The unit tests alone (seconds; no Spark, server or Dagster instance): `make test` runs them too.
+unit: bootstrap
+	$(PY) -m pytest -q -m "not integration"
 
 # Headless: rebuilds the degraded demo lake, checks, maintains through Dagster, prints before/after.
 demo: bootstrap $(DAGSTER_HOME)/dagster.yaml

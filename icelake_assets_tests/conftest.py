@@ -5,8 +5,10 @@ resource registers a new catalog on the live session at runtime (see IcebergSpar
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -118,3 +120,25 @@ def build_nested_lake(settings: Settings, spark, gc_disabled: tuple[str, ...] = 
         age_all_files(tables[short], 5)
     planted = {short: plant_orphans(tables[short], 3, age_days=5) for short in ("b", "d", *gc_disabled)}
     return {"refs": refs, "tables": tables, "planted": planted, "catalog": catalog}
+
+
+# Integration tests start a real engine or server: a Spark JVM, SeaweedFS, PostgreSQL, a Dagster
+# webserver or instance, a browser, a subprocess. A test module that names one of them is marked
+# `integration` (the rest are unit tests: pure functions, pyiceberg over a SQLite catalog, Dagster
+# definitions without an instance). `make unit` runs the unit tests alone; `make test` runs both.
+_INTEGRATION = re.compile(
+    r"spark_session|SparkSession|IcebergSparkResource|spark_for|execute_maintenance|execute_in_process"
+    r"|DagsterInstance|instance_for_test|sensor_tick|build_sensor_context|evaluate_tick"
+    r"|\bweed\b|postgres|webserver|playwright|promtool|subprocess|spark_cluster"
+)
+
+
+@functools.cache
+def _is_integration(path: str) -> bool:
+    return bool(_INTEGRATION.search(Path(path).read_text()))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_integration(str(item.path)):
+            item.add_marker(pytest.mark.integration)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from icelake_assets.health.stats import TableStats
@@ -18,8 +19,34 @@ from icelake_assets.maintenance.guards import Verdict, evaluate_guards
 from icelake_assets.policies import decide_action
 from icelake_assets.settings import Mode, Policy
 
+
+class Outcome(StrEnum):
+    """What the maintenance sensor records for a table on a tick. The values are the words the audit,
+    the cursor, the run tags and the UI show (a StrEnum: each equals its word)."""
+
+    # The table's decision (decide_table): metadata, policy and mode alone.
+    LAUNCHED = "launched"  # a run is requested
+    PROPOSED = "proposed"  # mode propose: what would be launched, recorded, nothing launched
+    OBSERVED = "observed"  # mode observe: checks only
+    DEFERRED = "deferred"  # a writer committed within the quiet period
+    HELD = "held"  # the cost guard: over guards.max_rewrite_bytes, awaiting approval
+    SKIPPED = "skipped"  # no op past its threshold
+    # What the sensor adds from the instance and the tick (orchestration/sensors.py, run_model.py).
+    IN_FLIGHT = "in_flight"  # a run of the table is queued or running
+    BACKOFF = "backoff"  # a failed or ineffective run: not relaunched yet
+    QUEUED_BY_PRIORITY = "queued_by_priority"  # under the global run cap, a better table went first
+    ERROR = "error"  # the table could not be evaluated (its own fault only)
+
+
 # Sensor outcomes a table's decision can have before the run model (in flight, backoff, priority).
-OUTCOMES = ("launched", "proposed", "observed", "deferred", "held", "skipped")
+OUTCOMES = (
+    Outcome.LAUNCHED,
+    Outcome.PROPOSED,
+    Outcome.OBSERVED,
+    Outcome.DEFERRED,
+    Outcome.HELD,
+    Outcome.SKIPPED,
+)
 
 
 @dataclass(frozen=True)
@@ -31,7 +58,7 @@ class TableDecision:
     verdict: Verdict
     rewrite: plan.RewritePlan
     action: str
-    outcome: str
+    outcome: Outcome
 
     @property
     def acting(self) -> tuple[str, ...]:
@@ -40,7 +67,7 @@ class TableDecision:
     @property
     def awaiting_approval(self) -> bool:
         """Held by the cost guard, or proposed (mode propose): an operator's approval launches it."""
-        return self.outcome in ("held", "proposed")
+        return self.outcome in (Outcome.HELD, Outcome.PROPOSED)
 
 
 def op_decisions(stats: TableStats, policy: Policy, orphans: Sequence[Any] | None) -> list[plan.Decision]:
@@ -70,7 +97,11 @@ def decide_table(
         partitions=rewrite.partitions,
     )
     action = decide_action(mode, verdict.action == "launch")
-    outcome = {"defer": "deferred", "hold": "held", "skip": "skipped"}.get(verdict.action, "launched")
+    outcome = {"defer": Outcome.DEFERRED, "hold": Outcome.HELD, "skip": Outcome.SKIPPED}.get(
+        verdict.action, Outcome.LAUNCHED
+    )
     if verdict.action == "launch":
-        outcome = {"launch": "launched", "record": "proposed", "nothing": "observed"}[action]
+        outcome = {"launch": Outcome.LAUNCHED, "record": Outcome.PROPOSED, "nothing": Outcome.OBSERVED}[
+            action
+        ]
     return TableDecision(tuple(decisions), verdict, rewrite, action, outcome)

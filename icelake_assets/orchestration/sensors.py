@@ -45,7 +45,7 @@ from icelake_assets.causes import describe
 from icelake_assets.health.orphans import KnownTables
 from icelake_assets.health.overview import TableBenefit, evaluate, priority_key, table_benefit
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance.decide import decide_table
+from icelake_assets.maintenance.decide import Outcome, decide_table
 from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
 from icelake_assets.maintenance.guards import Verdict
 from icelake_assets.orchestration import run_model
@@ -69,18 +69,15 @@ OPS_TAG = "icelake/ops"
 RANK_TAG = "icelake/priority_rank"  # "<rank>/<tables wanting a run>" in the tick that requested it
 MAX_PRIORITY = 1_000_000  # dagster/priority is the benefit (file opens saved per scan), capped
 # Outcomes worth re-evaluating on the next tick even when the table did not change.
-_RECHECK = {"deferred", "error", "in_flight", "backoff", "queued_by_priority"}
+_RECHECK = {Outcome.DEFERRED, Outcome.ERROR, Outcome.IN_FLIGHT, Outcome.BACKOFF, Outcome.QUEUED_BY_PRIORITY}
 # Outcomes of a table that still wants maintenance: the age of its finding carries over.
-_WAITING = {"deferred", "held", "in_flight", "backoff", "queued_by_priority"}
+_WAITING = {Outcome.DEFERRED, Outcome.HELD, Outcome.IN_FLIGHT, Outcome.BACKOFF, Outcome.QUEUED_BY_PRIORITY}
 
 
 @dataclass
 class TableEvaluation:
     ref: TableRef
-    # launched, proposed, deferred, held, skipped, observed, error, in_flight (a run of the table is
-    # queued or running), backoff (its last run failed, retried later), queued_by_priority (the global
-    # run cap's free slots went to tables of larger benefit)
-    outcome: str
+    outcome: Outcome  # maintenance/decide.py says what each means
     reason: str
     run_requests: list[RunRequest] = field(default_factory=list)
     observation: AssetObservation | None = None
@@ -169,7 +166,9 @@ def _error(ref: TableRef, err: Exception, context: SensorEvaluationContext) -> T
         asset_key=table_asset_key(ref),
         metadata={"sensor/outcome": MetadataValue.text("error"), "sensor/reason": MetadataValue.text(reason)},
     )
-    return TableEvaluation(ref, "error", reason, observation=observation, audit=_audit(ref, "error", reason))
+    return TableEvaluation(
+        ref, Outcome.ERROR, reason, observation=observation, audit=_audit(ref, "error", reason)
+    )
 
 
 def evaluate_table(
@@ -195,8 +194,8 @@ def evaluate_table(
     )
     decided = decide_table(stats, policy, effective.mode, orphans)
     decisions, verdict, outcome = decided.decisions, decided.verdict, decided.outcome
-    if outcome == "launched" and (why := _relaunch_hold(context, ref, stats, policy)):
-        outcome, verdict = "backoff", Verdict("skip", why, verdict.ops, verdict.details)
+    if outcome == Outcome.LAUNCHED and (why := _relaunch_hold(context, ref, stats, policy)):
+        outcome, verdict = Outcome.BACKOFF, Verdict("skip", why, verdict.ops, verdict.details)
     observation = _observation(key, stats, verdict, outcome)
     evaluation = TableEvaluation(
         ref,
@@ -206,7 +205,7 @@ def evaluate_table(
         benefit=table_benefit(evaluate(stats, policy, name=str(ref))),
         orphans_pending=any(d.op == "remove_orphan_files" and d.act for d in decisions),
     )
-    if outcome == "launched":
+    if outcome == Outcome.LAUNCHED:
         # Only the partitions the rewrite will take (Iceberg would skip the others: plan.plan_rewrite).
         planned = replace(stats, compaction_candidates=list(decided.rewrite.partitions))
         tags = {
@@ -221,7 +220,7 @@ def evaluate_table(
             evaluation.dynamic_requests = dynamic_partition_requests(
                 table, stats, context.instance, keys=keys
             )
-    if outcome != "observed":
+    if outcome != Outcome.OBSERVED:
         decision = {
             "launched": "launched",
             "proposed": "proposed",
@@ -258,12 +257,12 @@ def _hold_back(
 ) -> None:
     """A launch the run model forbids becomes a deferral: the table's maintenance is already queued or
     running (launched by anyone), or its last run failed and the backoff is not over."""
-    if evaluation.outcome != "launched" or runs is None:
+    if evaluation.outcome != Outcome.LAUNCHED or runs is None:
         return
     retry_at = runs.retry_at(backoff_seconds)
     if runs.in_flight:
         reason = f"maintenance already queued or running ({runs.in_flight})"
-        outcome = "in_flight"
+        outcome = Outcome.IN_FLIGHT
     elif retry_at is not None and retry_at > now:
         cause = runs.failure_reason()
         reason = (
@@ -271,13 +270,13 @@ def _hold_back(
             f"{datetime.fromtimestamp(retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC"
             + (f" (last failure: {cause})" if cause else "")
         )
-        outcome = "backoff"
+        outcome = Outcome.BACKOFF
     else:
         return
     _defer(evaluation, outcome, reason)
 
 
-def _defer(evaluation: TableEvaluation, outcome: str, reason: str, **metadata: Any) -> None:
+def _defer(evaluation: TableEvaluation, outcome: Outcome, reason: str, **metadata: Any) -> None:
     """Turn a launch into a deferral: no run, observation and audit (decision ``deferred``) say why."""
     evaluation.outcome, evaluation.reason = outcome, reason
     evaluation.run_requests, evaluation.dynamic_requests = [], []
@@ -322,7 +321,7 @@ def _prioritize(
         if free is not None and rank > free:
             _defer(
                 e,
-                "queued_by_priority",
+                Outcome.QUEUED_BY_PRIORITY,
                 f"{why}; the free run slots went to higher-ranked tables ({slots}); "
                 "ranked again on the next tick",
                 **extra,
@@ -437,7 +436,7 @@ def evaluate_tick(
                 else r.with_replaced_attrs(job_name=job)
                 for r in evaluation.run_requests
             ]
-        if evaluation.outcome in ("held", "proposed") and evaluation.observation is not None:
+        if evaluation.outcome in (Outcome.HELD, Outcome.PROPOSED) and evaluation.observation is not None:
             # How to approve it, in the UI: the command and the launchpad with the approval filled in.
             evaluation.observation = approval_observation(
                 evaluation.observation,
@@ -457,7 +456,7 @@ def evaluate_tick(
         str(e.ref): float(p[3]) if p and len(p) > 3 and p[3] is not None and p[1] in _WAITING else now
         for e, p, *_ in evaluated
     }
-    wanting = [e for e, *_ in evaluated if e.outcome == "launched"]
+    wanting = [e for e, *_ in evaluated if e.outcome == Outcome.LAUNCHED]
     if wanting:
         ahead = icelake.settings.automation.queued_runs_ahead
         free, slots = run_model.free_slots(context.instance, pools, ahead)
@@ -472,14 +471,14 @@ def evaluate_tick(
         if unchanged and prior and prior[1] == evaluation.outcome:
             evaluation.audit = None
         since = found_at[str(evaluation.ref)] if evaluation.outcome in _WAITING else None
-        if evaluation.orphans_pending and evaluation.outcome != "launched":
+        if evaluation.orphans_pending and evaluation.outcome != Outcome.LAUNCHED:
             # Deferred, held or queued: keep the scan due, so the next evaluation sees the orphans again.
             scanned = float(prior[2]) if prior and len(prior) > 2 else now - orphan_scan_seconds
         cursor.seen[str(evaluation.ref)] = [metadata_file, evaluation.outcome, scanned, since]
     counts: dict[str, int] = {}
     for r in results:
         counts[r.outcome] = counts.get(r.outcome, 0) + 1
-    acting = [f"{r.ref} {r.outcome}" for r in results if r.outcome != "skipped"]
+    acting = [f"{r.ref} {r.outcome}" for r in results if r.outcome != Outcome.SKIPPED]
     context.log.info(
         f"evaluated {len(results)} of {n} tables ({visited} visited) in {time.monotonic() - started:.2f}s "
         f"{counts}"
@@ -515,7 +514,7 @@ def tick_summary(results: Sequence[TableEvaluation], total: int, visited: int) -
     head = f"{len(results)} of {total} tables evaluated, no run: " + ", ".join(
         f"{n} {outcome}" for outcome, n in sorted(counts.items(), key=lambda kv: -kv[1])
     )
-    details = [f"{r.ref} {r.outcome}: {r.reason}" for r in results if r.outcome != "skipped"]
+    details = [f"{r.ref} {r.outcome}: {r.reason}" for r in results if r.outcome != Outcome.SKIPPED]
     text = head + (" | " + "; ".join(details) if details else "")
     return text if len(text) <= _SUMMARY_MAX else text[: _SUMMARY_MAX - 1] + "…"
 

@@ -66,7 +66,7 @@ def catalog_name(settings: Settings) -> str:
 
 def sensor_tick(defs, settings: Settings, instance, sensor: str | None = None, cursor: str | None = None):
     """One real tick of ``sensor`` (default: the maintenance sensor) of ``defs``, as the daemon runs it."""
-    from dagster import build_sensor_context
+    from dagster import build_sensor_context, serialize_value
 
     from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
 
@@ -76,7 +76,11 @@ def sensor_tick(defs, settings: Settings, instance, sensor: str | None = None, c
         definitions=defs,
         resources={"icelake": IcelakeResource(config_path=settings.source)},
     )
-    return defs.get_sensor_def(sensor or MAINTENANCE_SENSOR).evaluate_tick(context)
+    result = defs.get_sensor_def(sensor or MAINTENANCE_SENSOR).evaluate_tick(context)
+    # What the daemon sends across its gRPC boundary: fails on anything Dagster cannot serialize
+    # (an enum in metadata did, only under the daemon).
+    serialize_value(result)
+    return result
 
 
 @pytest.fixture

@@ -166,7 +166,7 @@ def build_plan(
         guards=GUARDS[decided.verdict.action],
         guards_reason=decided.verdict.reason,
         guards_details=_json_safe(dict(decided.verdict.details)),
-        outcome=decided.outcome,
+        outcome=str(decided.outcome),
         enforce=ENFORCE[decided.verdict.action],
         approve_command=approve_command(ref),
     )

@@ -52,7 +52,7 @@ def waiting_row(
     if decided.outcome not in WAITING:
         return None
     estimate = int(decided.verdict.details.get("estimated_rewrite_bytes", 0))
-    return ref, decided.outcome, decided.verdict.reason, estimate, job
+    return ref, str(decided.outcome), decided.verdict.reason, estimate, job
 
 
 def waiting_metadata(rows: Sequence[tuple[TableRef, str, str, int, str | None]]) -> dict[str, Any]:

@@ -100,7 +100,7 @@ def _observation(key: AssetKey, stats: TableStats, verdict: Verdict, outcome: st
         "recent_writer_commits": getattr(stats, "recent_writer_commits", 0),
     }
     metadata: dict[str, Any] = {f"health/{k}": MetadataValue.int(int(v)) for k, v in numbers.items()}
-    metadata["sensor/outcome"] = MetadataValue.text(outcome)
+    metadata["sensor/outcome"] = MetadataValue.text(str(outcome))  # plain text: Dagster serializes it
     metadata["sensor/reason"] = MetadataValue.text(verdict.reason)
     return AssetObservation(asset_key=key, metadata=metadata)
 
@@ -282,7 +282,10 @@ def _defer(evaluation: TableEvaluation, outcome: Outcome, reason: str, **metadat
     evaluation.run_requests, evaluation.dynamic_requests = [], []
     if evaluation.observation is not None:
         md = {**evaluation.observation.metadata, **metadata}
-        md["sensor/outcome"], md["sensor/reason"] = MetadataValue.text(outcome), MetadataValue.text(reason)
+        md["sensor/outcome"], md["sensor/reason"] = (
+            MetadataValue.text(str(outcome)),
+            MetadataValue.text(reason),
+        )
         evaluation.observation = AssetObservation(asset_key=evaluation.observation.asset_key, metadata=md)
     if evaluation.audit is not None:
         evaluation.audit = replace(
@@ -441,7 +444,7 @@ def evaluate_tick(
             evaluation.observation = approval_observation(
                 evaluation.observation,
                 table.ref,
-                evaluation.outcome,
+                str(evaluation.outcome),
                 (evaluation.audit.cost_estimate_bytes or 0) if evaluation.audit else 0,
                 job_of.get(table.ref) if job_of else None,
             )
@@ -474,10 +477,10 @@ def evaluate_tick(
         if evaluation.orphans_pending and evaluation.outcome != Outcome.LAUNCHED:
             # Deferred, held or queued: keep the scan due, so the next evaluation sees the orphans again.
             scanned = float(prior[2]) if prior and len(prior) > 2 else now - orphan_scan_seconds
-        cursor.seen[str(evaluation.ref)] = [metadata_file, evaluation.outcome, scanned, since]
+        cursor.seen[str(evaluation.ref)] = [metadata_file, str(evaluation.outcome), scanned, since]
     counts: dict[str, int] = {}
     for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        counts[str(r.outcome)] = counts.get(str(r.outcome), 0) + 1
     acting = [f"{r.ref} {r.outcome}" for r in results if r.outcome != Outcome.SKIPPED]
     context.log.info(
         f"evaluated {len(results)} of {n} tables ({visited} visited) in {time.monotonic() - started:.2f}s "
@@ -510,7 +513,7 @@ def tick_summary(results: Sequence[TableEvaluation], total: int, visited: int) -
         return f"nothing changed in the {visited} of {total} tables visited: no metadata to read"
     counts: dict[str, int] = {}
     for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        counts[str(r.outcome)] = counts.get(str(r.outcome), 0) + 1
     head = f"{len(results)} of {total} tables evaluated, no run: " + ", ".join(
         f"{n} {outcome}" for outcome, n in sorted(counts.items(), key=lambda kv: -kv[1])
     )

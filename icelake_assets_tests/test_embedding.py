@@ -16,14 +16,14 @@ import yaml
 from dagster import AssetKey, DagsterInstance, evaluate_automation_conditions, multiprocess_executor
 from dagster_pyspark import PySparkResource
 
-from icelake_assets.catalog.connection import load_table, open_catalog
+from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.embedding import icelake_definitions
 from icelake_assets.orchestration.checks import CHECKS_JOB
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.settings.asset_keys import AssetKeySettings, use_asset_keys
 from icelake_assets_tests.conftest import catalog_name, sensor_tick
-from icelake_assets_tests.orchestration.test_sensors import _lake
+from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch, _lake
 
 USER_POOL = "shop_db"
 
@@ -46,13 +46,13 @@ def report_is_fresh() -> dg.AssetCheckResult:
 shop_report = dg.define_asset_job("shop_report", selection=[report])
 """
 
-# The project's own code writes the table (key ns/t) and feeds a report that refreshes on every new
-# version of it (declarative automation).
+# The project's own code writes the table (key sales/orders) and feeds a report that refreshes on
+# every new version of it (declarative automation).
 OWN_TABLE = """\
 import dagster as dg
 
 
-@dg.asset(key=["ns", "t"], pool="shop_db")
+@dg.asset(key=["sales", "orders"], pool="shop_db")
 def orders() -> None:
     pass
 
@@ -221,15 +221,22 @@ def test_the_factory_takes_the_same_arguments(make_lake):
 def test_a_table_the_project_defines_is_one_node_with_the_products_checks_and_maintenance(
     make_lake, tmp_path, monkeypatch
 ):
-    """The project's code writes the table (its asset `ns/t`): the product defines no second node,
-    attaches its checks to the project's asset, and its sensor-launched maintenance heals the table
-    recording an observation, not a materialization, so the project's eager report does not rerun."""
-    settings, ref, table = _lake(make_lake)
+    """The project's code writes the table (its asset `sales/orders`): the product defines no second
+    node, attaches its checks to the project's asset, and its sensor-launched maintenance heals the
+    table recording an observation, not a materialization, so the project's eager report does not
+    rerun. (The lake's other table, `ns.t`, is healthy: 2 files.)"""
+    settings, _, _ = _lake(make_lake, files=2)
+    catalog = open_catalog(settings, catalog_name(settings))
+    catalog.create_namespace("sales")
+    orders = catalog.create_table(("sales", "orders"), SCHEMA)
+    for i in range(25):
+        orders.append(_batch(i * 10, 10))
+    ref = TableRef(catalog_name(settings), ("sales",), "orders")
     attributes = {"asset_key_template": "{namespace}/{table}", "tables_defined_by_project": True}
     root = _project(tmp_path / "shop", Path(settings.source), attributes, OWN_TABLE)
     try:
         defs = _load(root, monkeypatch)
-        key = AssetKey(["ns", "t"])
+        key = AssetKey(["sales", "orders"])
         graph = defs.resolve_asset_graph()
         assert not defs.resolve_assets_def(key).node_def.name.startswith(
             "maintain"

@@ -83,6 +83,23 @@ def sensor_tick(defs, settings: Settings, instance, sensor: str | None = None, c
     return result
 
 
+def dagster_definitions_validate(target: list[str], cwd: Path, env: dict[str, str]) -> None:
+    """``dagster definitions validate <target>`` as a user runs it (a subprocess): it must pass."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", *target],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Validation successful" in proc.stdout + proc.stderr
+
+
 @pytest.fixture
 def make_lake(tmp_path_factory) -> Callable[..., Settings]:
     return lambda thresholds=None, extra=None: new_lake(tmp_path_factory, thresholds, extra)
@@ -133,7 +150,7 @@ def build_nested_lake(settings: Settings, spark, gc_disabled: tuple[str, ...] = 
 _INTEGRATION = re.compile(
     r"spark_session|SparkSession|IcebergSparkResource|spark_for|execute_maintenance|execute_in_process"
     r"|DagsterInstance|instance_for_test|sensor_tick|build_sensor_context|evaluate_tick"
-    r"|\bweed\b|postgres|webserver|playwright|promtool|subprocess|spark_cluster"
+    r"|\bweed\b|postgres|webserver|playwright|promtool|subprocess|definitions_validate|spark_cluster"
 )
 
 

@@ -1,15 +1,13 @@
 """`dagster definitions validate` passes for the project, and assets follow the documented conventions."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from dagster import AssetKey
 
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.orchestration.project import build_definitions
-from icelake_assets_tests.conftest import catalog_name
+from icelake_assets_tests.conftest import catalog_name, dagster_definitions_validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,17 +16,7 @@ def test_dagster_definitions_validate_passes(make_lake):
     settings = make_lake()
     build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
     env = {**os.environ, "ICELAKE_CONFIG": settings.source}
-    dagster = Path(sys.executable).parent / "dagster"
-    proc = subprocess.run(
-        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Validation successful" in proc.stdout + proc.stderr
+    dagster_definitions_validate(["-w", "workspace.yaml"], ROOT, env)
 
 
 def test_tables_become_assets_with_keys_groups_kinds_and_metadata(make_lake):

@@ -6,7 +6,6 @@ a real instance launches maintenance that heals the user's degraded table on rea
 
 import importlib
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -22,7 +21,7 @@ from icelake_assets.orchestration.checks import CHECKS_JOB
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.orchestration.sensors import TABLE_TAG
 from icelake_assets.settings.asset_keys import AssetKeySettings, use_asset_keys
-from icelake_assets_tests.conftest import catalog_name, sensor_tick
+from icelake_assets_tests.conftest import catalog_name, dagster_definitions_validate, sensor_tick
 from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch, _lake
 
 USER_POOL = "shop_db"
@@ -147,16 +146,8 @@ def shop(make_lake, tmp_path, monkeypatch):
 
 def _validate(root: Path) -> None:
     """Dagster's own validation of the user's project, as the user runs it."""
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "shop.definitions"],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), *sys.path])},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Validation successful" in done.stdout + done.stderr
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), *sys.path])}
+    dagster_definitions_validate(["-m", "shop.definitions"], root, env)
 
 
 def test_the_component_loads_beside_the_users_resources_executor_and_checks(shop):

@@ -46,7 +46,7 @@ from icelake_assets.orchestration.benefits import lake_benefit
 from icelake_assets.orchestration.config_checks import build_config_checks
 from icelake_assets.orchestration.display import human_bytes, md_cell
 from icelake_assets.orchestration.group_checks import group_checks
-from icelake_assets.orchestration.health import ORPHAN_CHECK, run_orphan_finding, table_health
+from icelake_assets.orchestration.health import ORPHAN_CHECK, run_orphan_findings, table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.table_groups import TableGroup
@@ -271,24 +271,31 @@ def build_group_checks(
     maintenance job (by ref), linked from its failing checks."""
     fix_jobs = fix_jobs or {}
 
+    # The orphan findings a maintenance run recorded, read once per run (not once per table).
+    recorded: dict[str, dict[AssetKey, Finding]] = {}
+
     def evaluate_table(
         context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, selected: set[str]
     ) -> Iterator[AssetCheckResult]:
-        fresh: list[Finding] = []
+        started = time.perf_counter()
+        tbl = icelake.load_table(t.ref)  # once for both kinds of check
+        fresh: Finding | None = None
         if ORPHAN_CHECK in selected:
-            yield from orphans(context, icelake, t, fresh)
+            fresh, extra = orphans(context, icelake, t, tbl)
+            yield check_result(fresh, table_asset_key(t.ref), extra, fix_job=fix_jobs.get(t.ref))
+            started = time.perf_counter()
         if selected - {ORPHAN_CHECK}:
-            yield from metadata(context, icelake, t, selected, fresh[0] if fresh else None)
+            yield from metadata(context, icelake, t, tbl, selected, fresh, started)
 
     def metadata(
         context: AssetCheckExecutionContext,
         icelake: IcelakeResource,
         t: DiscoveredTable,
+        tbl,
         selected: set[str],
         orphans_now: Finding | None,
+        started: float,
     ) -> Iterator[AssetCheckResult]:
-        started = time.perf_counter()
-        tbl = icelake.load_table(t.ref)
         health = table_health(icelake, tbl, t.ref, context.instance, orphans=orphans_now)
         extra = {
             **health_metadata(health),
@@ -301,17 +308,16 @@ def build_group_checks(
         )
 
     def orphans(
-        context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, out: list[Finding]
-    ) -> Iterator[AssetCheckResult]:
+        context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, tbl
+    ) -> tuple[Finding, dict[str, Any]]:
+        run_id = context.run.run_id
+        if run_id not in recorded:
+            recorded[run_id] = run_orphan_findings(context.instance, run_id)
         # After this run's maintenance of the table: its own listing of storage, not a second one.
-        if (reused := run_orphan_finding(context.instance, context.run.run_id, t.ref)) is not None:
-            out.append(reused)
-            note = {
+        if (reused := recorded[run_id].get(table_asset_key(t.ref))) is not None:
+            return reused, {
                 "listing": MetadataValue.text("this run's remove_orphan_files listing (not listed again)")
             }
-            yield check_result(reused, table_asset_key(t.ref), note, fix_job=fix_jobs.get(t.ref))
-            return
-        tbl = icelake.load_table(t.ref)
         policy = icelake.policy(tbl)
         scan = icelake.scan_orphans(t.ref, tbl, policy)
         found = scan.orphans
@@ -330,8 +336,7 @@ def build_group_checks(
             if scan.skipped
             else {}
         )
-        out.append(finding)
-        yield check_result(finding, table_asset_key(t.ref), extra, fix_job=fix_jobs.get(t.ref))
+        return finding, extra
 
     return [
         group_checks(

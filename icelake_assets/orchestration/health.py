@@ -8,7 +8,16 @@ the Dagster instance (never run here). A table is never Healthy while one of its
 is Unknown while its orphan check has never been evaluated.
 """
 
-from dagster import AssetCheckEvaluation, AssetCheckKey, DagsterEventType, DagsterInstance, MetadataValue
+from typing import Any, cast
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckKey,
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    MetadataValue,
+)
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding, Severity
@@ -60,28 +69,28 @@ def run_orphans_metadata(finding: Finding) -> dict[str, MetadataValue]:
     }
 
 
-def run_orphan_finding(instance: DagsterInstance, run_id: str, ref: TableRef) -> Finding | None:
-    """The orphan finding this run's maintenance of ``ref`` recorded (its own listing of storage,
-    after removal), if the run listed it; None otherwise (the check then lists storage itself)."""
-    key = table_asset_key(ref)
-    for event_type in (DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION):
-        for record in instance.get_records_for_run(run_id, of_type=event_type, limit=1000).records:
-            dagster_event = record.event_log_entry.dagster_event
-            if dagster_event is None or dagster_event.asset_key != key:
-                continue
-            data = dagster_event.event_specific_data
-            event = getattr(data, "materialization", None) or getattr(data, "asset_observation", None)
-            value = (event.metadata or {}).get(RUN_ORPHANS_METADATA) if event is not None else None
-            if value is not None:
-                found = value.value
-                return Finding(
-                    ORPHAN_CHECK,
-                    Severity(found["severity"]),
-                    found["summary"],
-                    found["recommendation"],
-                    dict(found.get("metrics") or {}),
-                )
-    return None
+def run_orphan_findings(instance: DagsterInstance, run_id: str) -> dict[AssetKey, Finding]:
+    """The orphan findings a maintenance run recorded for the tables it maintained (its own listing
+    of storage, after removal), by table key; empty for a run that maintained nothing (the checks
+    then list storage themselves). One query for the run."""
+    found: dict[AssetKey, Finding] = {}
+    records = instance.get_records_for_run(
+        run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=100_000
+    )
+    for record in records.records:
+        dagster_event = record.event_log_entry.dagster_event
+        materialization = dagster_event.step_materialization_data.materialization if dagster_event else None
+        value = (materialization.metadata or {}).get(RUN_ORPHANS_METADATA) if materialization else None
+        if materialization is not None and value is not None:
+            data = cast(dict[str, Any], value.value)  # written by run_orphans_metadata
+            found[materialization.asset_key] = Finding(
+                ORPHAN_CHECK,
+                Severity(data["severity"]),
+                data["summary"],
+                data["recommendation"],
+                dict(data.get("metrics") or {}),
+            )
+    return found
 
 
 # Executions looked through for the latest evaluated one (planned ones of runs that never ran it too).

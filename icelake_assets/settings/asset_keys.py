@@ -55,10 +55,6 @@ class AssetKeySettings(BaseModel):
             raise ValueError(f"template {v!r} has an empty part (a leading, trailing or double '/')")
         return v
 
-    @property
-    def is_default(self) -> bool:
-        return not self.prefix and self.template == DEFAULT_TEMPLATE and not self.defined_by_project
-
     def path(self, ref: TableRef) -> list[str]:
         """The asset key path of ``ref``: the prefix, then the template's parts filled in (the
         namespace expands to its levels; text around a field stays in that part)."""

@@ -24,6 +24,9 @@ _LAKES = itertools.count()
 # No cached table inventory unless a test asks for one (catalog/test_inventory.py): make sets
 # DAGSTER_HOME, and a cache there would outlive the test lakes (subprocesses inherit this too).
 os.environ.setdefault("ICELAKE_INVENTORY", "off")
+# Each test process runs its own Spark driver (the fixture session below); the shared resident driver
+# is tested on its own (maintenance/test_resident_spark.py) and stopped by its PID there.
+os.environ.setdefault("ICELAKE_SPARK_SESSION", "per_run")
 
 # Thresholds scaled to the demo lake's "test" size (the defaults are sized for production tables).
 TEST_THRESHOLDS: dict[str, Any] = {

@@ -125,7 +125,10 @@ def build_definitions(
             resources={
                 ICELAKE_RESOURCE: IcelakeResource(config_path=config_path),
                 SPARK_RESOURCE: IcebergSparkResource(
-                    spark_config=spark_config(settings, include_secrets=False), config_path=config_path
+                    spark_config=spark_config(settings, include_secrets=False),
+                    config_path=config_path,
+                    session=settings.spark.session,
+                    idle_seconds=settings.spark.idle_minutes * 60,
                 ),
                 RUN_STATE_IO_MANAGER: FilesystemIOManager(),
             },

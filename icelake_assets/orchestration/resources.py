@@ -6,8 +6,9 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
 from pydantic import PrivateAttr
@@ -21,6 +22,7 @@ from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.preflight import preflight
+from icelake_assets.maintenance.resident_spark import Attachment, attach, spark_runs_here
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
 from icelake_assets.policies import EffectivePolicy, policy_for as _policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
@@ -103,8 +105,22 @@ class IcebergSparkResource(LazyPySparkResource):
 
     # Settings file whose catalog credentials are added at runtime (they stay out of resource config).
     config_path: str | None = None
+    # settings spark.session: "shared" attaches to the resident driver (maintenance/resident_spark.py)
+    # unless this process already runs Spark; "per_run" starts a driver in this process.
+    session: str = "per_run"
+    idle_seconds: float = 600.0
     _checked: bool = PrivateAttr(default=False)
     _preflighted: set = PrivateAttr(default_factory=set)
+    _attachment: Attachment | None = PrivateAttr(default=None)
+    _log: Any = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._log = context.log
+
+    @property
+    def attachment(self) -> Attachment | None:
+        """How this run reached the shared driver (None: a driver of its own)."""
+        return self._attachment
 
     def session_for(self, ref: TableRef, table: Table) -> SparkSession:
         """The session, once this run's pre-flight passed for ``ref`` (maintenance/preflight.py):
@@ -122,8 +138,14 @@ class IcebergSparkResource(LazyPySparkResource):
         # The session is built with the secrets the resource config leaves out (read from the settings'
         # environment now), so they reach Spark without ever being stored in run config.
         if self._spark_session is None:
+            conf = {**self.spark_config, **self._secrets()}
             with quiet_py4j():
-                self._spark_session = spark_session_from_config({**self.spark_config, **self._secrets()})
+                if self.session == "shared" and not spark_runs_here():
+                    self._spark_session, self._attachment = attach(conf, self.idle_seconds)
+                    if self._log is not None:
+                        self._log.info(f"Spark: {self._attachment.describe()}")
+                else:
+                    self._spark_session = spark_session_from_config(conf)
 
     @property
     def spark_session(self) -> SparkSession:

@@ -10,6 +10,7 @@ Reading the file is :mod:`.loader`'s; what may be printed is :mod:`.redaction`'s
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
@@ -321,11 +322,30 @@ class TableSelection(_Strict):
     exclude: tuple[str, ...] = ()
 
 
+SPARK_SESSION_ENV = "ICELAKE_SPARK_SESSION"
+SparkSessionMode = Literal["shared", "per_run"]
+
+
+def _default_session() -> str:
+    value = os.environ.get(SPARK_SESSION_ENV, "").strip() or "shared"
+    if value not in get_args(SparkSessionMode):
+        raise SettingsError(
+            f"${SPARK_SESSION_ENV}={value!r}: must be one of {', '.join(get_args(SparkSessionMode))}"
+        )
+    return value
+
+
 class SparkSettings(_Strict):
     master: str = "local[2]"
     # Maven coordinates; when set, the Iceberg runtime is downloaded instead of taken from the wheel.
     packages: tuple[str, ...] = ()
     config: dict[str, str] = {}
+    # shared: runs attach to one Spark driver kept alive between runs (maintenance/resident_spark.py),
+    # so a run pays no JVM start; per_run: each run starts and ends its own driver JVM.
+    # Default: $ICELAKE_SPARK_SESSION, else shared.
+    session: SparkSessionMode = Field(default_factory=_default_session)  # type: ignore[arg-type]
+    # The shared driver exits after this long with no run attached.
+    idle_minutes: float = Field(10.0, gt=0, le=24 * 60)
 
 
 class AuditSettings(_Strict):
@@ -423,7 +443,7 @@ class Settings(_Strict):
     # Defaults of every table (the historical name; policies.defaults overrides it key by key).
     thresholds: Policy = Policy()
     policies: PolicyLayers = PolicyLayers()
-    spark: SparkSettings = SparkSettings()
+    spark: SparkSettings = Field(default_factory=SparkSettings)
     audit: AuditSettings = AuditSettings()
     metrics: MetricsSettings = MetricsSettings()
     automation: AutomationSettings = AutomationSettings()

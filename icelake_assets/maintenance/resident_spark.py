@@ -1,0 +1,358 @@
+"""A Spark driver kept across runs (``spark.session: shared``): runs attach to it instead of each
+starting a JVM of its own.
+
+Every Dagster run is a process of its own; a classic PySpark session starts its driver JVM in that
+process and loads the Iceberg runtime again, which costs a tiny table's run most of its time. Here the
+first run that needs Spark starts one *resident* process (``python -m
+icelake_assets.maintenance.resident_spark``) that holds a SparkSession for the given configuration;
+every later run connects to that JVM's py4j gateway (the mechanism PySpark itself uses for
+``PYSPARK_GATEWAY_PORT``) and works in a session of its own (``SparkSession.newSession``: its own SQL
+configuration, temporary views and catalog instances; one SparkContext).
+
+Isolation: each attached process holds a *lease* (a file naming its PID and job group) while it lives;
+its Spark jobs run in that job group. When a leaseholder dies (a killed run worker), the resident
+cancels its job group, so a dead run's rewrite stops instead of finishing unseen. The resident exits by
+itself after ``idle`` seconds with no lease and no active job (or on SIGTERM to its PID); its JVM
+exits with it (PySpark's gateway server ends when its parent's pipe closes).
+
+State lives in ``<base>/<digest of the configuration>/``: ``driver.json`` (PID, gateway port and
+auth token; mode 0600 in a 0700 folder), ``leases/``, ``driver.log``. The configuration, which may
+carry catalog credentials, reaches the resident on its stdin, never on disk; a different
+configuration gets a different resident.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from icelake_assets.types import IcelakeError
+
+STATE_FILE = "driver.json"
+LOG_FILE = "driver.log"
+LEASES = "leases"
+BASE_ENV = "ICELAKE_SPARK_STATE_DIR"
+START_TIMEOUT_S = 180.0
+POLL_S = 0.5
+
+
+class ResidentSparkError(IcelakeError, RuntimeError):
+    """The resident Spark driver could not be started or reached."""
+
+
+@dataclass(frozen=True)
+class ResidentDriver:
+    """A live resident driver, as its state file describes it."""
+
+    folder: Path
+    pid: int
+    port: int
+    secret: str
+    started: float
+    app_id: str
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What a run learned when it attached (shown with the run's Spark metadata)."""
+
+    driver: ResidentDriver
+    started_driver: bool  # this run started the resident (paid the JVM start)
+    seconds: float  # from asking to holding a session
+    job_group: str
+
+    def describe(self) -> str:
+        how = "started the shared driver" if self.started_driver else "attached to the shared driver"
+        return (
+            f"{how} {self.driver.app_id} (PID {self.driver.pid}) in {self.seconds:.1f} s; "
+            f"this run's jobs are in job group {self.job_group}"
+        )
+
+
+def default_base() -> Path:
+    """``$ICELAKE_SPARK_STATE_DIR``, else ``$DAGSTER_HOME/icelake/spark``, else the user's cache."""
+    configured = os.environ.get(BASE_ENV, "").strip()
+    if configured:
+        return Path(configured)
+    home = os.environ.get("DAGSTER_HOME")
+    if home:
+        return Path(home) / "icelake" / "spark"
+    return Path.home() / ".cache" / "icelake_assets" / "spark"
+
+
+def driver_folder(conf: Mapping[str, str], base: Path | None = None) -> Path:
+    """One folder per configuration (hashed: values may be secrets)."""
+    digest = hashlib.sha256(json.dumps(dict(sorted(conf.items()))).encode()).hexdigest()[:16]
+    return (base or default_base()) / digest
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One process at a time starts, attaches to or retires the folder's driver."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(folder / "lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_driver(folder: Path) -> ResidentDriver | None:
+    """The folder's driver when its process lives (a stale state file is removed)."""
+    path = folder / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not _alive(int(data["pid"])):
+        path.unlink(missing_ok=True)
+        return None
+    return ResidentDriver(
+        folder,
+        int(data["pid"]),
+        int(data["port"]),
+        str(data["secret"]),
+        float(data["started"]),
+        str(data["app_id"]),
+    )
+
+
+def _log_tail(folder: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join((folder / LOG_FILE).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _start(folder: Path, conf: Mapping[str, str], idle_seconds: float) -> ResidentDriver:
+    log = open(folder / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed below
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(folder), "--idle", str(idle_seconds)],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # outlives the run that started it; stopped by its PID
+            close_fds=True,
+        )
+    finally:
+        log.close()
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(dict(conf)).encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        driver = read_driver(folder)
+        if driver is not None and driver.pid == proc.pid:
+            return driver
+        if proc.poll() is not None:
+            raise ResidentSparkError(
+                f"the resident Spark driver exited while starting (exit {proc.returncode}); "
+                f"{folder / LOG_FILE}:\n{_log_tail(folder)}"
+            )
+        time.sleep(POLL_S)
+    proc.kill()
+    raise ResidentSparkError(
+        f"the resident Spark driver did not start within {START_TIMEOUT_S:.0f} s; "
+        f"{folder / LOG_FILE}:\n{_log_tail(folder)}"
+    )
+
+
+def _connect(driver: ResidentDriver):  # -> pyspark.sql.SparkSession
+    """This process's session on the resident JVM (PySpark's own gateway-attach path)."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    saved = {k: os.environ.get(k) for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    os.environ["PYSPARK_GATEWAY_PORT"] = str(driver.port)
+    os.environ["PYSPARK_GATEWAY_SECRET"] = driver.secret
+    try:
+        gateway = launch_gateway()
+    finally:  # the run's own children (none use Spark) must not inherit the gateway
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    jvm = gateway.jvm
+    jsc = jvm.org.apache.spark.api.java.JavaSparkContext.fromSparkContext(
+        jvm.org.apache.spark.SparkContext.getOrCreate()
+    )
+    context = SparkContext(gateway=gateway, jsc=jsc)
+    shared = jvm.org.apache.spark.sql.SparkSession.builder().getOrCreate()
+    return SparkSession(context, jsparkSession=shared.newSession())
+
+
+def spark_runs_here() -> bool:
+    """Whether this process already has a SparkContext (its own driver or an attached one)."""
+    from pyspark import SparkContext
+
+    # PySpark has no public probe: SparkSession.getActiveSession() answers for the calling thread only.
+    return SparkContext._active_spark_context is not None  # noqa: SLF001
+
+
+def attach(
+    conf: Mapping[str, str], idle_seconds: float, base: Path | None = None, description: str = ""
+) -> tuple[object, Attachment]:
+    """A session of this process on the configuration's resident driver, started if none lives.
+
+    Refused when this process already runs a Spark driver of its own (PySpark keeps one per process)."""
+    if spark_runs_here():
+        raise ResidentSparkError("this process already has a SparkContext: use it instead")
+    began = time.monotonic()
+    folder = driver_folder(conf, base)
+    group = f"icelake-{os.getpid()}-{int(time.time())}"
+    with _locked(folder):
+        driver = read_driver(folder)
+        started = driver is None
+        if driver is None:
+            driver = _start(folder, conf, idle_seconds)
+        leases = folder / LEASES
+        leases.mkdir(exist_ok=True, mode=0o700)
+        (leases / str(os.getpid())).write_text(group)
+    atexit.register(release, folder)
+    try:
+        session = _connect(driver)
+    except Exception as err:
+        (folder / LEASES / str(os.getpid())).unlink(missing_ok=True)
+        raise ResidentSparkError(
+            f"cannot reach the resident Spark driver (PID {driver.pid}, port {driver.port}): {err}; "
+            f"{folder / LOG_FILE}:\n{_log_tail(folder)}"
+        ) from err
+    session.sparkContext.setJobGroup(group, description or f"icelake_assets run (PID {os.getpid()})", True)
+    return session, Attachment(driver, started, time.monotonic() - began, group)
+
+
+def release(folder: Path) -> None:
+    """This process is done with the driver (the resident also notices when the process is gone)."""
+    (folder / LEASES / str(os.getpid())).unlink(missing_ok=True)
+
+
+def stop(folder: Path, timeout_s: float = 30.0) -> bool:
+    """Stop the folder's resident driver by its PID (SIGTERM, then SIGKILL); True if one was running."""
+    driver = read_driver(folder)
+    if driver is None:
+        return False
+    os.kill(driver.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(driver.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(driver.pid):
+        os.kill(driver.pid, signal.SIGKILL)
+    (folder / STATE_FILE).unlink(missing_ok=True)
+    return True
+
+
+def stop_all(base: Path | None = None) -> int:
+    """Stop every resident driver under ``base``; how many were running."""
+    root = base or default_base()
+    return sum(stop(folder) for folder in sorted(root.glob("*")) if folder.is_dir()) if root.exists() else 0
+
+
+# ---- the resident process ----------------------------------------------------------------------
+
+
+def _sweep_leases(folder: Path, context) -> int:
+    """Cancel the job groups of leaseholders that died; the number of live leases."""
+    live = 0
+    for lease in (folder / LEASES).glob("*"):
+        if lease.name.isdigit() and _alive(int(lease.name)):
+            live += 1
+            continue
+        group = lease.read_text().strip()
+        if group:
+            context.cancelJobGroup(group)
+            print(
+                f"{time.strftime('%H:%M:%S')} PID {lease.name} is gone: cancelled job group {group}",
+                flush=True,
+            )
+        lease.unlink(missing_ok=True)
+    return live
+
+
+def serve(folder: Path, idle_seconds: float) -> None:
+    """Hold a SparkSession for the configuration read from stdin until idle or told to stop."""
+    from pyspark.sql import SparkSession
+
+    conf = json.loads(sys.stdin.read())
+    stopping = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    gateway = spark.sparkContext._gateway  # noqa: SLF001 - the port and token runs attach with
+    assert gateway is not None
+    params = gateway.java_parameters if hasattr(gateway, "java_parameters") else gateway.gateway_parameters
+    (folder / LEASES).mkdir(exist_ok=True, mode=0o700)
+    state = {
+        "pid": os.getpid(),
+        "port": params.port,
+        "secret": params.auth_token,
+        "started": time.time(),
+        "app_id": spark.sparkContext.applicationId,
+    }
+    tmp = folder / f".{STATE_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(state, handle)
+    os.replace(tmp, folder / STATE_FILE)
+    print(
+        f"{time.strftime('%H:%M:%S')} resident Spark driver {state['app_id']} ready (PID {os.getpid()})",
+        flush=True,
+    )
+    context = spark.sparkContext
+    idle_since = time.monotonic()
+    while not stopping:
+        time.sleep(POLL_S)
+        with _locked(folder):
+            busy = _sweep_leases(folder, context) > 0 or bool(context.statusTracker().getActiveJobsIds())
+            if busy:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= idle_seconds:
+                (folder / STATE_FILE).unlink(missing_ok=True)  # under the lock: no run attaches now
+                print(f"{time.strftime('%H:%M:%S')} idle for {idle_seconds:.0f} s: stopping", flush=True)
+                break
+    (folder / STATE_FILE).unlink(missing_ok=True)
+    spark.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--idle", type=float, default=600.0, help="seconds without a run before exiting")
+    args = parser.parse_args(argv)
+    serve(args.folder, args.idle)
+
+
+if __name__ == "__main__":
+    main()

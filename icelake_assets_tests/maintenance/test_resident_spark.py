@@ -1,0 +1,209 @@
+"""The shared Spark driver (maintenance/resident_spark.py): real JVMs, runs as separate processes.
+
+Each "run" here is a fresh Python process that attaches as a Dagster run worker does; the pytest
+process never attaches (it keeps its own driver). Every resident started here is stopped by its PID."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
+from icelake_assets.maintenance.resident_spark import (
+    ResidentSparkError,
+    attach,
+    driver_folder,
+    read_driver,
+    stop_all,
+)
+from icelake_assets.maintenance.spark_session import spark_config
+
+CLIENT = """
+import json, sys, time
+from pathlib import Path
+from icelake_assets.maintenance.resident_spark import attach
+conf = json.loads(Path(sys.argv[1]).read_text())
+spark, att = attach(conf, float(sys.argv[3]), Path(sys.argv[2]))
+out = {"app_id": att.driver.app_id, "pid": att.driver.pid, "started": att.started_driver,
+       "group": att.job_group, "attach_s": att.seconds}
+print("ATTACHED", flush=True)
+exec(sys.argv[4])
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+@pytest.fixture
+def lake(make_lake, tmp_path):
+    settings = make_lake()
+    name = next(iter(settings.catalogs))
+    open_catalog(settings, name, create=True)
+    conf_file = tmp_path / "conf.json"
+    conf_file.write_text(json.dumps(spark_config(settings)))
+    base = tmp_path / "spark"
+    yield settings, name, conf_file, base
+    stop_all(base)
+
+
+def run_client(conf_file: Path, base: Path, body: str, idle: float = 60.0) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", CLIENT, str(conf_file), str(base), str(idle), body],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def test_runs_in_separate_processes_share_one_driver_each_in_a_session_of_its_own(lake):
+    settings, name, conf_file, base = lake
+    first = run_client(
+        conf_file,
+        base,
+        f"spark.sql('CREATE NAMESPACE `{name}`.`db`')\n"
+        f"spark.sql('CREATE TABLE `{name}`.`db`.`t` (id bigint) USING iceberg')\n"
+        f"spark.sql('INSERT INTO `{name}`.`db`.`t` VALUES (1)')\n"
+        "spark.sql('SET spark.sql.shuffle.partitions=7')\n"
+        "spark.range(3).createOrReplaceTempView('mine')\n",
+    )
+    # A writer outside Spark commits between the runs: the next run must see it (no stale catalog).
+    table = load_table(open_catalog(settings, name), TableRef(name, ("db",), "t"))
+    table.append(pa.table({"id": pa.array([2], pa.int64())}))
+    second = run_client(
+        conf_file,
+        base,
+        f"out['rows'] = spark.sql('SELECT count(*) FROM `{name}`.`db`.`t`').collect()[0][0]\n"
+        "out['views'] = [r.viewName for r in spark.sql('SHOW VIEWS').collect()]\n"
+        "out['partitions'] = spark.conf.get('spark.sql.shuffle.partitions')\n"
+        "try:\n"
+        "    spark.sql('SELECT * FROM no_such_table').collect()\n"
+        "except Exception as err:\n"
+        "    out['error'] = type(err).__name__\n"
+        "out['after_error'] = spark.sql('SELECT 40 + 2').collect()[0][0]\n",
+    )
+    assert first["started"] and not second["started"]
+    assert (first["app_id"], first["pid"]) == (second["app_id"], second["pid"])
+    assert second["rows"] == 2  # Spark's insert and pyiceberg's append
+    assert "mine" not in second["views"]  # the first run's temporary view stayed in its session
+    assert second["partitions"] == "4"  # the product's setting, not the first run's SET
+    assert second["error"] == "AnalysisException" and second["after_error"] == 42
+    assert read_driver(driver_folder(json.loads(conf_file.read_text()), base)) is not None
+
+
+def test_a_killed_run_has_its_spark_jobs_cancelled_and_the_driver_serves_the_next(lake):
+    _, _, conf_file, base = lake
+    run_client(conf_file, base, "")  # the driver is up
+    # A run whose job would take hours is killed, as a run worker can be.
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CLIENT,
+            str(conf_file),
+            str(base),
+            "60",
+            "spark.range(0, 10**13, numPartitions=2).selectExpr('sum(id * id)').collect()",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ATTACHED"
+    watch = (
+        "import time\n"
+        "tracker = spark.sparkContext.statusTracker()\n"
+        "deadline = time.time() + 120\n"
+        "while not tracker.getActiveJobsIds() and time.time() < deadline: time.sleep(0.2)\n"
+        "out['busy'] = list(tracker.getActiveJobsIds())\n"
+        "print('BUSY', flush=True)\n"
+        "open(sys.argv[1] + '.busy', 'w').close()\n"
+        "while not __import__('os').path.exists(sys.argv[1] + '.killed') and time.time() < deadline:"
+        " time.sleep(0.2)\n"
+        "while tracker.getActiveJobsIds() and time.time() < deadline: time.sleep(0.2)\n"
+        "out['left'] = list(tracker.getActiveJobsIds())\n"
+    )
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, str(conf_file), str(base), "60", watch],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    busy = Path(str(conf_file) + ".busy")
+    deadline = time.monotonic() + 150
+    while not busy.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert busy.exists(), "the long job never started"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    Path(str(conf_file) + ".killed").touch()
+    out, err = watcher.communicate(timeout=200)
+    assert watcher.returncode == 0, out[-2000:] + err[-2000:]
+    result = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
+    assert result["busy"] and result["left"] == []
+    log = (driver_folder(json.loads(conf_file.read_text()), base) / "driver.log").read_text()
+    assert f"PID {proc.pid} is gone: cancelled job group icelake-{proc.pid}-" in log
+    assert run_client(conf_file, base, "out['x'] = spark.sql('SELECT 1').collect()[0][0]")["x"] == 1
+
+
+def test_an_idle_driver_exits_by_itself(lake):
+    _, _, conf_file, base = lake
+    first = run_client(conf_file, base, "", idle=1.0)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(first["pid"], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the idle resident driver did not exit")
+    assert read_driver(driver_folder(json.loads(conf_file.read_text()), base)) is None
+    assert run_client(conf_file, base, "")["started"]  # the next run starts a new one
+
+
+def test_a_driver_that_cannot_start_says_why(tmp_path):
+    conf = {"spark.master": "local[1]", "spark.driver.memory": "lots", "spark.ui.enabled": "false"}
+    code = (
+        "import json, sys\nfrom pathlib import Path\n"
+        "from icelake_assets.maintenance.resident_spark import attach\n"
+        "attach(json.loads(sys.argv[1]), 5, Path(sys.argv[2]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(conf), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "ResidentSparkError: the resident Spark driver exited while starting" in proc.stderr
+    assert "lots" in proc.stderr  # the JVM's own complaint, from the driver's log
+    assert stop_all(tmp_path) == 0
+
+
+def test_each_configuration_has_its_own_driver_and_a_stale_state_file_is_ignored(tmp_path):
+    a = driver_folder({"spark.master": "local[1]"}, tmp_path)
+    b = driver_folder({"spark.master": "local[2]"}, tmp_path)
+    assert a != b and a == driver_folder({"spark.master": "local[1]"}, tmp_path)
+    a.mkdir(parents=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    state = {"pid": int(dead.stdout), "port": 1, "secret": "s", "started": 0, "app_id": "x"}
+    (a / "driver.json").write_text(json.dumps(state))
+    assert read_driver(a) is None and not (a / "driver.json").exists()
+
+
+def test_a_process_with_its_own_spark_does_not_attach(spark_for, make_lake, tmp_path):
+    spark_for(make_lake())  # this process's own driver
+    with pytest.raises(ResidentSparkError, match="already has a SparkContext"):
+        attach({"spark.master": "local[1]"}, 5, tmp_path)

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from icelake_assets.maintenance.resident_spark import stop_all
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -64,6 +66,8 @@ class DagsterDev:
             "DAGSTER_HOME": str(self.folder / "dagster_home"),
             "ICELAKE_HEALTH_CACHE": str(self.folder / "health.sqlite"),
             "PYTHONPATH": str(ROOT),
+            # The product's default: the runs share one resident Spark driver, stopped in stop().
+            "ICELAKE_SPARK_SESSION": "shared",
         }
 
     def prepare(self) -> None:
@@ -128,6 +132,14 @@ class DagsterDev:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self, timeout: float = 30) -> None:
+        """Dagster, then the shared Spark driver: it lives in a session of its own (it outlives the run
+        that started it) and is stopped by its PID."""
+        try:
+            self._stop_dagster(timeout)
+        finally:
+            stop_all(self.folder / "dagster_home" / "icelake" / "spark")
+
+    def _stop_dagster(self, timeout: float) -> None:
         """SIGTERM to the whole process group, SIGKILL to what is left after ``timeout``."""
         if self.process is None:
             return

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from icelake_assets.maintenance.resident_spark import read_driver
 from icelake_assets_tests.ui.server import ROOT, DagsterDev, free_port, processes_using
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -271,6 +272,9 @@ def test_the_sensor_heals_all_three_tables_and_the_overview_follows(page, server
         assert {t["key"]: t["value"] for t in run["tags"]}["icelake/trigger"] == "sensor", table
     healed_at = max(run["endTime"] for run in healed.values())
     print(f"all three tables healed {time.monotonic() - started:.0f}s after the sensor started")
+    # The runs shared one Spark driver (the product's default), still up for the next run.
+    spark_state = server.folder / "dagster_home" / "icelake" / "spark"
+    assert len([d for d in spark_state.glob("*") if read_driver(d)]) == 1, list(spark_state.glob("*/*"))
 
     # Each table's health check reads Healthy, with every check passing.
     for table, path in TABLES.items():

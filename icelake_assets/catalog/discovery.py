@@ -20,7 +20,7 @@ from icelake_assets.catalog.connection import (
     open_catalog,
 )
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.catalog.partition_layout import PartitionLayout, partition_layout
+from icelake_assets.partitions.layout import PartitionLayout, partition_layout
 from icelake_assets.settings import Settings
 
 _log = logging.getLogger(__name__)

@@ -96,7 +96,7 @@ def unhealed(settings: Settings) -> list[str]:
 
         ref = TableRef("demo", tuple(ident[:-1]), ident[-1])
         table = load_table(cat, ref)
-        policy = policy_for(settings, table, table.properties)
+        policy = policy_for(settings, ref, table.properties)
         stats = compute_table_stats(table, policy)
         acting = [
             d.op

@@ -109,6 +109,14 @@ def load_table(catalog: Catalog, ref: TableRef) -> Table:
         ) from err
 
 
+def table_ref(table: Table) -> TableRef:
+    """The TableRef of a loaded pyiceberg table: its catalog's name plus its identifier."""
+    if not isinstance(table, Table):
+        raise TypeError(f"table_ref takes a loaded pyiceberg Table, not {type(table).__name__}")
+    ident = tuple(table.name())
+    return TableRef(table.catalog.name, ident[:-1], ident[-1])
+
+
 def current_snapshot_id(table: Table) -> int | None:
     """The id of the table's current snapshot (None: a table never written)."""
     snap = table.current_snapshot()

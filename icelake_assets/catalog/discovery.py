@@ -20,7 +20,7 @@ from icelake_assets.catalog.connection import (
     open_catalog,
 )
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.catalog.partition_layout import PartitionLayout, partition_layout
+from icelake_assets.partitions.layout import PartitionLayout, partition_layout
 from icelake_assets.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class DiscoveredTable:
         )
 
 
-def _namespaces(catalog: Catalog, parent: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+def all_namespaces(catalog: Catalog, parent: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     """All namespaces, nested ones included (depth-first)."""
     try:
         children = [tuple(ns) for ns in catalog.list_namespaces(parent)]
@@ -82,14 +82,14 @@ def _namespaces(catalog: Catalog, parent: tuple[str, ...] = ()) -> Iterator[tupl
     for ns in children:
         if len(ns) > len(parent) and ns[: len(parent)] == parent:
             yield ns
-            yield from _namespaces(catalog, ns)
+            yield from all_namespaces(catalog, ns)
 
 
 def list_table_refs(settings: Settings, catalog: Catalog, name: str) -> list[TableRef]:
     """The selected tables of catalog ``name`` by name only (one listing per namespace, none loaded)."""
     try:
         refs = []
-        for ns in list(dict.fromkeys(_namespaces(catalog))):
+        for ns in list(dict.fromkeys(all_namespaces(catalog))):
             for ident in catalog.list_tables(ns):
                 ref = TableRef(name, tuple(ident[:-1]), ident[-1])
                 if settings.selects(name, ref.namespace_name, ref.name):

@@ -33,7 +33,7 @@ from icelake_assets.catalog.discovery import (
     discover_table,
     list_table_refs,
 )
-from icelake_assets.catalog.partition_layout import LayoutField, PartitionLayout
+from icelake_assets.partitions.layout import LayoutField, PartitionLayout
 from icelake_assets.settings import Settings
 from icelake_assets.types import IcelakeError
 

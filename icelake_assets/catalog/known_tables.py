@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from icelake_assets.catalog.connection import TableRef, open_catalog
-from icelake_assets.catalog.discovery import _namespaces
+from icelake_assets.catalog.discovery import all_namespaces
 from icelake_assets.causes import describe
 from icelake_assets.settings import Settings
 from icelake_assets.types import KnownTable, KnownTables, UnlistedTable
@@ -58,7 +58,7 @@ def _catalog_tables(name: str, catalog: Catalog) -> tuple[list[KnownTable], list
     else:
         rows = [
             (tuple(ident), None)
-            for ns in dict.fromkeys(_namespaces(catalog))
+            for ns in dict.fromkeys(all_namespaces(catalog))
             for ident in catalog.list_tables(ns)
         ]
     found, unlisted = [], []

@@ -61,7 +61,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from icelake_assets.catalog.partition_layout import UNPARTITIONED
+from icelake_assets.partitions.layout import UNPARTITIONED
 
 # Iceberg's manifest entry field ids (spec: "Manifests").
 _STATUS, _DATA_FILE, _CONTENT, _PARTITION, _RECORDS, _SIZE, _LOWER, _UPPER = (

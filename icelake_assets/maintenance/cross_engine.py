@@ -21,7 +21,8 @@ from pyiceberg.types import IntegerType, LongType, StringType
 from pyspark.sql import SparkSession, functions as F
 
 from icelake_assets.catalog.connection import TableRef, current_snapshot_id
-from icelake_assets.maintenance.procedures import quote_identifier, table_identifier
+from icelake_assets.maintenance.procedures import table_identifier
+from icelake_assets.partitions.quoting import quote_identifier
 from icelake_assets.types import IcelakeError
 
 _EXTENSIONS = ("duckdb_extension_avro", "duckdb_extension_iceberg")

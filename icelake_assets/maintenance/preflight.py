@@ -31,7 +31,8 @@ from pyspark.sql import SparkSession
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.spark_storage import S3_SCHEMES
 from icelake_assets.causes import root_cause
-from icelake_assets.maintenance.procedures import quote_identifier, table_identifier
+from icelake_assets.maintenance.procedures import table_identifier
+from icelake_assets.partitions.quoting import quote_identifier
 from icelake_assets.types import IcelakeError, KnownTable
 
 Check = Literal["catalog", "file-io", "filesystem", "read", "write"]

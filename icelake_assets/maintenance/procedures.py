@@ -13,16 +13,7 @@ from typing import Any
 from pyspark.sql import Row, SparkSession
 
 from icelake_assets.catalog.connection import TableRef
-
-
-def quote_identifier(part: str) -> str:
-    """A Spark SQL identifier in backticks; a backtick inside is doubled."""
-    return "`" + part.replace("`", "``") + "`"
-
-
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal; backslashes and quotes escaped (Spark unescapes literals)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+from icelake_assets.partitions.quoting import quote_identifier, sql_string
 
 
 def table_identifier(ref: TableRef, with_catalog: bool = True) -> str:

@@ -19,13 +19,9 @@ from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
 from icelake_assets.maintenance import plan, procedures, progress
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
-from icelake_assets.maintenance.partition_filter import (
-    PartitionScope,
-    PartitionValues,
-    partition_layout,
-    partition_values,
-    where_clause,
-)
+from icelake_assets.partitions.filters import PartitionScope, where_clause
+from icelake_assets.partitions.layout import partition_layout
+from icelake_assets.partitions.values import PartitionValues, partition_values
 from icelake_assets.settings import Policy
 
 StatsFn = Callable[[Table], TableStats]

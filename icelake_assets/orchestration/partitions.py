@@ -1,14 +1,14 @@
 """Iceberg partitions as Dagster partitions, so users backfill partitions ("compact March") and
 sensors request only the partitions that need it.
 
-Mapping of a table's current spec (the dimensions of :func:`~icelake_assets.maintenance.
-partition_filter.dimension_fields`):
+Mapping of a table's current spec (the dimensions of :func:`~icelake_assets.partitions.layout.
+dimension_fields`; the Dagster-free part, values and key strings, is icelake_assets/partitions/):
 
 * hour / day / month / year → time-window partitions, UTC, from the table's earliest live partition
   to its latest (the current period when data reaches it), so every partition holds data. Keys are Iceberg's own partition values
   (``2024-01-03``, ``2024-01-03-05``, ``2024-01``, ``2024``), the ones in the table's storage paths;
 * identity / bucket / truncate → dynamic partitions named ``<table safe name>__<field>`` whose keys
-  are the table's partition values (:func:`~icelake_assets.maintenance.partition_filter.value_key`:
+  are the table's partition values (:func:`~icelake_assets.partitions.keys.value_key`:
   the value itself, quotes / unicode / SQL keywords included; ``~null`` for null);
 * two dimensions of which at most one is a time field → a multi-partition definition;
   more fields → the first time field alone (else the first field); no field → unpartitioned.
@@ -26,10 +26,8 @@ becomes a partition when the definitions are reloaded; until then whole-table ru
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import cast
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -55,35 +53,28 @@ from pyiceberg.table import Table
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance.partition_filter import (
-    LayoutField,
-    PartitionFilterError,
-    PartitionLayout,
-    PartitionScope,
-    PartitionValues,
-    format_time,
-    key_value,
-    partition_layout,
-    partition_values,
-    time_window,
-    value_key,
-)
 from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.partitions.filters import PartitionScope
+from icelake_assets.partitions.keys import (
+    dimension_name,
+    dynamic_partitions_name,
+    key_parts,
+    value_key,
+    values_of_key,
+)
+from icelake_assets.partitions.layout import (
+    LayoutField,
+    PartitionLayout,
+    format_time,
+    partition_layout,
+    time_window,
+)
+from icelake_assets.partitions.values import PartitionValues, partition_values
 
 PARTITION_KEYS_SENSOR = "icelake_partition_keys"
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
 # -- definitions ---------------------------------------------------------------------------------------
-
-
-def dimension_name(f: LayoutField) -> str:
-    """The Dagster dimension name of a partition field (its Iceberg name, made name-safe)."""
-    return _UNSAFE_NAME.sub("_", f.name)
-
-
-def dynamic_partitions_name(ref: TableRef, f: LayoutField) -> str:
-    return f"{ref.safe_name}__{dimension_name(f)}"
 
 
 def _time_def(f: LayoutField, now: datetime) -> TimeWindowPartitionsDefinition:
@@ -127,47 +118,20 @@ def partitions_def_for(table: DiscoveredTable, now: datetime | None = None) -> P
 # -- keys <-> partition values ------------------------------------------------------------------------
 
 
-def _sub_key(f: LayoutField, value: str | None) -> str | None:
-    if f.kind == "time":
-        return value  # time partitions have no null key: rows with a null time are whole-table work
-    return value_key(value)
-
-
 def partition_key(layout: PartitionLayout, values: PartitionValues) -> str | None:
     """The Dagster key of one partition (None when it has none, e.g. a null time value)."""
-    dims = layout.dimensions
-    subs = [_sub_key(d, v) for d, v in zip(dims, values, strict=False)]
-    if not dims or any(s is None for s in subs):
+    parts = key_parts(layout, values)
+    if parts is None:
         return None
-    if len(dims) == 1:
-        return subs[0]
-    return MultiPartitionKey({dimension_name(d): cast(str, s) for d, s in zip(dims, subs, strict=False)})
+    if len(layout.dimensions) == 1:
+        return next(iter(parts.values()))
+    return MultiPartitionKey(parts)
 
 
 def key_values(layout: PartitionLayout, key: str) -> PartitionValues:
     """Inverse of :func:`partition_key`: the dimension values a Dagster key stands for."""
-    dims = layout.dimensions
-    if not dims:
-        raise PartitionFilterError(f"{layout.table} is not partitioned: no key {key!r}")
-    if len(dims) == 1:
-        parts: Mapping[str, str] = {dimension_name(dims[0]): key}
-    else:
-        parts = (
-            key.keys_by_dimension
-            if isinstance(key, MultiPartitionKey)
-            else dict(zip(sorted(dimension_name(d) for d in dims), key.split("|"), strict=False))
-        )
-    out: list[str | None] = []
-    for d in dims:
-        sub = parts.get(dimension_name(d))
-        if sub is None:
-            raise PartitionFilterError(f"{layout.table}: key {key!r} has no {d.name} part")
-        if d.kind == "time":
-            time_window(d.transform, sub)  # validates the format, with an error naming it
-            out.append(sub)
-        else:
-            out.append(key_value(sub))
-    return tuple(out)
+    parts = key.keys_by_dimension if isinstance(key, MultiPartitionKey) else None
+    return values_of_key(layout, key, parts)
 
 
 def run_scope(

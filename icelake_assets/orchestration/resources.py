@@ -16,7 +16,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
-from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
+from icelake_assets.catalog.connection import TableRef, load_table, open_catalog, table_ref
 from icelake_assets.catalog.known_tables import known_tables
 from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
@@ -24,7 +24,7 @@ from icelake_assets.health.stats import ManifestCache, TableStats, compute_table
 from icelake_assets.maintenance.preflight import preflight
 from icelake_assets.maintenance.resident_spark import Attachment, attach, spark_runs_here
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
-from icelake_assets.policies import EffectivePolicy, policy_for as _policy_for, resolve_policy
+from icelake_assets.policies import EffectivePolicy, policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 
 # Resource keys, namespaced to the product: a user's project may have its own ``pyspark`` resource
@@ -73,11 +73,11 @@ class IcelakeResource(ConfigurableResource):
 
     def effective_policy(self, table: Table) -> EffectivePolicy:
         """The table's policy with its mode and the source of every value."""
-        return resolve_policy(self.settings, table, table.properties)
+        return resolve_policy(self.settings, table_ref(table), table.properties)
 
     def policy(self, table: Table) -> Policy:
         # The table's catalog and identifier pick its catalog/namespace/table layers.
-        return _policy_for(self.settings, table, table.properties)
+        return policy_for(self.settings, table_ref(table), table.properties)
 
     def known_tables(self) -> KnownTables:
         """Every table of every configured catalog, and those that cannot be read (with the cause)."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from icelake_assets.catalog.connection import open_catalog
+from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.demo.assets import WRITER_KEY
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.orchestration.project import build_definitions
@@ -79,7 +79,7 @@ def test_an_invalid_key_in_a_property_is_ignored_and_named(make_lake):
     tbl = open_catalog(settings, cat).load_table(("taxi", "trips"))
     with tbl.transaction() as tx:
         tx.set_properties({"icelake.lineage.producers": "ingest/bad key!"})
-    effective = resolve_policy(settings, f"{cat}.taxi.trips", tbl.properties)
+    effective = resolve_policy(settings, TableRef.parse(f"{cat}.taxi.trips"), tbl.properties)
     assert effective.policy.lineage.producers == ()
     assert any("icelake.lineage.producers" in p and "ingest/bad key!" in p for p in effective.problems)
     assert _parents(build_definitions(settings))[f"{cat}/taxi/trips"] == set()

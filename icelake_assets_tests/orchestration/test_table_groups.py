@@ -7,7 +7,6 @@ from dagster import AssetKey, DailyPartitionsDefinition, Definitions, ResourceDe
 from dagster._core.execution.api import create_execution_plan
 
 from icelake_assets.catalog.discovery import DiscoveredTable
-from icelake_assets.catalog.partition_layout import LayoutField, PartitionLayout
 from icelake_assets.orchestration.assets import build_group_asset
 from icelake_assets.orchestration.table_groups import (
     group_tables,
@@ -16,6 +15,7 @@ from icelake_assets.orchestration.table_groups import (
     pool_index,
     pool_name,
 )
+from icelake_assets.partitions.layout import LayoutField, PartitionLayout
 from icelake_assets.types import TableRef
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)

@@ -4,6 +4,7 @@ import pytest
 
 from icelake_assets.policies import policy_for
 from icelake_assets.settings import DEFAULT_MODE, SettingsError, load_settings
+from icelake_assets.types import TableRef
 from icelake_assets_tests.settings.conftest import CAT, write
 
 
@@ -106,4 +107,4 @@ def test_bad_policies_name_file_key_and_allowed_values(tmp_path, text, expected)
 def test_a_new_catalog_starts_in_propose_mode(tmp_path):
     s = load_settings(write(tmp_path, CAT))
     assert s.thresholds.mode == DEFAULT_MODE == "propose"
-    assert policy_for(s, "c1.any.table").mode == "propose"
+    assert policy_for(s, TableRef.parse("c1.any.table")).mode == "propose"

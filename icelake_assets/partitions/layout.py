@@ -1,9 +1,11 @@
 """A table's partition layout: its current spec's fields, the fields of every spec that still has
-live files, and, per time field, its earliest partition (see maintenance/partition_filter.py for
-the vocabulary). Read from pyiceberg metadata only: discovery, health and maintenance share it."""
+live files, and, per time field, its earliest partition (see :mod:`icelake_assets.partitions` for
+the vocabulary); the time values of its partitions. Read from pyiceberg metadata only: discovery,
+health and maintenance share it."""
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -14,6 +16,8 @@ from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import PrimitiveType, StructType
+
+from icelake_assets.types import IcelakeError
 
 UNPARTITIONED = "<unpartitioned>"  # the label health gives files of an unpartitioned spec
 # Iceberg human-string formats of the time transforms (UTC), coarsest last.
@@ -219,3 +223,24 @@ def _bound(
 def format_time(transform: str, moment: datetime) -> str:
     """The human string of the hour/day/month/year holding ``moment`` (UTC)."""
     return moment.astimezone(UTC).strftime(TIME_FORMATS[transform])
+
+
+class PartitionFilterError(IcelakeError, ValueError):
+    """A partition that cannot be turned into a filter; the message names the table, field and value."""
+
+
+def time_window(transform: str, value: str) -> tuple[datetime, datetime]:
+    """[start, end) in UTC of a time partition given as Iceberg's human string."""
+    try:
+        start = datetime.strptime(value, TIME_FORMATS[transform]).replace(tzinfo=UTC)
+    except (KeyError, ValueError):
+        raise PartitionFilterError(
+            f"{value!r} is not a {transform} partition (expected {TIME_FORMATS.get(transform, '?')})"
+        ) from None
+    if transform == "hour":
+        return start, start + timedelta(hours=1)
+    if transform == "day":
+        return start, start + timedelta(days=1)
+    if transform == "month":
+        return start, start + timedelta(days=calendar.monthrange(start.year, start.month)[1])
+    return start, start.replace(year=start.year + 1)

@@ -42,15 +42,15 @@ def run_records(
     records = [
         AuditRecord(
             kind="op",
-            op=o["op"],
-            decision="acted" if o["acted"] else "skipped",
-            reason=o["reason"],
-            signals=o["signals"],
+            op=o.op,
+            decision="acted" if o.acted else "skipped",
+            reason=o.reason,
+            signals=dict(o.signals),
             policy=policy.model_dump(mode="json"),
-            results={**o["result"], "attempt": o.get("attempt", 1)},
-            snapshot_before=o["snapshot_before"],
-            snapshot_after=o["snapshot_after"],
-            duration_s=o["duration_s"],
+            results={**o.details(), "attempt": o.attempt},
+            snapshot_before=o.snapshot_before,
+            snapshot_after=o.snapshot_after,
+            duration_s=o.duration_s,
             **common,
         )
         for o in state.ops

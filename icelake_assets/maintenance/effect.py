@@ -28,6 +28,13 @@ from icelake_assets.health.findings import (
     snapshot_finding,
 )
 from icelake_assets.health.stats import TableStats
+from icelake_assets.maintenance.results import (
+    ExpireResult,
+    ManifestResult,
+    OpResult,
+    OrphanResult,
+    RewriteResult,
+)
 from icelake_assets.settings import Policy
 
 Effect = Literal["effective", "partial", "ineffective", "failed"]
@@ -68,20 +75,19 @@ def _finding_effect(op: str, finding: Finding, progress: str) -> OpEffect:
     )
 
 
-def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Policy) -> OpEffect:
-    res = outcome.get("result", {})
-    named = [*res.get("partitions_rewritten", []), *res.get("partitions_failed", [])]
+def _rewrite_effect(res: RewriteResult, after: TableStats, policy: Policy) -> OpEffect:
+    named = [*res.partitions_rewritten, *res.partitions_failed]
     finding = small_files_finding(after, policy)
-    if res.get("snapshots_committed", 1) == 0 and res.get("error_kind") == "access_denied":
+    if res.snapshots_committed == 0 and res.error_kind == "access_denied":
         return OpEffect(
             "rewrite_data_files",
             "failed",
-            f"access denied, nothing committed for {len(named)} named partitions: {res.get('error')}",
+            f"access denied, nothing committed for {len(named)} named partitions: {res.error}",
             finding.check,
             tuple(named),
         )
-    if res.get("snapshots_committed", 1) == 0:
-        error = f" ({res['error']})" if res.get("error") else ""
+    if res.snapshots_committed == 0:
+        error = f" ({res.error})" if res.error else ""
         return OpEffect(
             "rewrite_data_files",
             "ineffective",
@@ -90,12 +96,13 @@ def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Polic
             tuple(named),
         )
     still = tuple(p for p in named if p in set(after.compaction_candidates))
-    progress = f"{res.get('data_files_before')} → {res.get('data_files_after')} data files"
+    progress = f"{res.data_files_before} → {res.data_files_after} data files"
     # A rewrite that applied deletes is done only when its partitions hold no delete files any more.
     left = sum(after.partitions[p].delete_files for p in named if p in after.partitions)
-    if not still and left and "delete-file-threshold" in (res.get("options") or {}):
+    if not still and left and "delete-file-threshold" in res.options:
         deletes = delete_files_finding(after, policy)
-        error = f"; {res['dangling_deletes_error']}" if res.get("dangling_deletes_error") else ""
+        dangling_error = res.dangling.error if res.dangling is not None else None
+        error = f"; {dangling_error}" if dangling_error else ""
         return OpEffect(
             "rewrite_data_files",
             "partial",
@@ -126,21 +133,21 @@ def _rewrite_effect(outcome: Mapping[str, Any], after: TableStats, policy: Polic
     )
 
 
-def verify_effects(ops: Sequence[Mapping[str, Any]], after: TableStats, policy: Policy) -> list[OpEffect]:
-    """The effect of every op that acted (``ops``: OpOutcome dicts), judged on ``after``."""
+def verify_effects(ops: Sequence[OpResult], after: TableStats, policy: Policy) -> list[OpEffect]:
+    """The effect of every op that acted, judged on ``after``."""
     effects = []
     for o in ops:
-        if not o.get("acted"):
+        if not o.acted:
             continue
-        res = o.get("result", {})
-        op = o["op"]
-        if op == "rewrite_data_files":
+        op = o.op
+        if isinstance(o, RewriteResult):
             effects.append(_rewrite_effect(o, after, policy))
-        elif op == "expire_snapshots":
-            progress = f"{res.get('snapshots_before')} → {res.get('snapshots_after')} snapshots"
+        elif isinstance(o, ExpireResult):
+            progress = f"{o.snapshots_before} → {o.snapshots_after} snapshots"
             effects.append(_finding_effect(op, snapshot_finding(after, policy), progress))
-        elif op == "rewrite_manifests":
-            before, now = res.get("manifests_before"), res.get("manifests_after", after.manifests)
+        elif isinstance(o, ManifestResult):
+            before = o.manifests_before
+            now = o.manifests_after if o.manifests_after is not None else after.manifests
             finding = manifest_finding(after, policy)
             if finding.passed and (before is None or now < before or now <= 1):
                 effects.append(OpEffect(op, "effective", f"{before} → {now} manifests", finding.check))
@@ -149,8 +156,8 @@ def verify_effects(ops: Sequence[Mapping[str, Any]], after: TableStats, policy: 
                 effects.append(OpEffect(op, "ineffective", why, finding.check))
             else:
                 effects.append(_finding_effect(op, finding, f"{before} → {now} manifests"))
-        elif op == "remove_orphan_files":
-            found, removed = res.get("orphans_found", 0), res.get("orphans_removed", 0)
+        elif isinstance(o, OrphanResult):
+            found, removed = o.scan.orphans_found, o.orphans_removed
             effect: Effect = "effective" if removed >= found else ("partial" if removed else "ineffective")
             effects.append(OpEffect(op, effect, f"{removed} of {found} orphan files removed", "orphan_files"))
     return effects

@@ -8,9 +8,8 @@ from typing import Any
 
 from dagster import MetadataValue, OpExecutionContext
 
-from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord, trigger_from_tags
-from icelake_assets.audit.store import AuditLog
+from icelake_assets.audit.writer import RunFinished, write_audit
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.causes import describe
 from icelake_assets.maintenance.validation import RollbackOutcome, ValidationResult
@@ -42,15 +41,15 @@ def run_records(
     records = [
         AuditRecord(
             kind="op",
-            op=o["op"],
-            decision="acted" if o["acted"] else "skipped",
-            reason=o["reason"],
-            signals=o["signals"],
+            op=o.op,
+            decision="acted" if o.acted else "skipped",
+            reason=o.reason,
+            signals=dict(o.signals),
             policy=policy.model_dump(mode="json"),
-            results={**o["result"], "attempt": o.get("attempt", 1)},
-            snapshot_before=o["snapshot_before"],
-            snapshot_after=o["snapshot_after"],
-            duration_s=o["duration_s"],
+            results={**o.details(), "attempt": o.attempt},
+            snapshot_before=o.snapshot_before,
+            snapshot_after=o.snapshot_after,
+            duration_s=o.duration_s,
             **common,
         )
         for o in state.ops
@@ -94,19 +93,16 @@ def write_run_audit(
     outcome: str,
     duration_s: float,
 ) -> dict[str, Any]:
-    """Append the records and count them; returns metadata mirroring the validation record."""
+    """Append the records and count them (audit/writer.py); returns metadata mirroring the
+    validation record. An audit failure is logged and shown, never raised: the maintenance itself
+    is done and validated."""
     metadata: dict[str, Any] = {}
-    try:
-        if settings.audit.enabled:
-            AuditLog.from_settings(settings).append(records)
-        with MetricsWriter.from_settings(settings) as metrics:
-            for record in records:
-                metrics.record(record)
-            metrics.run_finished(str(ref), outcome, duration_s)
+    written = write_audit(settings, records, run=RunFinished(str(ref), outcome, duration_s))
+    if written.error is None:
         metadata["audit/records"] = MetadataValue.int(len(records))
-    except Exception as err:  # the maintenance itself is done and validated: say so, don't undo it
-        context.log.error(f"{ref}: audit trail not written: {err}")
-        metadata["audit/error"] = MetadataValue.text(str(err)[:500])
+    else:
+        context.log.error(f"{ref}: audit trail not written: {written.error}")
+        metadata["audit/error"] = MetadataValue.text(written.error[:500])
     for record in records:
         if record.kind in ("validation", "rollback"):
             metadata.update(dagster_metadata(record))

@@ -5,6 +5,7 @@ them into the group's graph), with the retry of failed partitions and the one-ru
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from dagster import (
@@ -30,9 +31,11 @@ from icelake_assets.catalog.connection import (
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
-from icelake_assets.maintenance import runner
+from icelake_assets.maintenance import rewrite
 from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.preflight import PreflightError
+from icelake_assets.maintenance.result_dicts import op_result_from_dict
+from icelake_assets.maintenance.results import OpResult, RewriteResult
 from icelake_assets.orchestration.audit_trail import write_op_failure
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import partition_key, run_scope
@@ -90,20 +93,22 @@ def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef,
 def op_step(
     group: TableGroup,
     name: str,
-    work: Callable[..., runner.OpOutcome],
+    work: Callable[..., OpResult],
     first: bool,
     *,
     after_upstream: bool = False,
     work_kwargs: Callable[[OpExecutionContext, DiscoveredTable, RunState], dict[str, Any]] | None = None,
-    wants_retry: Callable[[OpExecutionContext, DiscoveredTable, runner.OpOutcome], bool] | None = None,
+    annotate: Callable[[DiscoveredTable, OpResult], OpResult] | None = None,
+    wants_retry: Callable[[OpExecutionContext, DiscoveredTable, OpResult], bool] | None = None,
     retry_policy: RetryPolicy | None = None,
 ):
     """A Dagster op around one runner function, for every table of the run in turn; it appends each
     table's outcome to that table's state.
 
-    ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``wants_retry`` sees
-    an outcome and asks for the op to be retried under ``retry_policy`` (after every table had its
-    turn). ``after_upstream``: the first op waits on a Nothing input fed by the table's producer
+    ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``annotate`` adds
+    what only orchestration knows to an outcome (Dagster partition keys) before it is recorded;
+    ``wants_retry`` sees an outcome and asks for the op to be retried under ``retry_policy`` (after
+    every table had its turn). ``after_upstream``: the first op waits on a Nothing input fed by the table's producer
     assets (lineage). A table whose op fails is left out of the later ops and fails the run at
     validation; with a single table (the sensor's runs) the op fails at once, as Dagster shows best."""
 
@@ -156,12 +161,13 @@ def op_step(
             tag = str(err) if refused else str(cause)
             context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, tag))
             raise Failure(description=said, allow_retries=False) from err
-        outcome.attempt = context.retry_number + 1
+        outcome = replace(outcome, attempt=context.retry_number + 1)
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
-        # Before the outcome is recorded: wants_retry may add to its result (Dagster partition keys).
+        if annotate is not None:
+            outcome = annotate(dt, outcome)
         retry = bool(wants_retry and wants_retry(context, dt, outcome))
-        return state.with_op(outcome.to_dict()), (f"{ref}: {outcome.reason}" if retry else None)
+        return state.with_op(outcome), (f"{ref}: {outcome.reason}" if retry else None)
 
     def body(
         context: OpExecutionContext,
@@ -175,7 +181,7 @@ def op_step(
         # included) come back from the event log, so validation and audit cover every attempt.
         earlier = earlier_attempts(context) if context.retry_number else {}
         retry: list[str] = []
-        attempt: dict[str, dict[str, Any]] = {}
+        attempt: dict[str, OpResult] = {}
         for dt in tables:
             key = str(dt.ref)
             if key in states.errors:
@@ -192,18 +198,18 @@ def op_step(
                 states = states.with_error(key, f"{name} failed: {err}")
                 continue
             states = states.with_table(key, state)
-            attempt[key] = {**state.ops[-1], "table": key}
+            attempt[key] = state.ops[-1]
             if retry_reason:
                 retry.append(retry_reason)
         if retry:
             max_retries = retry_policy.max_retries if retry_policy else 0
             for dt in tables:  # a retry request carries no metadata: the event log keeps the outcomes
-                if (done := attempt.get(str(dt.ref))) is not None:
+                if (done := attempt.get(key := str(dt.ref))) is not None:
                     context.log_event(
                         AssetObservation(
                             asset_key=table_asset_key(dt.ref),
-                            description=f"{name} attempt {context.retry_number + 1}: {done['reason']}",
-                            metadata={ATTEMPT_METADATA: MetadataValue.json(done)},
+                            description=f"{name} attempt {context.retry_number + 1}: {done.reason}",
+                            metadata={ATTEMPT_METADATA: MetadataValue.json({**done.to_dict(), "table": key})},
                         )
                     )
             raise Failure(
@@ -250,21 +256,21 @@ def op_step(
     return next_op
 
 
-def earlier_attempts(context: OpExecutionContext) -> dict[str, list[dict[str, Any]]]:
+def earlier_attempts(context: OpExecutionContext) -> dict[str, list[OpResult]]:
     """This step's earlier attempts in this run, oldest first: each table's op outcome, as the
     attempt recorded it (an observation of the table) before asking for its retry."""
     step_key = context.get_step_execution_context().step.key
     records = context.instance.get_records_for_run(
         context.run_id, of_type=DagsterEventType.ASSET_OBSERVATION, limit=10_000
     ).records
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[OpResult]] = {}
     for record in records:
         event = record.event_log_entry.dagster_event
         if event is None or event.step_key != step_key:
             continue
         entry = event.asset_observation_data.asset_observation.metadata.get(ATTEMPT_METADATA)
         if entry is not None and isinstance(entry.value, dict):
-            out.setdefault(entry.value["table"], []).append(entry.value)
+            out.setdefault(str(entry.value["table"]), []).append(op_result_from_dict(entry.value))
     return out
 
 
@@ -293,34 +299,38 @@ def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]):
             "progress_every_s": REWRITE_PROGRESS_SECONDS,
         }
 
-    def wants_retry(context: OpExecutionContext, dt: DiscoveredTable, outcome: runner.OpOutcome) -> bool:
-        res, layout = outcome.result, dt.layout
-        if "failed_partition_values" in res and layout is not None:
-            res["partition_keys_failed"] = sorted(
-                {
-                    str(k)
-                    for v in res["failed_partition_values"]
-                    if (k := partition_key(layout, tuple(v))) is not None
-                }
-            )
-            res["partition_keys_rewritten"] = sorted(
-                {
-                    str(k)
-                    for v in res.get("rewritten_partition_values", [])
-                    if (k := partition_key(layout, tuple(v))) is not None
-                }
-            )
-        failed = res.get("partitions_failed") or res.get("error")
+    def keys(dt: DiscoveredTable, outcome: OpResult) -> OpResult:
+        """The Dagster partition keys of the partitions the rewrite failed and finished."""
+        layout = dt.layout
+        if (
+            not isinstance(outcome, RewriteResult)
+            or outcome.failed_partition_values is None
+            or layout is None
+        ):
+            return outcome
+
+        def named(values: tuple[tuple[str | None, ...], ...]) -> tuple[str, ...]:
+            return tuple(sorted({str(k) for v in values if (k := partition_key(layout, v)) is not None}))
+
+        return replace(
+            outcome,
+            partition_keys_failed=named(outcome.failed_partition_values),
+            partition_keys_rewritten=named(outcome.rewritten_partition_values or ()),
+        )
+
+    def wants_retry(context: OpExecutionContext, dt: DiscoveredTable, outcome: OpResult) -> bool:
         # The same plan under the same permissions fails the same way: no retry.
-        denied = res.get("error_kind") == "access_denied"
-        return bool(failed) and not denied and context.retry_number < by_ref[dt.ref].max_retries
+        if not isinstance(outcome, RewriteResult) or outcome.error_kind == "access_denied":
+            return False
+        return outcome.failed and context.retry_number < by_ref[dt.ref].max_retries
 
     return op_step(
         group,
         "rewrite_data_files",
-        runner.rewrite_data_files,
+        rewrite.rewrite_data_files,
         first=False,
         work_kwargs=scope,
+        annotate=keys,
         wants_retry=wants_retry,
         retry_policy=retry,
     )

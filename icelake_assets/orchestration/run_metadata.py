@@ -9,6 +9,13 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance, MetadataValue, TimestampMetadataValue
 
 from icelake_assets.health.scan_cost import ScanBenefit
+from icelake_assets.maintenance.results import (
+    ExpireResult,
+    ManifestResult,
+    OpResult,
+    OrphanResult,
+    RewriteResult,
+)
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.run_state import RunState
 
@@ -18,32 +25,6 @@ _OP_ALIAS = {
     "remove_orphan_files": "orphans",
     "rewrite_data_files": "rewrite",
     "rewrite_manifests": "manifests",
-}
-# Numbers from each op's procedure result worth plotting: result key -> metadata key.
-_RESULT_METRICS = {
-    "expire_snapshots": {
-        "snapshots_expired": "snapshots/expired",
-        "snapshots_forecast": "snapshots/forecast",
-        "forecast_mismatches": "snapshots/mismatches",
-        "deleted_manifest_lists_count": "snapshots/lists_deleted",
-    },
-    "remove_orphan_files": {
-        "orphans_found": "orphans/found",
-        "orphans_removed": "orphans/removed",
-        "bytes_found": "bytes/orphans",
-        "hidden_files": "orphans/hidden",
-        "skipped_other_tables": "orphans/skipped",
-    },
-    "rewrite_data_files": {
-        "rewritten_data_files_count": "files/rewritten",
-        "added_data_files_count": "files/added",
-        "failed_data_files_count": "files/failed",
-        "rewritten_bytes_count": "bytes/rewritten",
-    },
-    "rewrite_manifests": {
-        "rewritten_manifests_count": "manifests/rewritten",
-        "added_manifests_count": "manifests/added",
-    },
 }
 # The table's measures before and after a run: stats summary key -> metadata group.
 _MEASURES = {
@@ -88,29 +69,57 @@ def last_effective_run(instance: DagsterInstance, key: AssetKey) -> LastEffectiv
     return None
 
 
-def _op_numbers(outcome: dict[str, Any]) -> str:
+def op_metrics(o: OpResult) -> dict[str, int | None]:
+    """The numbers of an op's result worth plotting, by metadata key (None: the op did not measure it)."""
+    if isinstance(o, ExpireResult):
+        return {
+            "snapshots/expired": o.snapshots_expired,
+            "snapshots/forecast": o.snapshots_forecast,
+            "snapshots/mismatches": o.forecast_mismatches,
+            "snapshots/lists_deleted": o.deleted_manifest_lists_count,
+        }
+    if isinstance(o, OrphanResult):
+        return {
+            "orphans/found": o.scan.orphans_found,
+            "orphans/removed": o.orphans_removed if o.acted else None,
+            "bytes/orphans": o.bytes_found if o.acted else None,
+            "orphans/hidden": o.scan.hidden_files,
+            "orphans/skipped": o.scan.skipped_other_tables,
+        }
+    if isinstance(o, RewriteResult):
+        return {
+            "files/rewritten": o.rewritten_data_files_count,
+            "files/added": o.added_data_files_count,
+            "files/failed": o.failed_data_files_count,
+            "bytes/rewritten": o.rewritten_bytes_count,
+        }
+    if isinstance(o, ManifestResult):
+        return {
+            "manifests/rewritten": o.rewritten_manifests_count,
+            "manifests/added": o.added_manifests_count,
+        }
+    return {}
+
+
+def _op_numbers(o: OpResult) -> str:
     """What an op that acted did, numbers first, each naming what it counts (an op counts what it
     found at its turn: the manifest rewrite sees the manifests the data rewrite left)."""
-    res = outcome["result"]
-
-    def n(key: str) -> int:
-        return int(res.get(key) or 0)
-
-    if outcome["op"] == "expire_snapshots":
-        return f"{n('snapshots_expired')} of {n('snapshots_before')} snapshots expired"
-    if outcome["op"] == "remove_orphan_files":
-        return f"{n('orphans_removed')} orphan files removed ({human_bytes(n('bytes_found'))})"
-    if outcome["op"] == "rewrite_data_files":
-        failed = res.get("partition_keys_failed", res.get("partitions_failed")) or []
+    if isinstance(o, ExpireResult):
+        return f"{o.snapshots_expired or 0} of {o.snapshots_before or 0} snapshots expired"
+    if isinstance(o, OrphanResult):
+        return f"{o.orphans_removed} orphan files removed ({human_bytes(o.bytes_found)})"
+    if isinstance(o, RewriteResult):
+        failed = o.failed_names()
+        attempts = o.merged_attempts or 0
         return (
-            f"{n('rewritten_data_files_count')} → {n('added_data_files_count')} data files "
-            f"({human_bytes(n('rewritten_bytes_count'))} rewritten)"
+            f"{o.rewritten_data_files_count or 0} → {o.added_data_files_count or 0} data files "
+            f"({human_bytes(o.rewritten_bytes_count or 0)} rewritten)"
             + (f", {len(failed)} partitions not compacted" if failed else "")
-            + (f" in {n('attempts')} attempts" if n("attempts") > 1 else "")
+            + (f" in {attempts} attempts" if attempts > 1 else "")
         )
-    if outcome["op"] == "rewrite_manifests":
-        return f"{n('rewritten_manifests_count')} → {n('added_manifests_count')} manifests rewritten"
-    return str(outcome["reason"])
+    if isinstance(o, ManifestResult):
+        return f"{o.rewritten_manifests_count or 0} → {o.added_manifests_count or 0} manifests rewritten"
+    return o.reason
 
 
 # The table's measures a run compares (start → end of the whole run), each naming what it counts.
@@ -132,15 +141,15 @@ def _moves(before: dict[str, int], after: dict[str, int], changed_only: bool) ->
     return moved
 
 
-def _change(ops: list[dict[str, Any]], before: dict[str, int], after: dict[str, int]) -> str:
+def _change(ops: list[OpResult], before: dict[str, int], after: dict[str, int]) -> str:
     """What the ops that acted did, and which of the table's measures moved over the whole run."""
     moved = _moves(before, after, changed_only=True)
-    did = "; ".join(f"{o['op']}: {_op_numbers(o)}" for o in ops if o["acted"])
+    did = "; ".join(f"{o.op}: {_op_numbers(o)}" for o in ops if o.acted)
     return did + (f"; table, start → end of run: {', '.join(moved)}" if moved else "")
 
 
 def _summary(
-    ops: list[dict[str, Any]],
+    ops: list[OpResult],
     effects: dict[str, Any],
     before: dict[str, int],
     after: dict[str, int],
@@ -151,13 +160,13 @@ def _summary(
     """Markdown, first in the metadata: what this run did, in short lines with the numbers first
     (the UI's metadata column is narrow; a long line is cut). Under 1000 characters, the UI shows
     it inline (longer markdown hides behind a button), so cells are cut to fit."""
-    total = human_duration(sum(float(o["duration_s"]) for o in ops))
-    acted = [o["op"] for o in ops if o["acted"]]
+    total = human_duration(sum(o.duration_s for o in ops))
+    acted = [o.op for o in ops if o.acted]
     text = ""
     for limit in (60, 40, 24):
         if not acted:
             lines = [f"**Nothing to do** · {total}", ""]
-            lines += [f"- {o['op']}: {md_cell(o['reason'], limit)}" for o in ops]
+            lines += [f"- {o.op}: {md_cell(o.reason, limit)}" for o in ops]
             lines += [
                 "",
                 f"Table now: {after['data_files']:,} data files · {after['snapshots']:,} snapshots · "
@@ -181,11 +190,10 @@ def _summary(
                 "|---|---|---|---|",
             ]
             for o in ops:
-                e = effects.get(o["op"])
-                what = _op_numbers(o) if o["acted"] else f"skipped: {o['reason']}"
+                e = effects.get(o.op)
+                what = _op_numbers(o) if o.acted else f"skipped: {o.reason}"
                 lines.append(
-                    f"| {o['op']} | {md_cell(what, limit)} | {e.effect if e else ''} "
-                    f"| {human_duration(o['duration_s'])} |"
+                    f"| {o.op} | {md_cell(what, limit)} | {e.effect if e else ''} | {human_duration(o.duration_s)} |"
                 )
             lines += ["", "Table, start → end of the run:", ""]
             lines += [f"- {m}" for m in _moves(before, after, changed_only=False)]
@@ -214,12 +222,12 @@ def run_metadata(
     instead. ``*/after`` (the table as the run left it) is on every run, so its plots have no gaps."""
     ops = state.merged_ops()  # a retried op's attempts as one
     before, after = state.before, after_stats.summary()
-    acted = [o for o in ops if o["acted"]]
+    acted = [o for o in ops if o.acted]
     by_op = {e.op: e for e in effects}
     md: dict[str, Any] = {
         "summary": MetadataValue.md(_summary(ops, by_op, before, after, validation, outcome, last)),
         "outcome": MetadataValue.text(outcome or NOTHING_TO_DO),
-        "ops/acted": MetadataValue.text(", ".join(o["op"] for o in acted) or "none"),
+        "ops/acted": MetadataValue.text(", ".join(o.op for o in acted) or "none"),
         "ops/ineffective": MetadataValue.int(sum(1 for e in effects if e.effect == "ineffective")),
     }
     if acted:
@@ -244,24 +252,21 @@ def run_metadata(
         + ("data rows, delete files not applied" if validation.estimated else "live rows")
     )
     for o in ops:
-        alias = _OP_ALIAS.get(o["op"], o["op"])
-        did = "acted" if o["acted"] else "skipped"
-        md[f"why/{alias}"] = MetadataValue.text(f"{did}: {readable(o['reason'])}")
-        if (e := by_op.get(o["op"])) is not None:
+        alias = _OP_ALIAS.get(o.op, o.op)
+        did = "acted" if o.acted else "skipped"
+        md[f"why/{alias}"] = MetadataValue.text(f"{did}: {readable(o.reason)}")
+        if (e := by_op.get(o.op)) is not None:
             md[f"effect/{alias}"] = MetadataValue.text(f"{e.effect}: {e.reason}")
-        md[f"time/{alias}"] = MetadataValue.float(round(float(o["duration_s"]), 3))
-        for result_key, key in _RESULT_METRICS.get(o["op"], {}).items():
-            value = o["result"].get(result_key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                md[key] = MetadataValue.int(int(value))
-        if o["op"] == "rewrite_data_files" and o["acted"]:
-            res = o["result"]
+        md[f"time/{alias}"] = MetadataValue.float(round(o.duration_s, 3))
+        for key, value in op_metrics(o).items():
+            if value is not None:
+                md[key] = MetadataValue.int(value)
+        if isinstance(o, RewriteResult) and o.acted:
             # Dagster keys in partitioned runs, Iceberg partition labels in whole-table runs.
-            for kind in ("rewritten", "failed"):
-                names = list(res.get(f"partition_keys_{kind}", res.get(f"partitions_{kind}", [])))
+            for kind, names in (("rewritten", o.rewritten_names()), ("failed", o.failed_names())):
                 md[f"partitions/{kind}"] = MetadataValue.int(len(names))
-                md[f"partitions/{kind}_keys"] = MetadataValue.json(names)
-    md["time/total"] = MetadataValue.float(round(sum(float(o["duration_s"]) for o in ops), 3))
+                md[f"partitions/{kind}_keys"] = MetadataValue.json(list(names))
+    md["time/total"] = MetadataValue.float(round(sum(o.duration_s for o in ops), 3))
     md["health/score"] = MetadataValue.int(health.score.score)
     md["health/status"] = MetadataValue.text(health.status.value)
     # What the run added to the table, with its bound: partial progress commits at most

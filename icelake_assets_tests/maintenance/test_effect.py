@@ -13,6 +13,7 @@ from icelake_assets.maintenance.effect import (
     run_outcome,
     verify_effects,
 )
+from icelake_assets.maintenance.results import DanglingDeletes, ExpireResult, ManifestResult, RewriteResult
 from icelake_assets.settings import Policy
 
 POLICY = Policy.model_validate({"small_files": {"max_files_per_partition": 1}, "manifests": {"max_count": 2}})
@@ -32,18 +33,16 @@ def _after(candidates: list[str], manifests: int = 1) -> TableStats:
     )
 
 
-def _rewrite(committed: int = 1) -> dict:
-    return {
-        "op": "rewrite_data_files",
-        "acted": True,
-        "result": {
-            "partitions_rewritten": ["a", "b"],
-            "partitions_failed": [],
-            "snapshots_committed": committed,
-            "data_files_before": 4,
-            "data_files_after": 2,
-        },
-    }
+def _rewrite(committed: int = 1) -> RewriteResult:
+    return RewriteResult(
+        acted=True,
+        reason="r",
+        partitions_rewritten=("a", "b"),
+        partitions_failed=(),
+        snapshots_committed=committed,
+        data_files_before=4,
+        data_files_after=2,
+    )
 
 
 def test_a_rewrite_is_effective_partial_or_ineffective_by_its_partitions():
@@ -56,12 +55,8 @@ def test_a_rewrite_is_effective_partial_or_ineffective_by_its_partitions():
 
 
 def test_ops_that_did_not_act_have_no_effect_and_the_worst_effect_wins():
-    manifests = {
-        "op": "rewrite_manifests",
-        "acted": True,
-        "result": {"manifests_before": 12, "manifests_after": 10},
-    }
-    skipped = {"op": "expire_snapshots", "acted": False, "result": {}}
+    manifests = ManifestResult(acted=True, reason="r", manifests_before=12, manifests_after=10)
+    skipped = ExpireResult(acted=False, reason="r")
     effects = verify_effects([skipped, _rewrite(), manifests], _after([], manifests=10), POLICY)
     assert [(e.op, e.effect) for e in effects] == [
         ("rewrite_data_files", "effective"),
@@ -88,12 +83,9 @@ def test_a_delete_applying_rewrite_that_left_delete_files_is_partial_not_effecti
     clean = _after([])
     parts = {**clean.partitions, "a": replace(clean.partitions["a"], delete_files=3, position_delete_files=3)}
     after = replace(clean, partitions=parts, position_delete_files=3)
-    rewrite = _rewrite()
-    rewrite["result"] = {
-        **rewrite["result"],
-        "options": {"delete-file-threshold": "1"},
-        "dangling_deletes_error": "boom",
-    }
+    rewrite = replace(
+        _rewrite(), options={"delete-file-threshold": "1"}, dangling=DanglingDeletes(commits=1, error="boom")
+    )
     left = verify_effects([rewrite], after, POLICY)[0]
     assert left.effect == "partial" and left.check == "delete_files" and left.still_failing == ("a",)
     assert "still hold 3 delete files" in left.reason and "boom" in left.reason

@@ -24,7 +24,8 @@ from icelake_assets.demo.lake import local_path
 from icelake_assets.health.cache import ManifestCache
 from icelake_assets.health.orphans import ReferencedFilesMissingError, scan_orphans
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance import procedures, runner
+from icelake_assets.maintenance import procedures, rewrite, runner
+from icelake_assets.maintenance.results import OrphanResult
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
@@ -45,7 +46,7 @@ def _files(table) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in root.rglob("*") if p.is_file()}
 
 
-def _remove(lake, short: str) -> runner.OpOutcome:
+def _remove(lake, short: str) -> OrphanResult:
     ref, table = lake["refs"][short], lake["tables"][short]
     policy = policy_for(lake["settings"], ref, table.properties)
     known = known_tables(lake["settings"])
@@ -72,7 +73,7 @@ def test_a_table_containing_another_is_never_cleaned_and_the_nested_table_stays_
     outcome = _remove(lake, "b")
     assert not outcome.acted
     assert "never cleaned" in outcome.reason and f"{lake['refs']['c']}'s location" in outcome.reason
-    assert outcome.result["orphans_found"] == 3 and outcome.result["refused"]
+    assert outcome.scan.orphans_found == 3 and outcome.scan.refused
     assert _files(lake["tables"]["c"]) == nested  # every file of a.b.c, untouched
     assert all(Path(p).exists() for p in lake["planted"]["b"])
     assert _count(lake, "c") == 4 and _count(lake, "b") == 4
@@ -88,10 +89,10 @@ def test_a_plain_tables_old_orphans_are_removed_and_nothing_else(lake):
     crc = [p for p in before if p.endswith(".crc")]
     assert crc  # Spark's Hadoop writer leaves a .crc beside each file
     outcome = _remove(lake, "d")
-    assert outcome.acted and outcome.result["orphans_removed"] == 3
-    assert sorted(outcome.result["removed_sample"]) == sorted(lake["planted"]["d"])
-    assert outcome.result["hidden_files"] == len(crc) + len(hidden)
-    assert outcome.result["referenced_files_verified"] >= 6
+    assert outcome.acted and outcome.orphans_removed == 3
+    assert sorted(outcome.removed_sample) == sorted(lake["planted"]["d"])
+    assert outcome.scan.hidden_files == len(crc) + len(hidden)
+    assert (outcome.referenced_files_verified or 0) >= 6
     assert set(_files(table)) == set(before) - set(lake["planted"]["d"])
     assert _count(lake, "d") == 4
     assert not _remove(lake, "d").acted  # nothing left to remove
@@ -196,11 +197,11 @@ def test_a_tag_created_between_decision_and_expiry_is_recorded_as_a_forecast_mis
         return stats
 
     outcome = runner.expire_snapshots(lambda: spark_for(settings), ref, table, policy, stats_then_tag)
-    res = outcome.result
-    assert outcome.acted and res["snapshots_forecast"] == 25 and res["snapshots_expired"] == 24
-    assert res["forecast_mismatches"] == 1 and res["forecast_not_expired"] == [first]
-    assert res["expired_not_forecast"] == [] and res["deleted_manifest_lists_count"] == 24
-    assert res["forecast_mismatch"] == (
+    res = outcome
+    assert outcome.acted and res.snapshots_forecast == 25 and res.snapshots_expired == 24
+    assert res.forecast_mismatches == 1 and res.forecast_not_expired == (first,)
+    assert res.expired_not_forecast == () and res.deleted_manifest_lists_count == 24
+    assert res.forecast_mismatch == (
         f"forecast 25 snapshots, Iceberg expired 24: 1 forecast that were kept (e.g. {first})"
     )
     assert "forecast mismatch: forecast 25 snapshots, Iceberg expired 24" in outcome.reason
@@ -235,11 +236,10 @@ def test_a_whole_table_rewrite_takes_only_the_priced_partitions(make_lake, spark
     assert before.compaction_candidates == ["region=r0", "region=r1"]
 
     ref = TableRef(catalog_name(settings), ("ns",), "t")
-    outcome = runner.rewrite_data_files(lambda: spark_for(settings), ref, table, policy, stats_fn)
+    outcome = rewrite.rewrite_data_files(lambda: spark_for(settings), ref, table, policy, stats_fn)
     assert outcome.acted
-    res = outcome.result
-    assert res["rewritten_data_files_count"] == 50  # the 2 x 25 files priced, nothing else
-    assert res["rewritten_bytes_count"] <= outcome.signals["estimated_rewrite_bytes"]
+    assert outcome.rewritten_data_files_count == 50  # the 2 x 25 files priced, nothing else
+    assert (outcome.rewritten_bytes_count or 0) <= outcome.estimated_rewrite_bytes
     assert outcome.signals["estimated_rewrite_bytes"] == sum(
         before.partitions[p].data_bytes for p in before.compaction_candidates
     )
@@ -249,7 +249,7 @@ def test_a_whole_table_rewrite_takes_only_the_priced_partitions(make_lake, spark
         "region=r1": 1,
         **{f"region=r{i}": 6 for i in range(2, 6)},
     }
-    assert "r0" in res["where"] and "r2" not in res["where"]
+    assert outcome.where and "r0" in outcome.where and "r2" not in outcome.where
 
 
 MOR = "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', 'format-version'='2'"

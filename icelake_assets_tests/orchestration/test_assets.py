@@ -9,6 +9,8 @@ from types import SimpleNamespace
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, FloatMetadataValue, IntMetadataValue
 
 from icelake_assets.maintenance.effect import OpEffect
+from icelake_assets.maintenance.result_dicts import op_result_from_dict
+from icelake_assets.maintenance.results import OpResult
 from icelake_assets.maintenance.validation import ValidationResult
 from icelake_assets.orchestration.display import human_bytes, human_duration
 from icelake_assets.orchestration.run_metadata import LastEffective, last_effective_run, run_metadata
@@ -47,17 +49,20 @@ POLICY = SimpleNamespace(small_files=SimpleNamespace(partial_progress_max_commit
 HEALTH = SimpleNamespace(score=SimpleNamespace(score=100), status=SimpleNamespace(value="Healthy"))
 
 
-def _op(name: str, acted: bool, reason: str, duration: float, **result) -> dict:
-    return {
-        "op": name,
-        "acted": acted,
-        "reason": reason,
-        "duration_s": duration,
-        "result": result,
-        "signals": {},
-        "snapshot_before": 1,
-        "snapshot_after": 2 if acted else 1,
-    }
+def _op(name: str, acted: bool, reason: str, duration: float, **result) -> OpResult:
+    """An op result as the audit and the event log carry it, read back typed."""
+    return op_result_from_dict(
+        {
+            "op": name,
+            "acted": acted,
+            "reason": reason,
+            "duration_s": duration,
+            "result": result,
+            "signals": {},
+            "snapshot_before": 1,
+            "snapshot_after": 2 if acted else 1,
+        }
+    )
 
 
 def _validation(rows: int = 1800, same: bool = False) -> ValidationResult:

@@ -1,0 +1,341 @@
+"""What each maintenance op did, typed: one frozen result class per op of maintenance/runner.py.
+
+Readers (post-run decisions, effects, Dagster metadata) read attributes. The audit and the retry
+observations need the op's result as plain JSON: ``details()`` / ``to_dict()``, with exactly the keys
+the audit trail has always recorded (maintenance/result_dicts.py reads them back).
+
+Fields an op sets only when it acted keep the meaning of an absent key: a default a reader takes for
+"not there" (None, empty), so a result folded from several attempts (maintenance/attempts.py) reads
+as the former dicts did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+# One row of an Iceberg procedure's output (``CALL ... system.*``), kept whole for the audit: its
+# columns differ between Iceberg versions, the ones read here have typed accessors.
+Scalar = str | int | float | bool | None
+ProcedureRow = Mapping[str, Scalar]
+Details = dict[str, object]
+
+EXPIRE = "expire_snapshots"
+ORPHANS = "remove_orphan_files"
+REWRITE = "rewrite_data_files"
+MANIFESTS = "rewrite_manifests"
+# The ops that commit new data files: validation's row-count baseline is where the first one started.
+REWRITING_OPS = (REWRITE, MANIFESTS)
+
+
+def _count(row: ProcedureRow, key: str) -> int | None:
+    """A count of a procedure row, None when absent or not a number (as the metadata leaves it out)."""
+    value = row.get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpResult:
+    """What one op did to one table in one attempt: whether it acted and why, its signals, its time
+    and the snapshots around it; subclasses add what the op itself measured."""
+
+    op: ClassVar[str] = ""
+    acted: bool
+    reason: str
+    signals: Mapping[str, object] = field(default_factory=dict)
+    duration_s: float = 0.0
+    snapshot_before: int | None = None
+    snapshot_after: int | None = None
+    attempt: int = 1  # the op's attempt (Dagster retries the rewrite while partitions fail)
+    merged_attempts: int | None = None  # the attempts folded into this one (merge_attempts)
+    # The post-run effect verification's verdict on this op (maintenance/effect.py), for the audit.
+    effect: str | None = None
+    effect_reason: str | None = None
+
+    def _details(self) -> Details:
+        return {}
+
+    def details(self) -> Details:
+        """The op's result as the audit records it (the ``result`` of the former outcome dicts)."""
+        out = self._details()
+        if self.merged_attempts is not None:
+            out["attempts"] = self.merged_attempts
+        if self.effect is not None:
+            out["effect"], out["effect_reason"] = self.effect, self.effect_reason
+        return out
+
+    def to_dict(self) -> Details:
+        return {
+            "op": self.op,
+            "acted": self.acted,
+            "reason": self.reason,
+            "signals": dict(self.signals),
+            "result": self.details(),
+            "duration_s": self.duration_s,
+            "snapshot_before": self.snapshot_before,
+            "snapshot_after": self.snapshot_after,
+            "attempt": self.attempt,
+        }
+
+    def with_effect(self, effect: str, reason: str) -> OpResult:
+        return replace(self, effect=effect, effect_reason=reason)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpireResult(OpResult):
+    op: ClassVar[str] = EXPIRE
+    procedure: ProcedureRow = field(default_factory=dict)  # deleted_*_count
+    snapshots_before: int | None = None
+    snapshots_after: int | None = None
+    snapshots_expired: int | None = None
+    snapshots_forecast: int | None = None
+    older_than: str | None = None
+    retain_last: int | None = None
+    forecast_mismatches: int | None = None
+    expired_not_forecast: tuple[int, ...] = ()
+    forecast_not_expired: tuple[int, ...] = ()
+    forecast_mismatch: str | None = None  # what the forecast and Iceberg disagree on, if they do
+
+    @property
+    def deleted_manifest_lists_count(self) -> int | None:
+        return _count(self.procedure, "deleted_manifest_lists_count")
+
+    def _details(self) -> Details:
+        if not self.acted:
+            return {}
+        return {
+            **self.procedure,
+            "snapshots_before": self.snapshots_before,
+            "snapshots_after": self.snapshots_after,
+            "snapshots_expired": self.snapshots_expired,
+            "snapshots_forecast": self.snapshots_forecast,
+            "older_than": self.older_than,
+            "retain_last": self.retain_last,
+            "forecast_mismatches": self.forecast_mismatches,
+            "expired_not_forecast": list(self.expired_not_forecast),
+            "forecast_not_expired": list(self.forecast_not_expired),
+            "forecast_mismatch": self.forecast_mismatch,
+        }
+
+
+@dataclass(frozen=True)
+class OrphanScanSummary:
+    """What the orphan op's storage listing found (health/orphans.py's OrphanScan, in numbers)."""
+
+    listed_files: int = 0
+    orphans_found: int = 0
+    hidden_files: int = 0
+    skipped_other_tables: int = 0
+    skipped_reasons: Mapping[str, int] = field(default_factory=dict)  # reason -> files left alone
+    skipped_sample: tuple[str, ...] = ()
+    refused: str | None = None  # why this table is never cleaned
+    deferred: str | None = None  # why it is not cleaned now
+
+    def to_dict(self) -> Details:
+        out: Details = {
+            "listed_files": self.listed_files,
+            "orphans_found": self.orphans_found,
+            "hidden_files": self.hidden_files,
+            "skipped_other_tables": self.skipped_other_tables,
+        }
+        if self.skipped_reasons:
+            out["skipped_reasons"] = dict(self.skipped_reasons)
+            out["skipped_sample"] = list(self.skipped_sample)
+        if self.refused:
+            out["refused"] = self.refused
+        if self.deferred:
+            out["deferred"] = self.deferred
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrphanResult(OpResult):
+    op: ClassVar[str] = ORPHANS
+    scan: OrphanScanSummary = field(default_factory=OrphanScanSummary)
+    # Set when it acted:
+    orphans_removed: int = 0
+    bytes_found: int = 0
+    removed_sample: tuple[str, ...] = ()
+    referenced_files_verified: int | None = None
+    delete_errors: tuple[str, ...] = ()
+
+    def _details(self) -> Details:
+        out = self.scan.to_dict()
+        if self.acted:
+            out.update(
+                orphans_removed=self.orphans_removed,
+                bytes_found=self.bytes_found,
+                removed_sample=list(self.removed_sample),
+                referenced_files_verified=self.referenced_files_verified,
+            )
+            if self.delete_errors:
+                out["delete_errors"] = list(self.delete_errors)
+        return out
+
+
+@dataclass(frozen=True)
+class DanglingDeletes:
+    """The cleanup after a delete-applying rewrite (runner._remove_dangling_deletes)."""
+
+    commits: int = 0
+    position: ProcedureRow = field(default_factory=dict)  # rewrite_position_delete_files' row
+    equality: ProcedureRow = field(default_factory=dict)  # procedures.remove_dangling_deletes' counts
+    error: str | None = None
+
+    def to_dict(self) -> Details:
+        out: Details = {"dangling_delete_commits": self.commits}
+        out.update({f"position_deletes_{k}": v for k, v in self.position.items()})
+        out.update(self.equality)
+        if self.error is not None:
+            out["dangling_deletes_error"] = self.error
+        return out
+
+
+PartitionValueList = tuple[tuple[str | None, ...], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewriteResult(OpResult):
+    """The data-file rewrite. ``partitions_failed``: attempted partitions that kept all their small
+    files (measured from metadata; Iceberg only counts groups whose rewrite failed)."""
+
+    op: ClassVar[str] = REWRITE
+    procedure: ProcedureRow = field(default_factory=dict)  # rewritten_data_files_count, ...
+    dangling: DanglingDeletes | None = None  # only after a rewrite that applied deletes and committed
+    data_files_before: int | None = None
+    data_files_after: int | None = None
+    small_files_before: int | None = None
+    small_files_after: int | None = None
+    candidate_partitions: tuple[str, ...] = ()
+    where: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    partial_progress_fallback: bool = False
+    estimated_rewrite_bytes: int | None = None
+    snapshots_committed: int | None = None
+    delete_files_before: int | None = None
+    delete_files_after: int | None = None
+    partitions_rewritten: tuple[str, ...] = ()
+    partitions_failed: tuple[str, ...] = ()
+    iceberg_failed_data_files_count: int | None = None
+    failed_data_files_count: int | None = None  # the larger of Iceberg's count and ours
+    # With a partition scope: the run's partition values (for the caller's Dagster keys) ...
+    failed_partition_values: PartitionValueList | None = None
+    rewritten_partition_values: PartitionValueList | None = None
+    error: str | None = None  # a Spark/Iceberg failure, recorded rather than raised
+    error_kind: str | None = None
+    # ... and the Dagster partition keys orchestration derived from them.
+    partition_keys_failed: tuple[str, ...] | None = None
+    partition_keys_rewritten: tuple[str, ...] | None = None
+
+    @property
+    def rewritten_data_files_count(self) -> int | None:
+        return _count(self.procedure, "rewritten_data_files_count")
+
+    @property
+    def added_data_files_count(self) -> int | None:
+        return _count(self.procedure, "added_data_files_count")
+
+    @property
+    def rewritten_bytes_count(self) -> int | None:
+        return _count(self.procedure, "rewritten_bytes_count")
+
+    @property
+    def failed(self) -> bool:
+        """Some partitions did not compact, or Spark failed."""
+        return bool(self.partitions_failed or self.error)
+
+    def failed_names(self) -> tuple[str, ...]:
+        """The failed partitions by Dagster key in a partitioned run, else by Iceberg label."""
+        keys = self.partition_keys_failed
+        return keys if keys is not None else self.partitions_failed
+
+    def rewritten_names(self) -> tuple[str, ...]:
+        keys = self.partition_keys_rewritten
+        return keys if keys is not None else self.partitions_rewritten
+
+    def _details(self) -> Details:
+        if not self.acted:
+            return {}
+        out: Details = dict(self.procedure)
+        if self.dangling is not None:
+            out.update(self.dangling.to_dict())
+        out.update(
+            data_files_before=self.data_files_before,
+            data_files_after=self.data_files_after,
+            small_files_before=self.small_files_before,
+            small_files_after=self.small_files_after,
+            candidate_partitions=list(self.candidate_partitions),
+            where=self.where,
+            options=dict(self.options),
+            partial_progress_fallback=self.partial_progress_fallback,
+            estimated_rewrite_bytes=self.estimated_rewrite_bytes,
+            snapshots_committed=self.snapshots_committed,
+            delete_files_before=self.delete_files_before,
+            delete_files_after=self.delete_files_after,
+            partitions_rewritten=list(self.partitions_rewritten),
+            partitions_failed=list(self.partitions_failed),
+            iceberg_failed_data_files_count=self.iceberg_failed_data_files_count,
+            failed_data_files_count=self.failed_data_files_count,
+        )
+        if self.failed_partition_values is not None:
+            out["failed_partition_values"] = [list(v) for v in self.failed_partition_values]
+        if self.rewritten_partition_values is not None:
+            out["rewritten_partition_values"] = [list(v) for v in self.rewritten_partition_values]
+        if self.error is not None:
+            out["error"], out["error_kind"] = self.error, self.error_kind
+        if self.partition_keys_failed is not None:
+            out["partition_keys_failed"] = list(self.partition_keys_failed)
+        if self.partition_keys_rewritten is not None:
+            out["partition_keys_rewritten"] = list(self.partition_keys_rewritten)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestResult(OpResult):
+    op: ClassVar[str] = MANIFESTS
+    procedure: ProcedureRow = field(default_factory=dict)  # rewritten_manifests_count, added_...
+    procedure_attempts: int = 1  # tries of the procedure (a writer's commit conflicts with it)
+    manifests_before: int | None = None
+    manifests_after: int | None = None
+
+    @property
+    def rewritten_manifests_count(self) -> int | None:
+        return _count(self.procedure, "rewritten_manifests_count")
+
+    @property
+    def added_manifests_count(self) -> int | None:
+        return _count(self.procedure, "added_manifests_count")
+
+    def _details(self) -> Details:
+        if not self.acted:
+            return {}
+        return {
+            **self.procedure,
+            "attempts": self.procedure_attempts,
+            "manifests_before": self.manifests_before,
+            "manifests_after": self.manifests_after,
+        }
+
+
+AnyOpResult = ExpireResult | OrphanResult | RewriteResult | ManifestResult
+
+
+__all__ = [
+    "EXPIRE",
+    "MANIFESTS",
+    "ORPHANS",
+    "REWRITE",
+    "REWRITING_OPS",
+    "AnyOpResult",
+    "DanglingDeletes",
+    "ExpireResult",
+    "ManifestResult",
+    "OpResult",
+    "OrphanResult",
+    "OrphanScanSummary",
+    "ProcedureRow",
+    "PartitionValueList",
+    "RewriteResult",
+    "Scalar",
+]

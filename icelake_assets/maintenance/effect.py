@@ -20,14 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from icelake_assets.health.findings import (
-    Finding,
-    delete_files_finding,
-    manifest_finding,
-    small_files_finding,
-    snapshot_finding,
-)
+from icelake_assets.health.findings import Finding
 from icelake_assets.health.stats import TableStats
+from icelake_assets.planning.deletes import delete_files_finding
+from icelake_assets.planning.manifests import manifest_finding
+from icelake_assets.planning.rewrite import small_files_finding
+from icelake_assets.planning.snapshots import snapshot_finding
 from icelake_assets.settings import Policy
 
 Effect = Literal["effective", "partial", "ineffective", "failed"]

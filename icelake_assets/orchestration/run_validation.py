@@ -22,7 +22,7 @@ from icelake_assets.catalog.connection import (
     TableRef,
     current_snapshot_id as _current_snapshot_id,
 )
-from icelake_assets.health.findings import Finding, orphan_finding
+from icelake_assets.health.findings import Finding
 from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
 from icelake_assets.maintenance.effect import (
@@ -45,6 +45,7 @@ from icelake_assets.orchestration.run_metadata import benefit_metadata, last_eff
 from icelake_assets.orchestration.run_model import failure_tags
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup
+from icelake_assets.planning.orphans import orphan_finding
 
 
 def _scanned_orphans(state: RunState, policy) -> Finding | None:

@@ -43,7 +43,7 @@ from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
 from icelake_assets.causes import describe
 from icelake_assets.health.orphans import KnownTables
-from icelake_assets.health.overview import TableBenefit, evaluate, priority_key, table_benefit
+from icelake_assets.health.overview import TableBenefit, priority_key, table_benefit
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.decide import Outcome, decide_table
 from icelake_assets.maintenance.effect import OUTCOME_TABLE_TAG, relaunch_hold
@@ -55,6 +55,7 @@ from icelake_assets.orchestration.partitions import dynamic_partition_requests, 
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.run_model import TABLE_TAG, PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.orchestration.sensor_cursor import TickCursor
+from icelake_assets.planning.health import evaluate
 from icelake_assets.private_api import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,

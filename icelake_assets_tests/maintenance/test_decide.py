@@ -9,7 +9,7 @@ import pytest
 from icelake_assets.health.stats import PartitionStats, TableStats
 from icelake_assets.maintenance.decide import OUTCOMES, Outcome, decide_table
 from icelake_assets.settings import Policy
-from icelake_assets_tests.health.test_findings import history, stats
+from icelake_assets_tests.planning.test_findings import history, stats
 
 KIB, MIB = 1024, 1024 * 1024
 

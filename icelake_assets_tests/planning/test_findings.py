@@ -2,20 +2,16 @@
 
 import pytest
 
-from icelake_assets.health.findings import (
-    CHECKS,
-    ERROR_FACTOR,
-    Severity,
-    delete_files_finding,
-    layout_drift_finding,
-    manifest_finding,
-    metadata_findings,
-    orphan_finding,
-    small_files_finding,
-    snapshot_finding,
-)
+from icelake_assets.health.findings import CHECKS, ERROR_FACTOR, Severity
 from icelake_assets.health.retention import RefPoint, SnapshotPoint
 from icelake_assets.health.stats import PartitionStats, TableStats
+from icelake_assets.planning.deletes import delete_files_finding
+from icelake_assets.planning.health import metadata_findings
+from icelake_assets.planning.layout import layout_drift_finding
+from icelake_assets.planning.manifests import manifest_finding
+from icelake_assets.planning.orphans import orphan_finding
+from icelake_assets.planning.rewrite import small_files_finding
+from icelake_assets.planning.snapshots import snapshot_finding
 from icelake_assets.settings import Policy
 
 POLICY = Policy()

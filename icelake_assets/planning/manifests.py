@@ -42,7 +42,7 @@ def decide_manifests(stats: TableStats, policy: Policy, rewrite_commits: int = 0
         return off
     p = policy.manifests
     signals = {"manifests": stats.manifests, "max_manifests": p.max_count, "rewrite_commits": rewrite_commits}
-    if stats.manifests > p.max_count:
+    if grade(stats.manifests, p.max_count) is not Severity.OK:  # the finding's own grade
         return Decision("rewrite_manifests", True, f"{stats.manifests} manifests > {p.max_count}", signals)
     if rewrite_commits > 1 and stats.manifests > 1:
         return Decision(

@@ -4,10 +4,16 @@ removable orphans than ``orphans.max_count``). Orphans need a storage listing, n
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from icelake_assets.health.findings import ERROR_FACTOR, Finding, Severity
-from icelake_assets.planning.decision import Decision, disabled
+from icelake_assets.planning.decision import Decision, Evaluation, disabled
 from icelake_assets.settings import Policy
+
+
+def crossed(orphan_count: int, policy: Policy) -> bool:
+    """The one threshold: the finding fails and the op acts past ``orphans.max_count`` removable files."""
+    return orphan_count > policy.orphans.max_count
 
 
 def orphan_finding(
@@ -41,7 +47,7 @@ def orphan_finding(
         notes += f"; never removed automatically: {refused}"
     elif deferred:
         notes += f"; not removed now: {deferred}"
-    if orphan_count <= p.max_count:
+    if not crossed(orphan_count, policy):
         return Finding(
             "orphan_files",
             Severity.OK,
@@ -78,7 +84,7 @@ def decide_orphans(orphan_count: int, orphan_bytes: int, policy: Policy) -> Deci
         "max_orphans": p.max_count,
         "orphan_older_than_hours": p.older_than_hours,
     }
-    if orphan_count > p.max_count:
+    if crossed(orphan_count, policy):
         return Decision(
             "remove_orphan_files",
             True,
@@ -90,4 +96,14 @@ def decide_orphans(orphan_count: int, orphan_bytes: int, policy: Policy) -> Deci
         False,
         f"{orphan_count} orphan files older than {p.older_than_hours:g} h ≤ {p.max_count}",
         signals,
+    )
+
+
+def evaluate(
+    orphan_count: int, orphan_bytes: int, policy: Policy, sample: Sequence[str] = (), **finding: Any
+) -> Evaluation:
+    """``finding``: orphan_finding's notes (hidden_files, skipped, refused, deferred)."""
+    return Evaluation(
+        orphan_finding(orphan_count, orphan_bytes, policy, sample, **finding),
+        decide_orphans(orphan_count, orphan_bytes, policy),
     )

@@ -41,8 +41,8 @@ from pyiceberg.table import Table
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, local_path, trips_batch
 from icelake_assets.health.cache import ManifestCache
-from icelake_assets.health.overview import evaluate
 from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.planning.health import evaluate
 from icelake_assets.settings import Settings
 
 CATALOG = "bench"

@@ -42,8 +42,8 @@ from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.decide import op_decisions
 from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
+from icelake_assets.planning.table import op_decisions
 from icelake_assets.policies import policy_for
 from icelake_assets.settings import Settings, load_settings
 

@@ -41,8 +41,8 @@ from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, trips_batch
 from icelake_assets.demo.seaweedfs import seaweedfs_server
 from icelake_assets.health.cache import ManifestCache
 from icelake_assets.health.orphans import scan_orphans
-from icelake_assets.health.overview import evaluate
 from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.planning.health import evaluate
 from icelake_assets.settings import Settings
 
 LOCAL, S3 = "local", "s3"

@@ -46,10 +46,10 @@ def _table_health(
 ) -> TableHealth:
     """One table's health (``known``: every known table, listed once for all, for --orphans)."""
     from icelake_assets.catalog.connection import load_table
-    from icelake_assets.health.findings import orphan_finding
     from icelake_assets.health.orphans import scan_table_orphans
-    from icelake_assets.health.overview import evaluate
     from icelake_assets.health.stats import compute_table_stats
+    from icelake_assets.planning.health import evaluate
+    from icelake_assets.planning.orphans import orphan_finding
     from icelake_assets.policies import policy_for
 
     table = load_table(catalog, ref)

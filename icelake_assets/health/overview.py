@@ -19,12 +19,12 @@ listed in "why" without inflating the benefit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from icelake_assets.health.findings import Finding, Severity, metadata_findings
+from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.retention import expiry_forecast
-from icelake_assets.health.score import HealthScore, HealthStatus, verdict
+from icelake_assets.health.score import HealthScore, HealthStatus
 from icelake_assets.health.stats import TableStats
 from icelake_assets.settings import Policy
 from icelake_assets.text import human_bytes
@@ -49,23 +49,6 @@ class TableHealth:
 
     def metrics(self) -> dict[str, int | float]:
         return {**self.score.metrics(), "health_status_level": self.status.rank}
-
-
-def evaluate(
-    stats: TableStats,
-    policy: Policy,
-    extra: Iterable[Finding] = (),
-    name: str | None = None,
-    not_evaluated: Sequence[str] = (),
-) -> TableHealth:
-    """Metadata findings (plus ``extra``, e.g. an orphan finding), the score and the status by the one
-    rule of :func:`~icelake_assets.health.score.verdict`.
-
-    ``name``: how to call the table (default: its pyiceberg name, which has no catalog);
-    ``not_evaluated``: checks without a result yet (the table is then never Healthy)."""
-    findings = (*metadata_findings(stats, policy), *extra)
-    score, status = verdict(stats, policy, findings, not_evaluated)
-    return TableHealth(name or stats.table, stats, findings, score, status, policy, tuple(not_evaluated))
 
 
 @dataclass(frozen=True)
@@ -242,7 +225,6 @@ def lake_overview(healths: Sequence[TableHealth], top_partitions: int = 50) -> L
 
 __all__ = [
     "TableHealth",
-    "evaluate",
     "PartitionBenefit",
     "TableBenefit",
     "partition_benefits",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from urllib.parse import quote, urlencode
 
-from icelake_assets.maintenance.guards import APPROVAL_TAG
+from icelake_assets.planning.guards import APPROVAL_TAG
 from icelake_assets.settings.asset_keys import asset_key_path
 from icelake_assets.types import TableRef
 

@@ -8,25 +8,17 @@ An op that acted is
 * ``ineffective`` when it committed nothing, or its finding still fails (with the reason);
 * ``failed`` when it was denied access to the table's storage: not a plan that does nothing, a
   permission to fix (the run fails and is retried after its backoff, not held as ineffective).
-The run's outcome is the worst of its ops'. ``relaunch_hold`` keeps the sensor from relaunching an
+The run's outcome is the worst of its ops'. ``relaunch_hold`` (planning/relaunch.py) keeps the sensor from relaunching an
 ineffective plan on an unchanged table until the policy changes or a backoff passes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from icelake_assets.health.findings import (
-    Finding,
-    delete_files_finding,
-    manifest_finding,
-    small_files_finding,
-    snapshot_finding,
-)
+from icelake_assets.health.findings import Finding
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.results import (
     ExpireResult,
@@ -35,15 +27,22 @@ from icelake_assets.maintenance.results import (
     OrphanResult,
     RewriteResult,
 )
+from icelake_assets.planning.deletes import delete_files_finding
+from icelake_assets.planning.manifests import manifest_finding
+from icelake_assets.planning.relaunch import (
+    OUTCOME_SNAPSHOT_TAG as OUTCOME_SNAPSHOT_TAG,
+    OUTCOME_TABLE_TAG as OUTCOME_TABLE_TAG,
+    OUTCOME_TAG as OUTCOME_TAG,
+    POLICY_HASH_TAG as POLICY_HASH_TAG,
+    policy_hash as policy_hash,
+    relaunch_hold as relaunch_hold,
+)
+from icelake_assets.planning.rewrite import small_files_finding
+from icelake_assets.planning.snapshots import snapshot_finding
 from icelake_assets.settings import Policy
 
 Effect = Literal["effective", "partial", "ineffective", "failed"]
 _RANK = {"effective": 0, "partial": 1, "ineffective": 2, "failed": 3}
-# Run tags carrying the outcome (read back by the sensor, see relaunch_hold).
-OUTCOME_TAG = "icelake/outcome"
-OUTCOME_SNAPSHOT_TAG = "icelake/outcome_snapshot"
-POLICY_HASH_TAG = "icelake/policy_hash"
-OUTCOME_TABLE_TAG = "icelake/outcome_table"  # the table, on every run that recorded an outcome
 
 
 @dataclass(frozen=True)
@@ -56,12 +55,6 @@ class OpEffect:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def policy_hash(policy: Policy) -> str:
-    """A short fingerprint of the effective policy: a new one lets the sensor try again."""
-    text = json.dumps(policy.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _finding_effect(op: str, finding: Finding, progress: str) -> OpEffect:
@@ -166,28 +159,3 @@ def verify_effects(ops: Sequence[OpResult], after: TableStats, policy: Policy) -
 def run_outcome(effects: Sequence[OpEffect]) -> Effect | None:
     """The worst effect of the run's ops; None when no op acted."""
     return max((e.effect for e in effects), key=_RANK.__getitem__, default=None)
-
-
-def relaunch_hold(
-    last: Mapping[str, str] | None, current_snapshot_id: int | None, policy: Policy, age_hours: float | None
-) -> str | None:
-    """Why the sensor must not launch again, or None.
-
-    ``last``: the run tags of the table's latest maintenance run that recorded an outcome;
-    ``age_hours``: how long ago it ended. A plan that was ineffective is not relaunched while the
-    table is where that run left it (no commit since), the policy is the same, and the backoff
-    (``loop.relaunch_backoff_hours``) has not passed: it would do the same nothing again."""
-    if not last or last.get(OUTCOME_TAG) != "ineffective":
-        return None
-    if last.get(OUTCOME_SNAPSHOT_TAG) != str(current_snapshot_id):
-        return None  # something committed since: a new state deserves a new plan
-    if last.get(POLICY_HASH_TAG) != policy_hash(policy):
-        return None  # the operator changed the policy: try it
-    backoff = policy.loop.relaunch_backoff_hours
-    if age_hours is None or age_hours >= backoff:
-        return None
-    return (
-        f"the last maintenance run left its findings failing (ineffective) and neither the table nor its "
-        f"policy changed since; next attempt after the {backoff:g} h backoff "
-        f"({backoff - age_hours:.1f} h left) or on a policy change"
-    )

@@ -13,7 +13,7 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.health.findings import Finding, orphan_finding
+from icelake_assets.health.findings import Finding
 from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
@@ -43,6 +43,7 @@ from icelake_assets.maintenance.validation import (
     rollback_if_safe,
     validate_row_counts,
 )
+from icelake_assets.planning.orphans import orphan_finding
 from icelake_assets.settings import Policy
 
 # How a run ends, for the audit's metrics (audit/metric_families.RUN_OUTCOMES).

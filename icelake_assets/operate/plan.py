@@ -3,7 +3,7 @@ no Spark, no Dagster): each op's decision and reason, the partitions a rewrite t
 estimate, the guards' verdict, what the table's mode and mode ``enforce`` would do, and a digest
 naming the plan (``icelake approve`` records it).
 
-The decision is the maintenance sensor's own (maintenance/decide.py). What only the sensor knows is
+The decision is the maintenance sensor's own (planning/table.py). What only the sensor knows is
 left out: runs of the table already queued or running, the backoff after a failed run, the global run
 cap; the orphan op is decided only with ``--orphans`` (a storage listing).
 """
@@ -20,8 +20,8 @@ from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.health.cache import ManifestCache, default_cache_path
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.approval import approve_command
-from icelake_assets.maintenance.decide import TableDecision, decide_table
-from icelake_assets.maintenance.guards import estimated_rewrite_bytes
+from icelake_assets.planning.guards import estimated_rewrite_bytes
+from icelake_assets.planning.table import TableDecision, decide_table
 from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import Settings
 from icelake_assets.settings.asset_keys import asset_key_path
@@ -138,7 +138,7 @@ def _json_safe(value: Any) -> Any:
 def build_plan(
     ref: TableRef, decided: TableDecision, stats: Any, mode: str, mode_source: str, max_rewrite_bytes: int
 ) -> TablePlan:
-    """A TablePlan from the sensor's decision (maintenance/decide.py) on ``stats``."""
+    """A TablePlan from the sensor's decision (planning/table.py) on ``stats``."""
     rewrite = decided.rewrite
     rewrites = "rewrite_data_files" in decided.acting
     signals = {d.op: d.signals for d in decided.decisions}

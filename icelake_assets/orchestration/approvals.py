@@ -19,7 +19,7 @@ from dagster import AssetObservation, MetadataValue
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.overview import TableHealth
 from icelake_assets.maintenance.approval import approval_markdown, waiting_markdown
-from icelake_assets.maintenance.decide import decide_table
+from icelake_assets.planning.table import decide_table
 from icelake_assets.settings import Mode
 
 WAITING = ("held", "proposed", "deferred")

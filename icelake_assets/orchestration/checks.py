@@ -38,7 +38,7 @@ from dagster import (
 from icelake_assets.audit.metrics import record_health
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
-from icelake_assets.health.findings import Finding, Severity, orphan_finding
+from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.overview import TableHealth, lake_overview
 from icelake_assets.health.score import PENALTY_FINDING, WEIGHTS, HealthStatus
 from icelake_assets.orchestration import approvals
@@ -50,6 +50,7 @@ from icelake_assets.orchestration.health import ORPHAN_CHECK, run_orphan_finding
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.table_groups import TableGroup
+from icelake_assets.planning.orphans import orphan_finding
 from icelake_assets.settings import ChecksPerTable
 
 METADATA_CHECKS = {

@@ -21,10 +21,11 @@ from dagster import (
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding, Severity
-from icelake_assets.health.overview import TableHealth, evaluate
+from icelake_assets.health.overview import TableHealth
 from icelake_assets.orchestration.config_checks import configuration_finding
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.planning.health import evaluate
 from icelake_assets.policies import configuration_report
 
 ORPHAN_CHECK = "orphan_files"

@@ -32,7 +32,6 @@ from icelake_assets.catalog.connection import (
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
 from icelake_assets.maintenance import rewrite
-from icelake_assets.maintenance.guards import APPROVAL_TAG
 from icelake_assets.maintenance.preflight import PreflightError
 from icelake_assets.maintenance.result_dicts import op_result_from_dict
 from icelake_assets.maintenance.results import OpResult, RewriteResult
@@ -43,6 +42,7 @@ from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, Iceberg
 from icelake_assets.orchestration.run_model import TABLE_TAG, earlier_run_maintaining, failure_tags
 from icelake_assets.orchestration.run_state import RunState, RunStates
 from icelake_assets.orchestration.table_groups import TableGroup
+from icelake_assets.planning.guards import APPROVAL_TAG
 from icelake_assets.settings import PartitionsPolicy
 
 # How often a running rewrite logs what it committed so far (ICELAKE_PROGRESS_SECONDS overrides).

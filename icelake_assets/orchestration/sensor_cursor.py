@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from icelake_assets.planning.history import Seen
+from icelake_assets.planning.outcome import Outcome
+
 HEAD = "icelake/v2"
 _NONE = "-"
 _SCANNED, _SINCE = "scanned ", "since "
@@ -47,14 +50,25 @@ def _parse_name(text: str) -> str:
     return str(json.loads(text)) if text.startswith('"') else text
 
 
+def _from_list(entry: list[Any]) -> Seen:
+    """A table of the JSON cursor: ``[metadata file, outcome, last orphan scan, since]`` (the first
+    versions wrote only the first two or three)."""
+    scanned = entry[2] if len(entry) > 2 else None
+    since = entry[3] if len(entry) > 3 else None
+    return Seen(
+        str(entry[0] or ""),
+        Outcome(entry[1]),
+        None if scanned is None else float(scanned),
+        None if since is None else float(since),
+    )
+
+
 @dataclass
 class TickCursor:
     """Where the last tick stopped, and per table the metadata file it saw and what it decided."""
 
     offset: int = 0
-    # table -> [metadata file, outcome, time of its last orphan scan (epoch s),
-    #           since when it has wanted maintenance (epoch s) or None]
-    seen: dict[str, list] = field(default_factory=dict)
+    seen: dict[str, Seen] = field(default_factory=dict)  # by table name
 
     @classmethod
     def loads(cls, text: str | None) -> "TickCursor":
@@ -63,7 +77,9 @@ class TickCursor:
         try:
             if text.lstrip().startswith("{"):  # the JSON cursor of earlier versions
                 data = json.loads(text)
-                return cls(int(data.get("offset", 0)), {k: list(v) for k, v in data.get("seen", {}).items()})
+                return cls(
+                    int(data.get("offset", 0)), {k: _from_list(v) for k, v in data.get("seen", {}).items()}
+                )
             return cls._parse(text)
         except (ValueError, TypeError, AttributeError, IndexError, KeyError):
             return cls()  # an unreadable cursor only costs one full evaluation
@@ -75,39 +91,36 @@ class TickCursor:
         if fields[0] != HEAD:
             raise ValueError(f"not an icelake cursor: {head[:40]!r}")
         offset = int(fields[1].rsplit("#", 1)[1]) - 1
-        seen: dict[str, list] = {}
+        seen: dict[str, Seen] = {}
         for line in lines:
             if not line:
                 continue
             name, outcome, metadata_file, scanned, since = line.split("\t")
-            seen[_parse_name(name)] = [
+            seen[_parse_name(name)] = Seen(
                 "" if metadata_file == _NONE else _parse_name(metadata_file),
-                outcome,
+                Outcome(outcome),
                 _parse_time(scanned, _SCANNED),
                 _parse_time(since, _SINCE),
-            ]
+            )
         return cls(offset, seen)
 
     def dumps(self) -> str:
         counts: dict[str, int] = {}
         for entry in self.seen.values():
-            counts[entry[1]] = counts.get(entry[1], 0) + 1
+            counts[str(entry.outcome)] = counts.get(str(entry.outcome), 0) + 1
         outcomes = ", ".join(f"{n} {o}" for o, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         lines = [
             f"{HEAD}\tnext table #{self.offset + 1}\t{len(self.seen)} tables: {outcomes or 'none seen yet'}"
         ]
         for table, entry in self.seen.items():
-            metadata_file, outcome = _name(entry[0]) if entry[0] else _NONE, entry[1]
-            scanned = entry[2] if len(entry) > 2 else None
-            since = entry[3] if len(entry) > 3 else None
             lines.append(
                 "\t".join(
                     (
                         _name(table),
-                        outcome,
-                        metadata_file,
-                        _NONE if scanned is None else _SCANNED + _time(scanned),
-                        _NONE if since is None else _SINCE + _time(since),
+                        str(entry.outcome),
+                        _name(entry.metadata_file) if entry.metadata_file else _NONE,
+                        _NONE if entry.scanned_at is None else _SCANNED + _time(entry.scanned_at),
+                        _NONE if entry.since is None else _SINCE + _time(entry.since),
                     )
                 )
             )

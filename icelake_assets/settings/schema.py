@@ -148,7 +148,7 @@ class GuardsPolicy(_Strict):
 
     # No writer commit for this long before maintenance starts (avoids commit conflicts).
     quiet_period_minutes: float = Field(15.0, ge=0, le=30 * 24 * 60)
-    # Cost cap: automation launches no rewrite estimated above this many bytes (maintenance/guards.py).
+    # Cost cap: automation launches no rewrite estimated above this many bytes (planning/guards.py).
     max_rewrite_bytes: int = Field(100 * GiB, ge=MiB, le=MAX_REWRITE_BYTES)
 
 

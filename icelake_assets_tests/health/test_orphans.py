@@ -12,7 +12,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.transforms import IdentityTransform
 
 from icelake_assets.demo.lake import local_path, plant_orphans
-from icelake_assets.health.findings import Severity, orphan_finding
+from icelake_assets.health.findings import Severity
 from icelake_assets.health.orphans import (
     KnownTable,
     PathMismatchError,
@@ -24,6 +24,7 @@ from icelake_assets.health.orphans import (
     scan_orphans,
     verify_referenced_files,
 )
+from icelake_assets.planning.orphans import orphan_finding
 from icelake_assets.settings import Policy
 from icelake_assets_tests.health.conftest import SCHEMA, batch, data_dir, files_on_disk
 

@@ -1,7 +1,6 @@
 """The lake-wide overview: expected benefit by construction, ranking, and what the UI shows."""
 
 from icelake_assets.health.overview import (
-    evaluate,
     lake_overview,
     partition_benefits,
     priority_key,
@@ -9,6 +8,7 @@ from icelake_assets.health.overview import (
 )
 from icelake_assets.health.score import HealthStatus
 from icelake_assets.health.stats import PartitionStats, TableStats
+from icelake_assets.planning.health import evaluate
 from icelake_assets.settings import Policy
 
 POLICY = Policy()

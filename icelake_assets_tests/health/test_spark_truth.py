@@ -9,13 +9,15 @@ import pytest
 
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.health.cache import ManifestCache
-from icelake_assets.health.findings import Severity, delete_files_finding, layout_drift_finding
+from icelake_assets.health.findings import Severity
 from icelake_assets.health.scan_cost import measure_scan_cost
 from icelake_assets.health.score import health_score
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.procedures import rewrite_data_files, table_identifier
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.resources import IcebergSparkResource
+from icelake_assets.planning.deletes import delete_files_finding
+from icelake_assets.planning.layout import layout_drift_finding
 from icelake_assets_tests.conftest import catalog_name, new_lake
 from icelake_assets_tests.health.test_stats import projected_and_full_read
 

@@ -1,6 +1,7 @@
 """The self-healing loop through real sensor ticks (build_sensor_context + evaluate_tick), a real
 Dagster instance, a real SQLite catalog and, for the launched runs, real Spark."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,12 @@ from icelake_assets.orchestration.sensors import TABLE_TAG, TRIGGER_TAG, TickCur
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, sensor_tick
 
 SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "payload", StringType()))
+
+
+def _scanned_a_day_earlier(cursor: TickCursor, name: str) -> None:
+    seen = cursor.seen[name]
+    assert seen.scanned_at is not None
+    cursor.seen[name] = replace(seen, scanned_at=seen.scanned_at - 25 * 3600)
 
 
 def _batch(start: int, rows: int, width: int = 8) -> pa.Table:
@@ -175,7 +182,7 @@ def test_old_orphans_launch_maintenance_once_a_scan_is_due(make_lake, instance):
     _, unchanged = _tick(settings, instance, cursor=first.cursor)
     assert unchanged.run_requests == [] and unchanged.asset_events == []  # scanned < 24 h ago: not listed
     cursor = TickCursor.loads(unchanged.cursor)
-    cursor.seen[str(ref)][2] -= 25 * 3600  # the last scan is now a day old
+    _scanned_a_day_earlier(cursor, str(ref))  # the last scan is now a day old
     _, due = _tick(settings, instance, cursor=cursor.dumps())
     assert len(due.run_requests) == 1 and "remove_orphan_files" in due.run_requests[0].tags["icelake/ops"]
 
@@ -217,10 +224,10 @@ def test_old_orphans_of_a_table_containing_another_launch_nothing(make_lake, ins
     age_all_files(table, 5)
     _, first = _tick(settings, instance)
     cursor = TickCursor.loads(first.cursor)
-    cursor.seen[str(ref)][2] -= 25 * 3600  # a scan is due: the storage is listed on this tick
+    _scanned_a_day_earlier(cursor, str(ref))  # a scan is due: the storage is listed on this tick
     _, due = _tick(settings, instance, cursor=cursor.dumps())
     assert due.run_requests == []  # `ns.t` holds `ns.inner`: its orphans are never removed
-    assert TickCursor.loads(due.cursor).seen[str(ref)][1] != "error"
+    assert TickCursor.loads(due.cursor).seen[str(ref)].outcome != "error"
 
 
 def test_broken_tables_a_down_catalog_and_a_failing_audit_do_not_stop_the_tick(
@@ -370,8 +377,13 @@ def test_a_running_sensor_keeps_its_state_across_the_upgrade_of_its_cursor(make_
     settings, ref, _ = _lake(make_lake, files=2)
     _, first = _tick(settings, instance)
     state = TickCursor.loads(first.cursor)
-    old = json.dumps({"offset": state.offset, "seen": state.seen}, separators=(",", ":"))
+    seen = {k: [v.metadata_file, str(v.outcome), v.scanned_at, v.since] for k, v in state.seen.items()}
+    old = json.dumps({"offset": state.offset, "seen": seen}, separators=(",", ":"))
     _, upgraded = _tick(settings, instance, cursor=old)
     assert upgraded.run_requests == [] and upgraded.asset_events == []
     assert upgraded.cursor.startswith("icelake/v2\t") and str(ref) in upgraded.cursor
-    assert TickCursor.loads(upgraded.cursor).seen[str(ref)][:2] == state.seen[str(ref)][:2]
+    upgraded_seen = TickCursor.loads(upgraded.cursor).seen[str(ref)]
+    assert (upgraded_seen.metadata_file, upgraded_seen.outcome) == (
+        state.seen[str(ref)].metadata_file,
+        state.seen[str(ref)].outcome,
+    )

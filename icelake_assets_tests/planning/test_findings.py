@@ -2,20 +2,17 @@
 
 import pytest
 
-from icelake_assets.health.findings import (
-    CHECKS,
-    ERROR_FACTOR,
-    Severity,
-    delete_files_finding,
-    layout_drift_finding,
-    manifest_finding,
-    metadata_findings,
-    orphan_finding,
-    small_files_finding,
-    snapshot_finding,
-)
+from icelake_assets.health.findings import CHECKS, ERROR_FACTOR, Severity
 from icelake_assets.health.retention import RefPoint, SnapshotPoint
 from icelake_assets.health.stats import PartitionStats, TableStats
+from icelake_assets.planning import manifests as manifest_files, orphans as orphan_files
+from icelake_assets.planning.deletes import delete_files_finding
+from icelake_assets.planning.health import metadata_findings
+from icelake_assets.planning.layout import layout_drift_finding
+from icelake_assets.planning.manifests import manifest_finding
+from icelake_assets.planning.orphans import orphan_finding
+from icelake_assets.planning.rewrite import small_files_finding
+from icelake_assets.planning.snapshots import snapshot_finding
 from icelake_assets.settings import Policy
 
 POLICY = Policy()
@@ -171,3 +168,18 @@ def test_every_metadata_finding_carries_numbers_and_advice():
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in f.metrics.values()
         )
     assert ERROR_FACTOR == 4
+
+
+@pytest.mark.parametrize("orphans", [0, 5, 6, 50])
+def test_the_orphan_finding_fails_exactly_when_removal_acts(orphans):
+    policy = Policy.model_validate({"orphans": {"max_count": 5}})
+    evaluation = orphan_files.evaluate(orphans, orphans * 10, policy)
+    assert evaluation.decision is not None
+    assert evaluation.decision.act is (not evaluation.finding.passed) is (orphans > 5)
+
+
+@pytest.mark.parametrize("manifests", [50, 51, 200])
+def test_the_manifest_finding_fails_exactly_when_the_rewrite_acts(manifests):
+    evaluation = manifest_files.evaluate(stats(manifests=manifests), POLICY)
+    assert evaluation.decision is not None
+    assert evaluation.decision.act is (not evaluation.finding.passed) is (manifests > 50)

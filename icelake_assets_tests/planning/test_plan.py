@@ -7,16 +7,11 @@ it names is one Iceberg rewrites under the options it passes; none it would skip
 from datetime import UTC, datetime, timedelta
 
 from icelake_assets.health.stats import PartitionStats, TableStats
-from icelake_assets.maintenance.plan import (
-    decide_expire,
-    decide_manifests,
-    decide_rewrite,
-    expire_cutoff,
-    plan_rewrite,
-    small_file_limit,
-)
+from icelake_assets.planning.manifests import decide_manifests
+from icelake_assets.planning.rewrite import decide_rewrite, plan_rewrite, small_file_limit
+from icelake_assets.planning.snapshots import decide_expire, expire_cutoff
 from icelake_assets.settings import Policy
-from icelake_assets_tests.health.test_findings import history
+from icelake_assets_tests.planning.test_findings import history
 
 POLICY = Policy()  # max_count 100, max_age_hours 120, min_keep 5, min_age_hours 24
 

@@ -1,0 +1,98 @@
+"""Guards between "a threshold is crossed" and "a run is launched": every stop is explained.
+
+- writers: a table with a writer commit inside the quiet period is deferred (maintenance would race
+  its commits and, at best, retry);
+- cost: a rewrite estimated above the cap is held until an operator approves it explicitly;
+- nothing to do: no op's threshold is crossed;
+- runs (run_guard): a run of the table already queued or running, or the backoff after failed runs,
+  from what the sensor read of the instance (planning/history.py).
+Concurrency (one run per table, a global cap) is Dagster's job: see dagster.yaml and the run tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from icelake_assets.health.stats import TableStats
+from icelake_assets.planning.decision import Decision
+from icelake_assets.planning.history import Runs
+
+Action = Literal["launch", "defer", "hold", "skip"]
+# Run tag an operator sets (UI: Materialize → tags) to approve a run held by the cost guard.
+APPROVAL_TAG = "icelake/approved"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: Action
+    reason: str
+    ops: tuple[str, ...] = ()  # ops whose thresholds are crossed
+    details: Mapping[str, float | int | str] = field(default_factory=dict)
+
+
+def estimated_rewrite_bytes(stats: TableStats, partitions: Sequence[str] | None = None) -> int:
+    """Bytes a rewrite reads and writes again: the candidate partitions' data (in scope)."""
+    scope = (
+        stats.compaction_candidates
+        if partitions is None
+        else [p for p in partitions if p in stats.partitions]
+    )
+    return sum(stats.partitions[p].data_bytes for p in scope)
+
+
+def evaluate_guards(
+    stats: TableStats,
+    decisions: Sequence[Decision],
+    quiet_period_minutes: float,
+    max_rewrite_bytes: int,
+    approved: bool = False,
+    partitions: Sequence[str] | None = None,
+) -> Verdict:
+    acting = tuple(d.op for d in decisions if d.act)
+    if not acting:
+        return Verdict("skip", "; ".join(d.reason for d in decisions) or "no maintenance op enabled")
+    last_write = stats.last_writer_commit_age_minutes
+    writer = {
+        "last_writer_commit_age_minutes": -1.0 if last_write is None else round(last_write, 2),
+        "quiet_period_minutes": quiet_period_minutes,
+    }
+    if last_write is not None and last_write < quiet_period_minutes:
+        return Verdict(
+            "defer",
+            f"a writer committed {last_write:.1f} min ago, inside the quiet period of "
+            f"{quiet_period_minutes:g} min",
+            acting,
+            writer,
+        )
+    cost = estimated_rewrite_bytes(stats, partitions) if "rewrite_data_files" in acting else 0
+    details = {**writer, "estimated_rewrite_bytes": cost, "max_rewrite_bytes": max_rewrite_bytes}
+    if cost > max_rewrite_bytes and not approved:
+        return Verdict(
+            "hold",
+            f"rewrite of {cost} bytes is over the cap of {max_rewrite_bytes} bytes: awaiting "
+            f"approval (launch with tag {APPROVAL_TAG}=true)",
+            acting,
+            details,
+        )
+    return Verdict("launch", "; ".join(d.reason for d in decisions if d.act), acting, details)
+
+
+def run_guard(runs: Runs | None, now: float) -> tuple[str, str] | None:
+    """What the run model forbids a launch: ``("in_flight", why)`` while the table's maintenance is
+    queued or running (launched by anyone), ``("backoff", why)`` while its failed runs' backoff is not
+    over; None: it may launch."""
+    if runs is None:
+        return None
+    if runs.in_flight:
+        return "in_flight", f"maintenance already queued or running ({runs.in_flight})"
+    if runs.retry_at is not None and runs.retry_at > now:
+        cause = runs.failure_reason
+        return "backoff", (
+            f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
+            f"{datetime.fromtimestamp(runs.retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC"
+            + (f" (last failure: {cause})" if cause else "")
+        )
+    return None

@@ -1,0 +1,69 @@
+"""What the maintenance sensor remembers of a table between ticks (its cursor, orchestration/
+sensor_cursor.py) and what it read of the table's runs (orchestration/run_model.py), as plain typed
+records: the planning core reads them, the sensor fills them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from icelake_assets.planning.outcome import RECHECK, WAITING, Outcome
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One table's line of the cursor: the metadata file the sensor last saw ("" none), the outcome it
+    recorded, when its orphans were last listed and since when it has wanted maintenance (epoch s)."""
+
+    metadata_file: str = ""
+    outcome: Outcome = Outcome.SKIPPED
+    scanned_at: float | None = None
+    since: float | None = None
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The table's maintenance runs as the instance knows them (run_model.TableRuns, converted):
+    ``in_flight``: "run <id>" of one queued or running; ``retry_at``: when a table whose last runs
+    failed may launch again (epoch s, None: the last run did not fail)."""
+
+    in_flight: str | None = None
+    failures_in_a_row: int = 0
+    retry_at: float | None = None
+    failure_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LastOutcome:
+    """The tags of the table's latest run that recorded an outcome, and when it ended (epoch s)."""
+
+    tags: Mapping[str, str]
+    ended_at: float
+
+
+@dataclass(frozen=True)
+class History:
+    """``last_outcome``: looks the latest outcome run up, asked only for a table that would launch (it
+    costs the sensor a query of the instance)."""
+
+    seen: Seen | None = None
+    runs: Runs | None = None
+    last_outcome: Callable[[], LastOutcome | None] | None = None
+
+
+def needs_evaluation(seen: Seen | None, metadata_file: str, scan_due: bool, runs: Runs | None) -> bool:
+    """Whether a tick reads the table: it changed (another metadata file), its orphan scan is due, its
+    last outcome is worth a recheck, or it was launched and that run failed since (retried after its
+    backoff). An unchanged table otherwise costs nothing."""
+    if seen is None or seen.metadata_file != metadata_file or scan_due or seen.outcome in RECHECK:
+        return True
+    failed_since = runs is not None and not runs.in_flight and runs.failures_in_a_row > 0
+    return seen.outcome == Outcome.LAUNCHED and failed_since
+
+
+def finding_since(seen: Seen | None, now: float) -> float:
+    """When the table's finding was first seen: it carries over while the table keeps waiting for
+    maintenance (an older finding goes first among equal benefits)."""
+    if seen is not None and seen.since is not None and seen.outcome in WAITING:
+        return seen.since
+    return now

@@ -1,0 +1,176 @@
+"""Fleet benchmark (issue 24, item 3a): 20 small degraded tables healed by the sensor through Dagster
+vs the raw Iceberg procedures over the same 20 tables in one Spark session.
+
+    python -m bench.fleet_bench                  # 20 tables (about 15 minutes on 2 cores)
+    python -m bench.fleet_bench --tables 8 --skip-per-run
+
+Each measurement starts from its own freshly built lake (same tables, same seed): every table has
+``--files`` small data files from as many commits (so as many snapshots and manifests) and 3 planted
+orphans, all 5 days old; the demo catalog enforces the shipped policies with the test thresholds (20
+files, 20 snapshots keeping 5, 10 manifests).
+
+1. **raw**: one Python process, one SparkSession with the product's Spark configuration, and for each
+   table in turn Iceberg's own procedures: ``expire_snapshots`` (retain 5), ``remove_orphan_files``
+   (older than 3 days), ``rewrite_data_files``, ``rewrite_manifests``. Timed from the process's start
+   (JVM included): the work itself, with nothing around it.
+2. **sensor, shared driver** (the product's default): ``dagster-daemon run`` with the shipped
+   ``dagster.yaml`` (run queue, pools, 2 runs at once), the sensor every 10 s; timed from the daemon's
+   start to the end of the last run, once no maintenance op would act on any table. Each run is its
+   own process (pre-flight, validation with row counts and cross-engine proof, audit, post-run
+   checks) attached to the one resident Spark driver.
+3. **sensor, a driver per run** (``spark.session: per_run``, the earlier model): the same, each run
+   starting its own JVM. ``--skip-per-run`` leaves it out.
+
+Goal: sensor (shared) / raw ≤ 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import yaml
+
+from bench.loop_bench import ROOT, sensor, unhealed, write_settings
+from icelake_assets.catalog.connection import open_catalog
+from icelake_assets.demo.lake import age_all_files, append, plant_orphans
+from icelake_assets.maintenance.resident_spark import stop_all
+from icelake_assets.settings import Settings, load_settings
+
+GOAL_RATIO = 2.0
+THRESHOLDS = {
+    "small_files": {"max_files_per_partition": 20},
+    "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0},
+    "manifests": {"max_count": 10},
+}
+RAW = """
+import json, sys
+from pyspark.sql import SparkSession
+from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.partitions.quoting import sql_string
+from icelake_assets.settings import load_settings
+settings = load_settings(sys.argv[1])
+builder = SparkSession.builder
+for k, v in spark_config(settings).items():
+    builder = builder.config(k, v)
+spark = builder.getOrCreate()
+from datetime import datetime, timedelta, timezone
+now = datetime.now(timezone.utc)
+# CALL takes literals only; the session's time zone is UTC (spark_config).
+stamp = lambda t: "TIMESTAMP " + sql_string(t.strftime("%Y-%m-%d %H:%M:%S"))
+for name in json.loads(sys.argv[2]):
+    t = sql_string(name)
+    spark.sql(f"CALL demo.system.expire_snapshots(table => {t}, older_than => {stamp(now)}, "
+              "retain_last => 5)").collect()
+    spark.sql(f"CALL demo.system.remove_orphan_files(table => {t}, "
+              f"older_than => {stamp(now - timedelta(days=3))})").collect()
+    spark.sql(f"CALL demo.system.rewrite_data_files(table => {t})").collect()
+    spark.sql(f"CALL demo.system.rewrite_manifests(table => {t})").collect()
+"""
+
+
+def fleet_lake(root: Path, name: str, tables: int, files: int, session: str) -> tuple[Settings, list[str]]:
+    folder = root / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    settings = write_settings(folder)
+    data = yaml.safe_load(Path(settings.source or "").read_text())
+    data["thresholds"] = {**data.get("thresholds", {}), **THRESHOLDS}
+    data["spark"] = {**data.get("spark", {}), "session": session}
+    Path(settings.source or "").write_text(yaml.safe_dump(data))
+    settings = load_settings(settings.source)
+    catalog = open_catalog(settings, "demo", create=True)
+    catalog.create_namespace_if_not_exists("fleet")
+    schema = pa.schema([("id", pa.int64()), ("payload", pa.string())])
+    rng = np.random.default_rng(24)
+    names = []
+    for i in range(tables):
+        table = catalog.create_table(("fleet", f"t{i:02d}"), schema=schema)
+        for commit in range(files):
+            ids = np.arange(commit * 100, commit * 100 + 100, dtype=np.int64)
+            words = rng.choice(["a", "bb", "ccc"], size=100).astype(str)
+            append(table, pa.table({"id": ids, "payload": words}, schema=schema))
+        age_all_files(table, 5)
+        plant_orphans(table, 3, age_days=5)
+        names.append(f"fleet.t{i:02d}")
+    return settings, names
+
+
+def raw(settings: Settings, names: list[str]) -> float:
+    import json
+
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", RAW, str(settings.source), json.dumps(names)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"raw procedures failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return seconds
+
+
+def through_sensor(root: Path, name: str, tables: int, files: int, session: str, timeout: float) -> dict:
+    settings, _ = fleet_lake(root, name, tables, files, session)
+    home = root / f"{name}_home"
+    try:
+        return sensor(settings, home, timeout)
+    finally:
+        stop_all(home / "icelake" / "spark")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tables", type=int, default=20)
+    parser.add_argument("--files", type=int, default=30, help="small files (and commits) per table")
+    parser.add_argument("--timeout", type=float, default=2400.0)
+    parser.add_argument("--skip-per-run", action="store_true", help="leave out the driver-per-run model")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+        root = Path(tmp)
+        settings, names = fleet_lake(root, "raw", args.tables, args.files, "per_run")
+        raw_s = raw(settings, names)
+        left = unhealed(settings)
+        print(f"raw: {raw_s:.1f}s; left after: {left}", flush=True)
+        shared = through_sensor(root, "shared", args.tables, args.files, "shared", args.timeout)
+        print(f"sensor, shared driver: { {k: v for k, v in shared.items() if k != 'timeline'} }", flush=True)
+        per_run = None
+        if not args.skip_per_run:
+            per_run = through_sensor(root, "per_run", args.tables, args.files, "per_run", args.timeout)
+            print(f"sensor, driver per run: { {k: v for k, v in per_run.items() if k != 'timeline'} }")
+    command = " ".join([".venv/bin/python -m bench.fleet_bench", *sys.argv[1:]])
+    print(
+        f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+        f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} at the end; command: {command}\n"
+    )
+    print(f"{args.tables} tables x {args.files} small files, 3 orphans each\n")
+    print("| measurement | seconds | runs | ratio to raw |\n|---|---:|---:|---:|")
+    print(f"| raw procedures, one process, one Spark session (JVM start included) | {raw_s:.1f} | - | 1.00 |")
+    for label, result in (("shared driver (default)", shared), ("a driver per run", per_run)):
+        if result is not None:
+            print(
+                f"| sensor through Dagster, {label} | {result['total']:.1f} | {result['runs']} "
+                f"({result['failed']} failed) | **{result['total'] / raw_s:.2f}** |"
+            )
+    print(f"\ngoal: sensor (shared driver) / raw ≤ {GOAL_RATIO}")
+    if left:
+        sys.exit(f"the raw procedures left work undone: {left}")
+
+
+if __name__ == "__main__":
+    main()

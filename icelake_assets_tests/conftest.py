@@ -54,11 +54,18 @@ def write_settings(
 
 
 def new_lake(
-    tmp_path_factory, thresholds: dict[str, Any] | None = None, extra: dict[str, Any] | None = None
+    tmp_path_factory,
+    thresholds: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    accept: Callable[[str], bool] | None = None,
 ) -> Settings:
-    """A new lake folder with its own catalog name; returns its Settings (source = the YAML file)."""
+    """A new lake folder with its own catalog name; returns its Settings (source = the YAML file).
+    ``accept``: a test whose outcome depends on the name (table groups hash table names into pools)
+    takes the next name it accepts, so it does not depend on how many lakes ran before it."""
     folder = tmp_path_factory.mktemp("lake")
     name = f"lake{next(_LAKES)}_{os.getpid()}"
+    while accept is not None and not accept(name):
+        name = f"lake{next(_LAKES)}_{os.getpid()}"
     (folder / "lake" / "warehouse").mkdir(parents=True)
     return load_settings(write_settings(folder, name, thresholds, extra))
 

@@ -38,12 +38,8 @@ from icelake_assets.audit.metrics import record_health
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
 from icelake_assets.catalog.locations import metadata_locations
-from icelake_assets.orchestration.checks import (
-    HEALTH_CHECK,
-    OVERVIEW_KEY,
-    metadata_check_names,
-    metadata_check_results,
-)
+from icelake_assets.orchestration.check_results import HEALTH_CHECK, metadata_check_results
+from icelake_assets.orchestration.checks import OVERVIEW_KEY, metadata_check_names
 from icelake_assets.orchestration.config_checks import configuration_result
 from icelake_assets.orchestration.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.names import table_asset_key

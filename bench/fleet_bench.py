@@ -27,20 +27,19 @@ Goal: sensor (shared) / raw ≤ 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import yaml
 
-from bench.loop_bench import ROOT, sensor, unhealed, write_settings
+from bench.loop_bench import sensor, timed_script, unhealed, write_settings
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import age_all_files, append, plant_orphans
 from icelake_assets.maintenance.resident_spark import stop_all
@@ -106,20 +105,7 @@ def fleet_lake(root: Path, name: str, tables: int, files: int, session: str) -> 
 
 
 def raw(settings: Settings, names: list[str]) -> float:
-    import json
-
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", RAW, str(settings.source), json.dumps(names)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    seconds = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"raw procedures failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return seconds
+    return timed_script(RAW, str(settings.source), json.dumps(names), what="raw procedures")
 
 
 def through_sensor(root: Path, name: str, tables: int, files: int, session: str, timeout: float) -> dict:

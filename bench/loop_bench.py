@@ -117,10 +117,11 @@ def fresh_lake(root: Path, name: str, scale: str) -> Settings:
     return settings
 
 
-def manual(settings: Settings) -> float:
+def timed_script(code: str, *args: str, what: str) -> float:
+    """Seconds a fresh Python process takes to run ``code`` (process and JVM start included)."""
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", MANUAL, settings.source],
+        [sys.executable, "-c", code, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -128,8 +129,12 @@ def manual(settings: Settings) -> float:
     )
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
-        raise SystemExit(f"manual maintenance failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{what} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return seconds
+
+
+def manual(settings: Settings) -> float:
+    return timed_script(MANUAL, str(settings.source), what="manual maintenance")
 
 
 def sensor(settings: Settings, home: Path, timeout: float) -> dict:

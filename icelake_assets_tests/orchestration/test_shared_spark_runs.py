@@ -20,6 +20,7 @@ from icelake_assets.maintenance.resident_spark import stop_all
 from icelake_assets.orchestration.project import build_definitions, maintenance_job_names
 from icelake_assets.planning.table import op_decisions
 from icelake_assets.policies import policy_for
+from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import catalog_name
 
 RUN_JOB = """
@@ -42,8 +43,6 @@ def test_two_runs_in_two_processes_share_one_spark_driver(make_lake, tmp_path):
     path.write_text(yaml.safe_dump(data))
     name = catalog_name(settings)
     refs = build_demo_lake(settings, catalog=name, scale="test")
-    from icelake_assets.settings import load_settings
-
     settings = load_settings(path)
     jobs = maintenance_job_names(build_definitions(settings))
     assert len(jobs) >= 2  # the unpartitioned tables' job and a partitioned table's own

@@ -10,6 +10,8 @@ changed) before anything else does. Each entry says why no public API serves. Na
 from __future__ import annotations
 
 import importlib
+import sys
+from types import FrameType
 from typing import Any
 
 from icelake_assets.types import IcelakeError
@@ -50,6 +52,13 @@ PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
         "DefinitionsLoadType",
         "the load type enum is not exported",
     ),
+    # The implicit job of a code location's assets (backfills and partition runs launch it): a run
+    # worker's definitions must define the job its run names.
+    "IMPLICIT_ASSET_JOB_NAME": (
+        "dagster._core.definitions.assets.job.asset_job",
+        "IMPLICIT_ASSET_JOB_NAME",
+        "the implicit job's name is not exported",
+    ),
     # A job selecting assets, before resolution (table_groups.py builds one per group).
     "UnresolvedAssetJobDefinition": (
         "dagster._core.definitions.unresolved_asset_job_definition",
@@ -70,6 +79,27 @@ PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
         "the schema check of append is not exported",
     ),
 }
+
+
+# Where a run worker loads its job: ``dagster api execute_run`` and the code server's spawned worker
+# both call core_execute_run(recon_job, dagster_run, ...) of this module, which loads the definitions.
+RUN_WORKER_LOADER = ("dagster._grpc.impl", "core_execute_run", "dagster_run")
+
+
+def run_being_loaded() -> Any | None:
+    """The DagsterRun a run worker is loading the definitions for, or None (a code server, a test,
+    a step worker). Dagster gives a ``@definitions`` function no handle on the run (the load context
+    has only the load type and the code server's metadata), so this reads the argument of the
+    loader's frame on the call stack. Used only to build less (definitions.py): when Dagster
+    changes the loader, the run worker builds everything, as before, and test_private_api fails."""
+    module, function, argument = RUN_WORKER_LOADER
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            run = frame.f_locals.get(argument)
+            return run if type(run).__name__ == "DagsterRun" else None
+        frame = frame.f_back
+    return None
 
 
 class PrivateApiChanged(IcelakeError, ImportError):
@@ -95,4 +125,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = sorted(PRIVATE_NAMES)  # noqa: PLE0605
+__all__ = [*sorted(PRIVATE_NAMES), "RUN_WORKER_LOADER", "run_being_loaded"]  # noqa: PLE0605

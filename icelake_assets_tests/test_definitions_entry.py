@@ -26,7 +26,9 @@ def test_one_build_serves_initialization_and_the_matching_reconstruction(make_la
     monkeypatch.setattr(definitions, "_BUILT", {})
     builds = []
     real = definitions.load_definitions
-    monkeypatch.setattr(definitions, "load_definitions", lambda c: builds.append(c.load_type) or real(c))
+    monkeypatch.setattr(
+        definitions, "load_definitions", lambda c, run=None: builds.append(c.load_type) or real(c, run)
+    )
 
     first = _load(DefinitionsLoadContext(DefinitionsLoadType.INITIALIZATION))
     recorded = {project.INVENTORY_METADATA_KEY: first.metadata[project.INVENTORY_METADATA_KEY]}

@@ -84,3 +84,13 @@ def test_importing_it_imports_no_library():
     code = "import sys, icelake_assets.private_api; print([m for m in ('dagster', 'pyiceberg') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_run_worker_still_loads_its_job_where_run_being_loaded_looks():
+    """definitions.py builds a run's table groups only when it finds the run on the loader's frame."""
+    module, function, argument = private_api.RUN_WORKER_LOADER
+    loader = getattr(__import__(module, fromlist=[function]), function)
+    assert argument in inspect.signature(loader).parameters
+    source = inspect.getsource(loader)
+    assert ".get_definition()" in source  # the load happens inside the loader's own frame
+    assert private_api.run_being_loaded() is None  # not in a run worker

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetKey,
@@ -18,6 +20,7 @@ from dagster import (
 )
 
 from icelake_assets.catalog import inventory
+from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, discover_lake
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.assets import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
@@ -31,6 +34,7 @@ from icelake_assets.orchestration.checks import (
 from icelake_assets.orchestration.health_sensor import build_health_sensor, build_overview_sensor
 from icelake_assets.orchestration.lake_access import build_catalogs_check, problems_markdown
 from icelake_assets.orchestration.lineage import Lineage, build_lineage
+from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.partitions import build_partition_keys_sensor
 from icelake_assets.orchestration.resources import (
     ICELAKE_RESOURCE,
@@ -41,9 +45,9 @@ from icelake_assets.orchestration.resources import (
 )
 from icelake_assets.orchestration.schedules import schedule_definitions
 from icelake_assets.orchestration.sensors import build_maintenance_sensor
-from icelake_assets.orchestration.table_groups import group_tables, maintenance_job_name
+from icelake_assets.orchestration.table_groups import TableGroup, group_tables, maintenance_job_name
 from icelake_assets.policies import resolve_policies
-from icelake_assets.private_api import DefinitionsLoadContext, DefinitionsLoadType
+from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME, DefinitionsLoadContext, DefinitionsLoadType
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 from icelake_assets.settings.asset_keys import use_asset_keys
 
@@ -64,6 +68,40 @@ __all__ = [
 INVENTORY_METADATA_KEY = "icelake/inventory"
 
 
+@dataclass(frozen=True)
+class _LakeShape:
+    """What the Definitions are built from: the tables with their policies, lineage and groups."""
+
+    settings: Settings
+    tables: list[DiscoveredTable]
+    problems: Sequence[DiscoveryProblem]
+    policies: Mapping[TableRef, Any]
+    lineage: Lineage
+    groups: list[TableGroup]
+
+
+def _lake_shape(
+    settings: Settings | None,
+    tables: Sequence[DiscoveredTable] | None,
+    problems: Sequence[DiscoveryProblem],
+) -> _LakeShape:
+    settings = settings or load_settings()
+    use_asset_keys(settings.asset_keys)
+    if tables is None:
+        found = discover_lake(settings)
+        tables, problems = found.tables, found.problems
+    tables = list(tables)
+    policies = resolve_policies(settings, ((t.ref, t.properties) for t in tables))
+    # Tables the project defines: its own lineage; the product adds checks and maintenance jobs only.
+    lineage = (
+        Lineage(producers={t.ref: [] for t in tables})
+        if settings.asset_keys.defined_by_project
+        else build_lineage(tables, policies)
+    )
+    groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
+    return _LakeShape(settings, tables, problems, policies, lineage, groups)
+
+
 def build_definitions(
     settings: Settings | None = None,
     tables: Sequence[DiscoveredTable] | None = None,
@@ -79,48 +117,78 @@ def build_definitions(
     per step). ``standalone``: the product is the whole code location, so the in-process executor
     is also the default of the assets' implicit jobs (partition runs and backfills); added to a
     user's project (orchestration/embedding.py), it sets no executor and leaves the project's own."""
-    settings = settings or load_settings()
-    use_asset_keys(settings.asset_keys)
-    config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
-    if tables is None:
-        found = discover_lake(settings)
-        tables, problems = found.tables, found.problems
-    tables = list(tables)
-    _warn_left_out(problems)
-    policies = resolve_policies(settings, ((t.ref, t.properties) for t in tables))
-    # Tables the project defines: its own lineage; the product adds checks and maintenance jobs only.
-    project_owned = settings.asset_keys.defined_by_project
-    lineage = (
-        Lineage(producers={t.ref: [] for t in tables}) if project_owned else build_lineage(tables, policies)
+    shape = _lake_shape(settings, tables, problems)
+    _warn_left_out(shape.problems)
+    return _assemble(shape, standalone=standalone, automation=True)
+
+
+def build_run_definitions(
+    settings: Settings, tables: Sequence[DiscoveredTable], selected: Collection[AssetKey]
+) -> Definitions | None:
+    """What a run worker needs for a run that selects the table assets ``selected`` (and their
+    checks): the table groups of their pools, whole, as the code server built them (same ops, same
+    partitions), with the lake-wide jobs over them and no sensor or schedule. At 10,000 tables a run
+    then reconstructs a few hundred tables' ops instead of every table's. None where that would not
+    be the code server's graph: a key that is not a table's, a group with producer assets (lineage),
+    tables the project defines (its runs name the table in a tag)."""
+    shape = _lake_shape(settings, tables, ())
+    if settings.asset_keys.defined_by_project:
+        return None
+    selected = set(selected)
+    pools = {g.pool for g in shape.groups if any(table_asset_key(r) in selected for r in g.refs)}
+    groups = [g for g in shape.groups if g.pool in pools]
+    kept = [t for g in groups for t in g.tables]
+    if not selected <= {table_asset_key(t.ref) for t in kept} or any(g.producers for g in groups):
+        return None
+    lineage = Lineage(producers={t.ref: shape.lineage.producers[t.ref] for t in kept})
+    return _assemble(
+        replace(shape, tables=kept, lineage=lineage, groups=groups), standalone=True, automation=False
     )
-    groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
+
+
+def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Definitions:
+    """``automation``: with the sensors and schedules (a run worker's definitions need none)."""
+    settings, tables, policies, groups = shape.settings, shape.tables, shape.policies, shape.groups
+    config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
+    project_owned = settings.asset_keys.defined_by_project
     granularity = settings.automation.checks_per_table
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
 
     maintenance = maintenance_definitions(groups, policies, defined_by_project=project_owned)
     fix_jobs = fix_jobs_of(groups, maintenance)
-    health = health_definitions(tables, groups, fix_jobs, granularity, problems_markdown(problems))
-    sensors = [
-        build_maintenance_sensor(
-            tables,
-            {t.ref: g.partitions_def for g in groups for t in g.tables},
-            settings,
-            interval,
-            jobs=list(maintenance.jobs or ()),
-            job_of=fix_jobs,
-            by_table_tag=project_owned,
-        ),
-        build_partition_keys_sensor(tables, interval),
-        build_health_sensor(tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity),
-        build_overview_sensor(interval),
-    ]
+    health = health_definitions(tables, groups, fix_jobs, granularity, problems_markdown(shape.problems))
+    sensors = (
+        [
+            build_maintenance_sensor(
+                tables,
+                {t.ref: g.partitions_def for g in groups for t in g.tables},
+                settings,
+                interval,
+                jobs=list(maintenance.jobs or ()),
+                job_of=fix_jobs,
+                by_table_tag=project_owned,
+            ),
+            build_partition_keys_sensor(tables, interval),
+            build_health_sensor(
+                tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity
+            ),
+            build_overview_sensor(interval),
+        ]
+        if automation
+        else []
+    )
+    schedules = (
+        schedule_definitions(settings, tables, policies, health, fix_jobs if project_owned else None)
+        if automation
+        else Definitions()
+    )
     return Definitions.merge(
         maintenance,
         health,
-        Definitions(assets=lineage.assets),
+        Definitions(assets=shape.lineage.assets),
         Definitions(sensors=[s for s in sensors if s is not None]),
-        Definitions(asset_checks=[build_catalogs_check(OVERVIEW_KEY, problems)]),
-        schedule_definitions(settings, tables, policies, health, fix_jobs if project_owned else None),
+        Definitions(asset_checks=[build_catalogs_check(OVERVIEW_KEY, shape.problems)]),
+        schedules,
         Definitions(
             resources={
                 ICELAKE_RESOURCE: IcelakeResource(config_path=config_path),
@@ -145,10 +213,11 @@ def _warn_left_out(problems: Sequence[DiscoveryProblem]) -> None:
         log.warning(f"left out of the code location: {problem} (see {OVERVIEW_KEY.to_user_string()})")
 
 
-def load_definitions(context: DefinitionsLoadContext) -> Definitions:
+def load_definitions(context: DefinitionsLoadContext, run: RunSelection | None = None) -> Definitions:
     """The code location's Definitions (definitions.py): tables from the cached inventory
     (catalog/inventory.py) or from discovery. The code server records which inventory it used in the
-    reconstruction metadata; a run worker then reads that file instead of discovering again."""
+    reconstruction metadata; a run worker then reads that file instead of discovering again, and
+    given its ``run`` builds only what that run selects (:func:`build_run_definitions`)."""
     settings = load_settings()
     recorded = (
         context.reconstruction_metadata.get(INVENTORY_METADATA_KEY)
@@ -160,6 +229,14 @@ def load_definitions(context: DefinitionsLoadContext) -> Definitions:
     if recorded:
         cached = inventory.read(settings, Path(json.loads(recorded)["path"]), any_age=True)
         tables = cached.tables if cached else None
+    if tables is not None and run is not None and run.asset_keys:
+        partial = build_run_definitions(settings, tables, run.asset_keys)
+        if partial is not None and run.job_name in _job_names(partial):
+            get_dagster_logger("icelake").info(
+                f"run {run.run_id}: definitions of {len(_job_names(partial))} jobs over the table "
+                f"groups of its {len(run.asset_keys)} selected tables only"
+            )
+            return partial
     if tables is None:
         loaded = inventory.load_inventory(settings)
         tables, problems = loaded.tables, loaded.problems
@@ -167,7 +244,27 @@ def load_definitions(context: DefinitionsLoadContext) -> Definitions:
     defs = build_definitions(settings, tables, problems)
     if path is None:
         return defs
-    return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: json.dumps({"path": str(path)})})
+    recorded = json.dumps({"path": str(path)})
+    if context.load_type == DefinitionsLoadType.INITIALIZATION:
+        # What Dagster hands a run worker: the load context's pending metadata (a @definitions
+        # function's Definitions metadata never reaches the run's repository load data).
+        context.add_to_pending_reconstruction_metadata(INVENTORY_METADATA_KEY, recorded)
+    return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: recorded})
+
+
+@dataclass(frozen=True)
+class RunSelection:
+    """The run a run worker loads the definitions for: its job and the assets it selects (its
+    checks' assets included)."""
+
+    run_id: str
+    job_name: str
+    asset_keys: frozenset[AssetKey]
+
+
+def _job_names(defs: Definitions) -> set[str]:
+    # The implicit asset job (backfills, partition runs) exists wherever assets do.
+    return {j.name for j in defs.jobs or ()} | {IMPLICIT_ASSET_JOB_NAME}
 
 
 def table_maintenance_job(defs: Definitions, key: AssetKey) -> str:

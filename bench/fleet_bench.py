@@ -31,18 +31,22 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import yaml
+from dagster import DagsterEventType, DagsterInstance, RunsFilter
 
 from bench.loop_bench import sensor, timed_script, unhealed, write_settings
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import age_all_files, append, plant_orphans
 from icelake_assets.maintenance.resident_spark import stop_all
+from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
 from icelake_assets.settings import Settings, load_settings
 
 GOAL_RATIO = 2.0
@@ -108,13 +112,72 @@ def raw(settings: Settings, names: list[str]) -> float:
     return timed_script(RAW, str(settings.source), json.dumps(names), what="raw procedures")
 
 
-def through_sensor(root: Path, name: str, tables: int, files: int, session: str, timeout: float) -> dict:
+@dataclass(frozen=True)
+class Phases:
+    """Where a sensor measurement's runs spent their time (means per run, seconds)."""
+
+    queued: float  # created by the sensor -> dequeued (waiting for a run slot or its pool)
+    launch: float  # dequeued -> first op (run worker process, imports, definitions, plan)
+    ops: float  # first op -> run end
+    by_op: dict[str, float]  # op -> mean seconds per run
+
+    def row(self) -> str:
+        ops = ", ".join(f"{op} {s:.1f}" for op, s in sorted(self.by_op.items(), key=lambda kv: -kv[1]))
+        return f"queued {self.queued:.1f}, launch {self.launch:.1f}, ops {self.ops:.1f} ({ops})"
+
+
+def _first(events: list, kind: DagsterEventType) -> float | None:
+    return min((e.timestamp for e in events if e.dagster_event_type == kind), default=None)
+
+
+def run_phases(home: Path) -> Phases:
+    instance = DagsterInstance.from_config(str(home))
+    records = instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": MAINTENANCE_SENSOR}))
+    spans: dict[str, list[float]] = {"queued": [], "launch": [], "ops": []}
+    by_op: dict[str, float] = {}
+    for record in records:
+        events = [e for e in instance.all_logs(record.dagster_run.run_id) if e.dagster_event]
+        dequeued = _first(events, DagsterEventType.PIPELINE_STARTING)
+        first_op = _first(events, DagsterEventType.STEP_START)
+        if dequeued is None or first_op is None or record.end_time is None:
+            continue
+        spans["queued"].append(dequeued - record.create_timestamp.timestamp())
+        spans["launch"].append(first_op - dequeued)
+        spans["ops"].append(record.end_time - first_op)
+        started: dict[str, float] = {}
+        for e in events:
+            step = e.dagster_event.step_key if e.dagster_event else None
+            if step is None:
+                continue
+            if e.dagster_event_type == DagsterEventType.STEP_START:
+                started[step] = e.timestamp
+            elif e.dagster_event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
+                op = step.rsplit(".", 1)[-1].rsplit("__", 1)[-1]
+                by_op[op] = by_op.get(op, 0.0) + e.timestamp - started.get(step, e.timestamp)
+    runs = max(1, len(spans["ops"]))
+    mean = lambda xs: statistics.fmean(xs) if xs else float("nan")  # noqa: E731
+    return Phases(
+        mean(spans["queued"]),
+        mean(spans["launch"]),
+        mean(spans["ops"]),
+        {k: v / runs for k, v in by_op.items()},
+    )
+
+
+def through_sensor(
+    root: Path, name: str, tables: int, files: int, session: str, timeout: float, max_runs: int | None = None
+) -> dict:
     settings, _ = fleet_lake(root, name, tables, files, session)
     home = root / f"{name}_home"
     try:
-        return sensor(settings, home, timeout)
+        result = sensor(settings, home, timeout, max_runs)
     finally:
         stop_all(home / "icelake" / "spark")
+    return {
+        **result,
+        "phases": run_phases(home),
+        "before_first_launch": min(t[0] for t in result["timeline"]),
+    }
 
 
 def main() -> None:
@@ -125,34 +188,46 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=30, help="small files (and commits) per table")
     parser.add_argument("--timeout", type=float, default=2400.0)
     parser.add_argument("--skip-per-run", action="store_true", help="leave out the driver-per-run model")
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also measure the shared driver with these caps on runs in flight (dagster.yaml ships 2)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
+    results: list[tuple[str, dict]] = []
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         root = Path(tmp)
         settings, names = fleet_lake(root, "raw", args.tables, args.files, "per_run")
         raw_s = raw(settings, names)
         left = unhealed(settings)
         print(f"raw: {raw_s:.1f}s; left after: {left}", flush=True)
-        shared = through_sensor(root, "shared", args.tables, args.files, "shared", args.timeout)
-        print(f"sensor, shared driver: { {k: v for k, v in shared.items() if k != 'timeline'} }", flush=True)
-        per_run = None
+        cases = [("shared driver (default: 2 runs in flight)", "shared", None)]
+        cases += [(f"shared driver, {n} runs in flight", "shared", n) for n in args.max_runs]
         if not args.skip_per_run:
-            per_run = through_sensor(root, "per_run", args.tables, args.files, "per_run", args.timeout)
-            print(f"sensor, driver per run: { {k: v for k, v in per_run.items() if k != 'timeline'} }")
+            cases.append(("a driver per run (2 runs in flight)", "per_run", None))
+        for i, (label, session, cap) in enumerate(cases):
+            result = through_sensor(root, f"case{i}", args.tables, args.files, session, args.timeout, cap)
+            print(f"sensor, {label}: {result['total']:.1f}s; {result['phases'].row()}", flush=True)
+            results.append((label, result))
     command = " ".join([".venv/bin/python -m bench.fleet_bench", *sys.argv[1:]])
     print(
         f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
         f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} at the end; command: {command}\n"
     )
     print(f"{args.tables} tables x {args.files} small files, 3 orphans each\n")
-    print("| measurement | seconds | runs | ratio to raw |\n|---|---:|---:|---:|")
-    print(f"| raw procedures, one process, one Spark session (JVM start included) | {raw_s:.1f} | - | 1.00 |")
-    for label, result in (("shared driver (default)", shared), ("a driver per run", per_run)):
-        if result is not None:
-            print(
-                f"| sensor through Dagster, {label} | {result['total']:.1f} | {result['runs']} "
-                f"({result['failed']} failed) | **{result['total'] / raw_s:.2f}** |"
-            )
+    print("| measurement | seconds | runs | ratio to raw (goal ≤ 2) | first launch at | per run (means) |")
+    print("|---|---:|---:|---:|---:|---|")
+    print(
+        f"| raw procedures, one process, one Spark session (JVM start included) | {raw_s:.1f} | - | 1.00 | | |"
+    )
+    for label, r in results:
+        print(
+            f"| sensor through Dagster, {label} | {r['total']:.1f} | {r['runs']} ({r['failed']} failed) "
+            f"| **{r['total'] / raw_s:.2f}** | {r['before_first_launch']:.1f} | {r['phases'].row()} |"
+        )
     print(f"\ngoal: sensor (shared driver) / raw ≤ {GOAL_RATIO}")
     if left:
         sys.exit(f"the raw procedures left work undone: {left}")

@@ -139,9 +139,14 @@ def manual(settings: Settings) -> float:
     return timed_script(MANUAL, str(settings.source), what="manual maintenance")
 
 
-def sensor(settings: Settings, home: Path, timeout: float) -> dict:
+def sensor(settings: Settings, home: Path, timeout: float, max_runs: int | None = None) -> dict:
+    """The lake healed by the sensor under ``dagster-daemon run`` with the shipped dagster.yaml
+    (``max_runs``: its cap on runs in flight instead)."""
     home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    instance_yaml = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    if max_runs is not None:
+        instance_yaml["concurrency"]["runs"]["max_concurrent_runs"] = max_runs
+    (home / "dagster.yaml").write_text(yaml.safe_dump(instance_yaml))
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),

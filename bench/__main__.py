@@ -10,6 +10,9 @@ BENCHES = (
     "bench.loop_bench",
     "bench.compaction_bench",
     "bench.scale_bench",  # 10,000 tables: generates its lake once (about 5 minutes), cached
+    "bench.definitions_bench",  # scale_bench's lakes: loads and run workers vs bare Dagster (~10 min)
+    "bench.fleet_bench",  # 20 tables healed by the sensor vs raw procedures (~15 minutes)
+    "bench.big_table_bench",  # 20,000 files: the product vs raw procedures, 4 pairs (~25 minutes)
     "bench.object_store_bench",  # SeaweedFS vs local disk: about 10 minutes (100,000 objects uploaded)
 )
 

@@ -1,9 +1,11 @@
-"""One fresh-process definitions load for bench/scale_bench.py (``python -m bench.load_child MODE``).
+"""One fresh-process definitions load for bench/scale_bench.py and bench/definitions_bench.py
+(``python -m bench.load_child MODE [MODULE]``; MODULE defaults to the product's definitions).
 
 Its own module, so that nothing is imported before the clock starts: ``import dagster`` is timed
 first (mode ``import`` stops there: the baseline), then the code location is loaded the way
 Dagster's code server loads it, then the snapshot the code server sends the webserver is built.
-Prints one line ``RESULT {json}``: the phases in seconds and the asset keys."""
+Prints one line ``RESULT {json}``: the phases in seconds, the asset keys, the number of asset checks
+and the job names."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def load_repository(module: str = MODULE) -> Any:
     return repos[0]
 
 
-def main(mode: str) -> None:
+def main(mode: str, module: str = MODULE) -> None:
     started = time.perf_counter()
     import dagster  # noqa: F401
 
@@ -49,7 +51,7 @@ def main(mode: str) -> None:
         from dagster._core.remote_representation.external_data import RepositorySnap
         from dagster._serdes import serialize_value
 
-        repo = load_repository()
+        repo = load_repository(module)
         loaded = time.perf_counter()
         snap = RepositorySnap.from_def(repo, defer_snapshots=True)  # what the webserver asks for
         snapped = time.perf_counter()
@@ -60,6 +62,8 @@ def main(mode: str) -> None:
             "serialize": time.perf_counter() - snapped,
             "snapshot_bytes": size,
             "asset_keys": [list(n.asset_key.path) for n in snap.asset_nodes],
+            "asset_checks": len(snap.asset_check_nodes or ()),
+            "jobs": sorted(j.name for j in snap.job_refs or ()),
         }
     elif mode != "import":
         raise SystemExit(f"unknown mode {mode!r}: import or load")
@@ -67,4 +71,4 @@ def main(mode: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "load")
+    main(sys.argv[1] if len(sys.argv) > 1 else "load", *sys.argv[2:3])

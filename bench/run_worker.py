@@ -12,10 +12,13 @@ worker's own "Started process" event (interpreter and imports) on the way."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus
@@ -64,28 +67,27 @@ def prepare_run(
 
 
 def time_to_first_op(module: str, job_name: str, key_path: list[str], home: str) -> dict[str, float]:
-    with DagsterInstance.from_config(home) as instance:
+    with DagsterInstance.from_config(home) as instance, tempfile.TemporaryFile() as log:
         run_id, command = prepare_run(module, job_name, key_path, instance)
         started_wall = time.time()
         started = time.perf_counter()
-        worker = subprocess.Popen(
-            command,
-            stdout=subprocess.DEVNULL,
-            stderr=None if os.environ.get("RUN_WORKER_STDERR") else subprocess.PIPE,
-        )
+        # Its own process group: a JVM the first op may have started goes with it.
+        worker = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             first_op = None
             while first_op is None:
                 if time.perf_counter() - started > TIMEOUT_S:
                     raise SystemExit(f"no op started within {TIMEOUT_S:.0f}s")
                 if worker.poll() is not None:
-                    err = worker.stderr.read().decode()[-3000:] if worker.stderr else ""
-                    raise SystemExit(f"the run worker ended before its first op:\n{err}")
+                    log.seek(0)
+                    said = log.read().decode(errors="replace")[-3000:]
+                    raise SystemExit(f"the run worker ended before its first op:\n{said}")
                 first_op = _event_time(instance, run_id, DagsterEventType.STEP_START)
                 time.sleep(0.05)
             process = _event_time(instance, run_id, DagsterEventType.ENGINE_EVENT)
         finally:
-            worker.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
             instance.report_run_canceled(instance.get_run_by_id(run_id))
     return {

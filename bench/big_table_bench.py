@@ -49,6 +49,7 @@ from pathlib import Path
 import yaml
 from pyiceberg.expressions import EqualTo
 
+from bench.compaction_bench import THRESHOLDS
 from bench.loop_bench import timed_script
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
@@ -60,15 +61,6 @@ from icelake_assets.settings import Settings, load_settings
 
 GOAL_RATIO = 1.10
 REF = TableRef("bench", ("ns",), "many")
-THRESHOLDS = {
-    "mode": "enforce",
-    "guards": {"quiet_period_minutes": 0},
-    "small_files": {
-        "max_files_per_partition": 20,
-        "partial_progress_min_groups": 10,
-        "partial_progress_max_commits": 10,
-    },
-}
 # Spark writes the table in its own process: the benchmark's process never holds a JVM (or the lock a
 # JdbcCatalog keeps on the SQLite file) while trials run.
 WRITE = """

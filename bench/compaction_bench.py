@@ -31,6 +31,17 @@ from icelake_assets.orchestration.project import build_definitions, execute_main
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.settings import load_settings
 
+# A day with more than 20 files is compacted; partial progress past 10 groups, at most 10 commits.
+THRESHOLDS = {
+    "mode": "enforce",
+    "guards": {"quiet_period_minutes": 0},
+    "small_files": {
+        "max_files_per_partition": 20,
+        "partial_progress_min_groups": 10,
+        "partial_progress_max_commits": 10,
+    },
+}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(
@@ -52,15 +63,7 @@ def main() -> None:
                         "warehouse": f"{root}/lake/warehouse",
                     }
                 },
-                "thresholds": {
-                    "mode": "enforce",
-                    "guards": {"quiet_period_minutes": 0},
-                    "small_files": {
-                        "max_files_per_partition": 20,
-                        "partial_progress_min_groups": 10,
-                        "partial_progress_max_commits": 10,
-                    },
-                },
+                "thresholds": THRESHOLDS,
             }
         )
     )

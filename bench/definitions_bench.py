@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.load_child import MODULE
+from bench.report import exit_on_problems
 from bench.shape_spec import KeyPath, ShapeSpec, spec_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -350,11 +351,7 @@ def main() -> None:
     print("| measurement | value | goal | verdict | detail |")
     print("|---|---:|---:|---|---|")
     print("\n".join(lines))
-    if problems:
-        print("\nUNEXPECTED RESULTS (the numbers above do not measure what they should):")
-        for p in problems:
-            print(f"  - {p}")
-        sys.exit(1)
+    exit_on_problems(problems)
 
 
 if __name__ == "__main__":

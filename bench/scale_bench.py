@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.load_child import MODULE, load_repository
+from bench.report import exit_on_problems
 from bench.sensor_bench import (
     CATALOG,
     RESULTS,
@@ -477,11 +478,7 @@ def main() -> None:
     print("| measurement | seconds | goal | time / goal | detail |")
     print("|---|---:|---:|---:|---|")
     print("\n".join(lines))
-    if problems:
-        print("\nUNEXPECTED RESULTS (the numbers above do not measure what they should):")
-        for p in problems:
-            print(f"  - {p}")
-        sys.exit(1)
+    exit_on_problems(problems)
 
 
 def run_ticks(

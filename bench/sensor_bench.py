@@ -72,6 +72,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
 import icelake_assets.orchestration.resources as resources_module
+from bench.report import exit_on_problems
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.sensors import (
@@ -629,11 +630,7 @@ def main() -> None:
     print("; ".join(parts))
     print()
     print(markdown(discovery_s, repository_s, len(tables), ticks, colds, len(changed)))
-    if problems:
-        print("\nUNEXPECTED SENSOR RESULTS (the numbers above do not measure what they should):")
-        for p in problems:
-            print(f"  - {p}")
-        sys.exit(1)
+    exit_on_problems(problems, "SENSOR ")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.maintenance.spark_session import spark_config
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
+from icelake_assets.partitions.layout import LayoutField, PartitionLayout
 from icelake_assets.settings import Settings, load_settings
 
 _LAKES = itertools.count()
@@ -173,3 +176,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _is_integration(str(item.path)):
             item.add_marker(pytest.mark.integration)
+
+
+def discovered_table(
+    name: str, *, day: tuple[str, str] | None = None, identity: bool = False
+) -> DiscoveredTable:
+    """A discovered table ``lake.ns.<name>`` from facts alone (no catalog): unpartitioned, by
+    ``day(ts)`` over ``day`` (first, last), or by identity on a string column."""
+    fields: tuple[LayoutField, ...] = ()
+    if day:
+        fields = (LayoutField("ts_day", 2, ("ts",), "timestamptz", "day", day[0], day[1]),)
+    elif identity:
+        fields = (LayoutField("kind", 3, ("kind",), "string", "identity"),)
+    layout = PartitionLayout(f"ns.{name}", 0, fields, {0: fields}, (0,)) if fields else None
+    return DiscoveredTable(
+        ref=TableRef("lake", ("ns",), name),
+        location=f"/lake/{name}",
+        format_version=2,
+        partition_spec="x",
+        sort_order="unsorted",
+        current_snapshot_id=1,
+        layout=layout,
+    )

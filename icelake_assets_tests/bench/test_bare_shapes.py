@@ -6,29 +6,11 @@ from dagster import AssetKey, GraphDefinition
 
 from bench.bare_shapes import MINIMAL_CHECK, from_environment, minimal_shape, same_shape
 from bench.shape_spec import ShapeSpec, spec_of
-from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.project import build_definitions
-from icelake_assets.partitions.layout import LayoutField, PartitionLayout
 from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME
-from icelake_assets.types import TableRef
+from icelake_assets_tests.conftest import discovered_table
 
-
-def _table(name: str, *, day: bool = False, identity: bool = False) -> DiscoveredTable:
-    fields: tuple[LayoutField, ...] = ()
-    if day:
-        fields = (LayoutField("ts_day", 2, ("ts",), "timestamptz", "day", "2026-01-01", "2026-01-03"),)
-    elif identity:
-        fields = (LayoutField("kind", 3, ("kind",), "string", "identity"),)
-    layout = PartitionLayout(f"ns.{name}", 0, fields, {0: fields}, (0,)) if fields else None
-    return DiscoveredTable(
-        ref=TableRef("lake", ("ns",), name),
-        location=f"/lake/{name}",
-        format_version=2,
-        partition_spec="x",
-        sort_order="unsorted",
-        current_snapshot_id=1,
-        layout=layout,
-    )
+DAYS = ("2026-01-01", "2026-01-03")
 
 
 def _product(make_lake):
@@ -36,10 +18,10 @@ def _product(make_lake):
     dynamically partitioned table of its own (three kinds of maintenance job)."""
     settings = make_lake(extra={"automation": {"maintenance_pools": 2, "checks_per_table": "each"}})
     tables = [
-        *(_table(f"t{i}") for i in range(5)),
-        _table("d0", day=True),
-        _table("d1", day=True),
-        _table("kinds", identity=True),
+        *(discovered_table(f"t{i}") for i in range(5)),
+        discovered_table("d0", day=DAYS),
+        discovered_table("d1", day=DAYS),
+        discovered_table("kinds", identity=True),
     ]
     return build_definitions(settings, tables).get_repository_def()
 

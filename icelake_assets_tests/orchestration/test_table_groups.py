@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from dagster import AssetKey, DailyPartitionsDefinition, Definitions, ResourceDefinition, mem_io_manager
 from dagster._core.execution.api import create_execution_plan
 
-from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.assets import build_group_asset
 from icelake_assets.orchestration.table_groups import (
     group_tables,
@@ -15,28 +14,10 @@ from icelake_assets.orchestration.table_groups import (
     pool_index,
     pool_name,
 )
-from icelake_assets.partitions.layout import LayoutField, PartitionLayout
 from icelake_assets.types import TableRef
+from icelake_assets_tests.conftest import discovered_table
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
-
-
-def _table(name: str, *, day: tuple[str, str] | None = None, identity: bool = False) -> DiscoveredTable:
-    fields: tuple[LayoutField, ...] = ()
-    if day:
-        fields = (LayoutField("ts_day", 2, ("ts",), "timestamptz", "day", day[0], day[1]),)
-    elif identity:
-        fields = (LayoutField("kind", 3, ("kind",), "string", "identity"),)
-    layout = PartitionLayout(f"ns.{name}", 0, fields, {0: fields}, (0,)) if fields else None
-    return DiscoveredTable(
-        ref=TableRef("lake", ("ns",), name),
-        location=f"/lake/{name}",
-        format_version=2,
-        partition_spec="x",
-        sort_order="unsorted",
-        current_snapshot_id=1,
-        layout=layout,
-    )
 
 
 def test_pools_are_stable_and_spread_evenly():
@@ -50,20 +31,22 @@ def test_pools_are_stable_and_spread_evenly():
 
 
 def test_unpartitioned_tables_share_their_pools_graph_and_names_do_not_depend_on_other_tables():
-    tables = [_table(f"t{i}") for i in range(200)]
+    tables = [discovered_table(f"t{i}") for i in range(200)]
     groups = group_tables(tables, 8, now=NOW)
     assert len(groups) == 8 and sum(len(g.tables) for g in groups) == 200
     assert all(g.partitions_def is None and g.name == f"maintain_{g.pool[-3:]}" for g in groups)
     # Adding tables never renames the group of an existing table (a run worker finds its graph).
     before = {t.ref: g.name for g in groups for t in g.tables}
-    after = {t.ref: g.name for g in group_tables([*tables, _table("new")], 8, now=NOW) for t in g.tables}
+    after = {
+        t.ref: g.name for g in group_tables([*tables, discovered_table("new")], 8, now=NOW) for t in g.tables
+    }
     assert all(after[ref] == name for ref, name in before.items())
 
 
 def test_time_partitioned_tables_group_by_grain_and_first_partition_spanning_the_latest_data():
-    a = _table("a", day=("2024-01-01", "2024-01-05"))
-    b = _table("b", day=("2024-01-01", "2024-01-20"))
-    c = _table("c", day=("2024-02-01", "2024-02-03"))
+    a = discovered_table("a", day=("2024-01-01", "2024-01-05"))
+    b = discovered_table("b", day=("2024-01-01", "2024-01-20"))
+    c = discovered_table("c", day=("2024-02-01", "2024-02-03"))
     groups = {g.name: g for g in group_tables([a, b, c], 1, now=NOW)}
     assert set(groups) == {"maintain_000_day_2024_01_01", "maintain_000_day_2024_02_01"}
     jan = groups["maintain_000_day_2024_01_01"]
@@ -74,7 +57,11 @@ def test_time_partitioned_tables_group_by_grain_and_first_partition_spanning_the
 
 
 def test_dynamic_partitions_and_lineage_make_a_group_of_their_own():
-    kinds, fed, plain = _table("kinds", identity=True), _table("fed"), _table("plain")
+    kinds, fed, plain = (
+        discovered_table("kinds", identity=True),
+        discovered_table("fed"),
+        discovered_table("plain"),
+    )
     producers = {fed.ref: [AssetKey(["writer"])]}
     groups = group_tables([kinds, fed, plain], 1, producers, now=NOW)
     by_table = {t.ref.name: g for g in groups for t in g.tables}
@@ -87,7 +74,7 @@ def test_dynamic_partitions_and_lineage_make_a_group_of_their_own():
 
 
 def test_time_groups_of_every_pool_share_their_partitions_and_one_whole_table_job():
-    tables = [_table(f"t{i}", day=("2024-01-01", f"2024-01-{i % 20 + 1:02d}")) for i in range(60)]
+    tables = [discovered_table(f"t{i}", day=("2024-01-01", f"2024-01-{i % 20 + 1:02d}")) for i in range(60)]
     groups = group_tables(tables, 8, now=NOW)
     assert len(groups) == 8 and len({g.partitions_def for g in groups}) == 1
     assets = [build_group_asset(g) for g in groups]
@@ -97,7 +84,7 @@ def test_time_groups_of_every_pool_share_their_partitions_and_one_whole_table_jo
 
 
 def test_steps_are_named_by_op_and_op_definitions_stay_unique_in_a_job_of_several_groups():
-    tables = [_table(f"t{i}") for i in range(40)]
+    tables = [discovered_table(f"t{i}") for i in range(40)]
     groups = group_tables(tables, 4, now=NOW)
     assets = [build_group_asset(g) for g in groups]
     ops = ["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "validate"]

@@ -17,13 +17,13 @@ from icelake_assets.health.orphans import (
     KnownTable,
     PathMismatchError,
     ReferencedFilesMissingError,
-    _normalize,
     file_key,
     find_orphans,
     referenced_files,
     scan_orphans,
     verify_referenced_files,
 )
+from icelake_assets.health.storage import normalized_path
 from icelake_assets.planning.orphans import orphan_finding
 from icelake_assets.settings import Policy
 from icelake_assets_tests.health.conftest import SCHEMA, batch, data_dir, files_on_disk
@@ -35,11 +35,13 @@ def test_referenced_files_cover_every_snapshot_and_metadata_file(new_table):
     table.delete("id < 5")  # rewrites files: the old ones stay referenced by the first snapshot
     table.append(batch(range(20, 30), 3))
     refs = referenced_files(table)
-    every_snapshot = {_normalize(p) for p in table.inspect.all_files().column("file_path").to_pylist()}
+    every_snapshot = {normalized_path(p) for p in table.inspect.all_files().column("file_path").to_pylist()}
     assert every_snapshot <= refs
-    assert {_normalize(p) for p in files_on_disk(table)} <= refs  # no data file of this table is an orphan
-    assert _normalize(table.metadata_location) in refs
-    assert all(_normalize(s.manifest_list) in refs for s in table.metadata.snapshots)
+    assert {
+        normalized_path(p) for p in files_on_disk(table)
+    } <= refs  # no data file of this table is an orphan
+    assert normalized_path(table.metadata_location) in refs
+    assert all(normalized_path(s.manifest_list) in refs for s in table.metadata.snapshots)
 
 
 def test_only_old_unreferenced_files_are_orphans_and_nothing_is_deleted(new_table):

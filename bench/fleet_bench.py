@@ -45,7 +45,6 @@ from dagster import DagsterEventType, DagsterInstance, RunsFilter
 from bench.loop_bench import sensor, timed_script, unhealed, write_settings
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import age_all_files, append, plant_orphans
-from icelake_assets.maintenance.resident_spark import stop_all
 from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
 from icelake_assets.settings import Settings, load_settings
 
@@ -169,10 +168,7 @@ def through_sensor(
 ) -> dict:
     settings, _ = fleet_lake(root, name, tables, files, session)
     home = root / f"{name}_home"
-    try:
-        result = sensor(settings, home, timeout, max_runs)
-    finally:
-        stop_all(home / "icelake" / "spark")
+    result = sensor(settings, home, timeout, max_runs)
     return {
         **result,
         "phases": run_phases(home),

@@ -4,11 +4,11 @@ first line says where the table's health is and how its colours read."""
 from dataclasses import replace
 
 from icelake_assets.orchestration.asset_display import HEALTH_LEGEND, describe
-from icelake_assets_tests.orchestration.test_table_groups import _table
+from icelake_assets_tests.conftest import discovered_table
 
 
 def test_the_first_line_of_a_tables_description_says_how_to_read_its_health():
-    table = _table("trips")
+    table = discovered_table("trips")
     first = describe(table).split("\n")[0]
     assert first == f"Iceberg table `{table.ref}`; {HEALTH_LEGEND}."
     assert "red Critical" in first and "yellow Warning" in first

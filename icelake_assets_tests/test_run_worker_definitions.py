@@ -14,6 +14,7 @@ from pathlib import Path
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 from dagster._core.definitions.repository_definition.repository_definition import RepositoryLoadData
+from dagster._core.execution.api import create_execution_plan
 
 from bench.load_child import load_repository
 from bench.run_worker import prepare_run
@@ -24,6 +25,7 @@ from icelake_assets.orchestration import project
 from icelake_assets.orchestration.checks import OVERVIEW_KEY
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, RunSelection
+from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME
 from icelake_assets_tests.conftest import catalog_name
 
 MODULE = "icelake_assets.definitions"
@@ -78,6 +80,38 @@ def test_a_run_of_one_table_builds_its_pool_with_the_code_servers_ops(make_lake,
     # A run that selects the lake-wide overview (not a table): everything, sensors included.
     whole = project.load_definitions(context, RunSelection("r2", MAINTENANCE_JOB, frozenset({OVERVIEW_KEY})))
     assert whole.sensors
+
+
+def _steps(repo, job: str, key) -> list[str]:
+    """The steps a run of ``job`` selecting the table ``key`` executes."""
+    return sorted(
+        create_execution_plan(repo.get_maybe_subset_job_def(job, asset_selection={key})).step_keys_to_execute
+    )
+
+
+def test_every_tables_partial_build_plans_the_steps_and_partitions_of_the_full_one(
+    make_lake, tmp_path, monkeypatch
+):
+    """Partitioned tables too (their own maintenance job, and Dagster's implicit job of backfills):
+    whatever a run of one table would execute, the partial build plans it step for step."""
+    settings, refs = _lake(make_lake, tmp_path, monkeypatch)
+    full = load_repository(MODULE)
+    tables = inventory.read(settings, tmp_path / "inventory.json", any_age=True)
+    assert tables is not None
+    partial_builds = 0
+    for ref in refs:
+        key = table_asset_key(ref)
+        partial = project.build_run_definitions(settings, tables.tables, {key})
+        if partial is None:  # a group with producers (lineage): the worker builds everything
+            continue
+        partial_builds += 1
+        repo = partial.get_repository_def()
+        jobs = [j.name for j in full.get_all_jobs() if key in j.asset_layer.executable_asset_keys]
+        assert IMPLICIT_ASSET_JOB_NAME in jobs
+        for job in jobs:
+            assert _steps(repo, job, key) == _steps(full, job, key), (ref, job)
+        assert repo.asset_graph.get(key).partitions_def == full.asset_graph.get(key).partitions_def
+    assert partial_builds >= 2
 
 
 def test_a_real_run_worker_maintains_its_table_from_the_partial_definitions(make_lake, tmp_path, monkeypatch):

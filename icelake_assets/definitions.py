@@ -38,8 +38,10 @@ def defs() -> Definitions:
     if key not in _BUILT:
         built = load_definitions(context, run)
         _BUILT[key] = built
-        # The same build answers the reconstruction that carries what it recorded.
-        _BUILT.setdefault(_recorded(built), built)
+        # The same build answers the reconstruction that carries what it recorded (a build for one
+        # run answers only that run).
+        if run is None:
+            _BUILT.setdefault(_recorded(built), built)
     return _BUILT[key]
 
 

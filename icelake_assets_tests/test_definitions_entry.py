@@ -3,12 +3,17 @@ which carries what its initialization recorded, gets that build instead of a sec
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 from dagster._core.definitions.repository_definition.repository_definition import RepositoryLoadData
 
 from icelake_assets import definitions
 from icelake_assets.catalog import inventory
+from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.orchestration import project
+from icelake_assets.orchestration.names import table_asset_key
+from icelake_assets_tests.conftest import catalog_name
 
 
 def _load(context: DefinitionsLoadContext):
@@ -58,3 +63,34 @@ def test_one_build_serves_initialization_and_the_matching_reconstruction(make_la
         )
     )
     assert builds == [DefinitionsLoadType.INITIALIZATION, DefinitionsLoadType.RECONSTRUCTION]
+
+
+def _reconstruction(metadata: dict[str, str]) -> DefinitionsLoadContext:
+    return DefinitionsLoadContext(
+        DefinitionsLoadType.RECONSTRUCTION,
+        repository_load_data=RepositoryLoadData(cacheable_asset_data={}, reconstruction_metadata=metadata),
+    )
+
+
+def test_a_build_for_one_run_answers_only_that_run(make_lake, tmp_path, monkeypatch):
+    """A run worker's partial build (its run's table groups) never answers another load of the
+    process: a reconstruction without the run gets the whole code location."""
+    settings = make_lake()
+    refs = build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    path = tmp_path / "inventory.json"
+    monkeypatch.setenv("ICELAKE_CONFIG", settings.source)
+    monkeypatch.setenv(inventory.INVENTORY_ENV, str(path))
+    monkeypatch.setattr(definitions, "_BUILT", {})
+    inventory.load_inventory(settings)  # the code server's inventory file
+    run = SimpleNamespace(
+        run_id="r1",
+        job_name=project.MAINTENANCE_JOB,
+        asset_selection={table_asset_key(refs[-1])},
+        asset_check_selection=None,
+    )
+    monkeypatch.setattr(definitions, "run_being_loaded", lambda: run)
+    partial = _load(_reconstruction({project.INVENTORY_METADATA_KEY: f'{{"path": "{path}"}}'}))
+    assert not partial.sensors  # built for the run only
+    monkeypatch.setattr(definitions, "run_being_loaded", lambda: None)
+    whole = _load(_reconstruction({}))
+    assert whole is not partial and whole.sensors

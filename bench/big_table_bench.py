@@ -51,6 +51,7 @@ from pyiceberg.expressions import EqualTo
 
 from bench.compaction_bench import THRESHOLDS
 from bench.loop_bench import timed_script
+from bench.sensor_bench import link_or_copy
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.health.stats import compute_table_stats
@@ -198,14 +199,6 @@ class Lake:
         return self.root / "pristine"
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    # The SQLite catalog changes in place: copy it. Iceberg never rewrites a file: link them.
-    if Path(src).name.startswith("catalog.db"):
-        shutil.copy2(src, dst)
-    else:
-        os.link(src, dst)
-
-
 def write_settings(root: Path, cross_engine: bool) -> Settings:
     lake = root / "lake"
     data = {
@@ -231,14 +224,14 @@ def build_lake(root: Path, files: int, days: int, cross_engine: bool) -> tuple[L
     lake = Lake(root, settings)
     (lake.live / "warehouse").mkdir(parents=True)
     seconds = timed_script(WRITE, str(settings.source), str(files), str(days), what="writing the table")
-    shutil.copytree(lake.live, lake.pristine, copy_function=_link_or_copy)
+    shutil.copytree(lake.live, lake.pristine, copy_function=link_or_copy)
     return lake, seconds
 
 
 def restore(lake: Lake) -> None:
     """A fresh copy of the pristine state at the trial path; the trial's caches go with the old one."""
     shutil.rmtree(lake.live)
-    shutil.copytree(lake.pristine, lake.live, copy_function=_link_or_copy)
+    shutil.copytree(lake.pristine, lake.live, copy_function=link_or_copy)
     os.environ["ICELAKE_HEALTH_CACHE"] = str(lake.live / "health.sqlite")
     os.environ["ICELAKE_INVENTORY"] = str(lake.live / "inventory.json")
 

@@ -37,7 +37,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bench.children import run_module
 from bench.load_child import MODULE
 from bench.report import exit_on_problems
 from bench.shape_spec import KeyPath, ShapeSpec, spec_of
@@ -221,13 +221,7 @@ def check_load(case: Case, phases: dict[str, Any]) -> list[str]:
 
 def child(args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
     """``python -m ARGS`` in a fresh process; its ``RESULT {json}`` line."""
-    proc = subprocess.run(
-        [sys.executable, "-m", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{' '.join(args[:2])} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT ") :])
+    return run_module(args, env, timeout)[1]
 
 
 def measure_loads(measured: list[Measured], env: dict[str, str], repeat: int, timeout: float) -> list[str]:

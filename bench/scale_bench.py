@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.children import run_module
 from bench.load_child import MODULE, load_repository
 from bench.report import exit_on_problems
 from bench.sensor_bench import (
@@ -93,20 +94,7 @@ class Load:
 
 
 def run_child(mode: str, env: dict[str, str], timeout: float) -> tuple[float, dict[str, Any]]:
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.load_child", mode],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    wall = time.perf_counter() - started
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"bench.load_child {mode} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return wall, json.loads(lines[-1][len("RESULT ") :])
+    return run_module(["bench.load_child", mode], env, timeout)
 
 
 # -- the UI ------------------------------------------------------------------------------------------

@@ -241,7 +241,7 @@ def generate(
     return time.perf_counter() - started
 
 
-def _link_or_copy(src: str, dst: str) -> None:
+def link_or_copy(src: str, dst: str) -> None:
     # The catalog database changes in place: copy it. Iceberg files are never rewritten: link them.
     if Path(src).name.startswith("catalog.db"):
         shutil.copy2(src, dst)
@@ -273,11 +273,11 @@ def prepare_lake(
         # generated in place: metadata holds absolute paths
         generated = generate(run, tables, healthy_appends, workers)
         shutil.rmtree(pristine, ignore_errors=True)
-        shutil.copytree(run, pristine, copy_function=_link_or_copy)
+        shutil.copytree(run, pristine, copy_function=link_or_copy)
         marker.write_text(json.dumps(wanted))
     else:
         shutil.rmtree(run, ignore_errors=True)
-        shutil.copytree(pristine, run, copy_function=_link_or_copy)
+        shutil.copytree(pristine, run, copy_function=link_or_copy)
     return run, generated
 
 

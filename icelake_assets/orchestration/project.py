@@ -131,9 +131,9 @@ def build_run_definitions(
     then reconstructs a few hundred tables' ops instead of every table's. None where that would not
     be the code server's graph: a key that is not a table's, a group with producer assets (lineage),
     tables the project defines (its runs name the table in a tag)."""
-    shape = _lake_shape(settings, tables, ())
     if settings.asset_keys.defined_by_project:
         return None
+    shape = _lake_shape(settings, tables, ())
     selected = set(selected)
     pools = {g.pool for g in shape.groups if any(table_asset_key(r) in selected for r in g.refs)}
     groups = [g for g in shape.groups if g.pool in pools]
@@ -231,9 +231,10 @@ def load_definitions(context: DefinitionsLoadContext, run: RunSelection | None =
         tables = cached.tables if cached else None
     if tables is not None and run is not None and run.asset_keys:
         partial = build_run_definitions(settings, tables, run.asset_keys)
-        if partial is not None and run.job_name in _job_names(partial):
+        jobs = _job_names(partial) if partial is not None else set()
+        if partial is not None and run.job_name in jobs:
             get_dagster_logger("icelake").info(
-                f"run {run.run_id}: definitions of {len(_job_names(partial))} jobs over the table "
+                f"run {run.run_id}: definitions of {len(jobs)} jobs over the table "
                 f"groups of its {len(run.asset_keys)} selected tables only"
             )
             return partial
@@ -244,12 +245,12 @@ def load_definitions(context: DefinitionsLoadContext, run: RunSelection | None =
     defs = build_definitions(settings, tables, problems)
     if path is None:
         return defs
-    recorded = json.dumps({"path": str(path)})
+    record = json.dumps({"path": str(path)})
     if context.load_type == DefinitionsLoadType.INITIALIZATION:
         # What Dagster hands a run worker: the load context's pending metadata (a @definitions
         # function's Definitions metadata never reaches the run's repository load data).
-        context.add_to_pending_reconstruction_metadata(INVENTORY_METADATA_KEY, recorded)
-    return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: recorded})
+        context.add_to_pending_reconstruction_metadata(INVENTORY_METADATA_KEY, record)
+    return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: record})
 
 
 @dataclass(frozen=True)

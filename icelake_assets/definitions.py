@@ -2,7 +2,7 @@
 catalogs, with its maintenance, checks and sensors. Settings: $ICELAKE_CONFIG or ./icelake.yaml.
 Tables come from the cached inventory when it is fresh (catalog/inventory.py), else from discovery."""
 
-from dagster import Definitions, definitions
+from dagster import DagsterRun, Definitions, definitions
 
 from icelake_assets.orchestration.project import INVENTORY_METADATA_KEY, RunSelection, load_definitions
 from icelake_assets.private_api import DefinitionsLoadContext, DefinitionsLoadType, run_being_loaded
@@ -47,7 +47,7 @@ def defs() -> Definitions:
 
 def _selection(run) -> RunSelection | None:
     """What a run worker's run selects: its assets and its checks' assets (None: the whole job)."""
-    if run is None or run.asset_selection is None:
+    if not isinstance(run, DagsterRun) or run.asset_selection is None:
         return None
     checks = {c.asset_key for c in run.asset_check_selection or ()}
     return RunSelection(run.run_id, run.job_name, frozenset(run.asset_selection) | checks)

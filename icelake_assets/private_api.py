@@ -92,14 +92,11 @@ def run_being_loaded() -> Any | None:
     has only the load type and the code server's metadata), so this reads the argument of the
     loader's frame on the call stack. Used only to build less (definitions.py): when Dagster
     changes the loader, the run worker builds everything, as before, and test_private_api fails."""
-    from dagster import DagsterRun
-
     module, function, argument = RUN_WORKER_LOADER
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
-            run = frame.f_locals.get(argument)
-            return run if isinstance(run, DagsterRun) else None
+            return frame.f_locals.get(argument)  # definitions.py checks it is a DagsterRun
         frame = frame.f_back
     return None
 

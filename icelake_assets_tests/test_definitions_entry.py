@@ -3,8 +3,7 @@ which carries what its initialization recorded, gets that build instead of a sec
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
+from dagster import DagsterRun
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 from dagster._core.definitions.repository_definition.repository_definition import RepositoryLoadData
 
@@ -82,11 +81,8 @@ def test_a_build_for_one_run_answers_only_that_run(make_lake, tmp_path, monkeypa
     monkeypatch.setenv(inventory.INVENTORY_ENV, str(path))
     monkeypatch.setattr(definitions, "_BUILT", {})
     inventory.load_inventory(settings)  # the code server's inventory file
-    run = SimpleNamespace(
-        run_id="r1",
-        job_name=project.MAINTENANCE_JOB,
-        asset_selection={table_asset_key(refs[-1])},
-        asset_check_selection=None,
+    run = DagsterRun(
+        job_name=project.MAINTENANCE_JOB, run_id="r1", asset_selection=frozenset({table_asset_key(refs[-1])})
     )
     monkeypatch.setattr(definitions, "run_being_loaded", lambda: run)
     partial = _load(_reconstruction({project.INVENTORY_METADATA_KEY: f'{{"path": "{path}"}}'}))

@@ -37,6 +37,12 @@ PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
         "tag names are not exported",
     ),
     "PRIORITY_TAG": ("dagster._core.storage.tags", "PRIORITY_TAG", "tag names are not exported"),
+    # Run monitoring fails a run past this many seconds (a backstop behind the run leases).
+    "MAX_RUNTIME_SECONDS_TAG": (
+        "dagster._core.storage.tags",
+        "MAX_RUNTIME_SECONDS_TAG",
+        "tag names are not exported",
+    ),
     # The kind badges ("iceberg", "spark") of graph-backed assets: AssetsDefinition.from_graph takes
     # tags, not kinds.
     "build_kind_tag": ("dagster._core.definitions.tags", "build_kind_tag", "from_graph takes no kinds"),

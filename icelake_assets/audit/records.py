@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 from icelake_assets.catalog.connection import TableRef
 
 Trigger = Literal["sensor", "schedule", "backfill", "manual"]
-Kind = Literal["decision", "op", "validation", "rollback"]
+Kind = Literal["decision", "op", "validation", "rollback", "recovery"]
 
 # The decisions each kind of record may carry: for kind "decision" whether a run is launched; for an
 # op whether it acted; for validation and rollback their outcome.
@@ -34,6 +34,9 @@ DECISIONS: dict[str, frozenset[str]] = {
     "op": frozenset({"acted", "skipped", "failed"}),
     "validation": frozenset({"passed", "partial", "failed"}),
     "rollback": frozenset({"rolled_back", "refused", "failed"}),
+    # What the sensor did after a crash: run_failed, a run whose worker was gone (orchestration/
+    # run_leases.py); reconciled, a commit of a run that never recorded it, matched by its run id.
+    "recovery": frozenset({"run_failed", "reconciled"}),
 }
 TRIGGERS: frozenset[str] = frozenset(get_args(Trigger))
 

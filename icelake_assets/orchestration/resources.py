@@ -24,6 +24,7 @@ from icelake_assets.health.stats import ManifestCache, TableStats, compute_table
 from icelake_assets.maintenance.preflight import preflight
 from icelake_assets.maintenance.resident_spark import Attachment, attach, spark_runs_here
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
+from icelake_assets.orchestration.run_leases import RunLease
 from icelake_assets.policies import EffectivePolicy, policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 
@@ -56,6 +57,16 @@ class IcelakeResource(ConfigurableResource):
     config_path: str | None = None
     _settings: Settings | None = PrivateAttr(default=None)
     _catalogs: dict = PrivateAttr(default_factory=dict)
+    _lease: RunLease | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        # Every run of the product uses this resource: its worker holds the run's lease while it lives
+        # (run_leases.py), so a run whose worker died is failed by the sensor whatever killed it. The
+        # lease ends with the run (no teardown here: it would make every context of this resource a
+        # context manager, sensors' included).
+        run = context.run
+        if run is not None and context.instance is not None:
+            self._lease = RunLease(context.instance, run.run_id).start()
 
     @property
     def settings(self) -> Settings:

@@ -109,6 +109,24 @@ def _tables_of(
     return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
 
 
+def product_run_tables(
+    run, pools_by_key: Mapping[AssetKey, str], names: Mapping[AssetKey, str] | None = None
+) -> tuple[str, ...] | None:
+    """The names of the product's tables a run maintains; ``()`` for a run of the product that names
+    none (health checks, the lake-wide jobs); None for a run that is not the product's (a user's own
+    job in an embedded project: its worker holds no lease, see run_leases.py)."""
+    keys_by_pool: dict[str, list[AssetKey]] = {}
+    for key, pool in pools_by_key.items():
+        keys_by_pool.setdefault(pool, []).append(key)
+    key_by_name = {name: key for key, name in (names or {}).items()}
+    keys = _tables_of(run, pools_by_key, keys_by_pool, key_by_name)
+    if keys:
+        return tuple(names[k] if names and k in names else ".".join(k.path) for k in keys)
+    if run.job_name.startswith("icelake_") or TABLE_TAG in run.tags:
+        return ()
+    return None
+
+
 def table_runs(
     instance: DagsterInstance,
     pools_by_key: Mapping[AssetKey, str],

@@ -19,6 +19,8 @@ from icelake_assets.orchestration.checks import HEALTH_JOB, ORPHANS_JOB
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.run_model import TABLE_TAG
 from icelake_assets.orchestration.sensors import TRIGGER_TAG
+from icelake_assets.planning.stale_runs import max_runtime_seconds
+from icelake_assets.private_api import MAX_RUNTIME_SECONDS_TAG
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
 
@@ -61,7 +63,9 @@ def build_table_schedules(
         cron = effective.policy.schedule.cron
         if not cron or effective.mode != "enforce":
             continue
-        tags = {TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule"}
+        # No estimate before the run plans: the max runtime's floor plus the cost cap at a slow pace.
+        runtime = max_runtime_seconds(effective.policy.guards.max_rewrite_bytes)
+        tags = {TABLE_TAG: str(t.ref), TRIGGER_TAG: "schedule", MAX_RUNTIME_SECONDS_TAG: str(runtime)}
         # Tables the project defines: their group's maintenance job, the table named by its tag.
         target: dict[str, Any] = (
             {"job_name": group_jobs[t.ref], "tags": tags}

@@ -29,10 +29,12 @@ from icelake_assets.orchestration.partitions import dynamic_partition_requests, 
 from icelake_assets.orchestration.run_model import TABLE_TAG
 from icelake_assets.planning.outcome import Outcome
 from icelake_assets.planning.priority import Rank
+from icelake_assets.planning.stale_runs import max_runtime_seconds
 from icelake_assets.planning.table import TablePlan
 from icelake_assets.private_api import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
+    MAX_RUNTIME_SECONDS_TAG,
     PRIORITY_TAG,
 )
 from icelake_assets.settings import Policy
@@ -142,6 +144,10 @@ def table_evaluation(
             TRIGGER_TAG: "sensor",
             SIGNAL_TAG: verdict.reason[:200],
             OPS_TAG: ",".join(verdict.ops),
+            # Run monitoring's backstop behind the run leases, from the bytes the run plans to rewrite.
+            MAX_RUNTIME_SECONDS_TAG: str(
+                max_runtime_seconds(int(verdict.details.get("estimated_rewrite_bytes", 0)))
+            ),
         }
         run_requests = _run_requests(table, pdef, planned, verdict.ops, tags)
         keys = [k for r in run_requests if (k := r.partition_key)]

@@ -40,6 +40,7 @@ from icelake_assets.orchestration.approvals import approval_observation
 from icelake_assets.orchestration.assets import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.run_model import TABLE_TAG, PoolLimits, TableRuns, pools_by_key, table_runs
+from icelake_assets.orchestration.run_recovery import StaleRun, fail_stale_runs
 from icelake_assets.orchestration.sensor_cursor import TickCursor
 from icelake_assets.orchestration.sensor_events import (
     OPS_TAG,
@@ -164,7 +165,13 @@ def evaluate_tick(
             context.log.warning(f"catalog {name!r} unreachable, its tables are skipped this tick: {err}")
     pools = pools_by_key((t.ref for t in tables), icelake.settings.automation.maintenance_pools)
     limits = PoolLimits(context.instance)
-    runs = table_runs(context.instance, pools, names={table_asset_key(t.ref): str(t.ref) for t in tables})
+    names = {table_asset_key(t.ref): str(t.ref) for t in tables}
+    # Runs whose worker is gone (a host crash leaves them STARTED forever) are failed first, so their
+    # tables' pools and the run slots free up and the run model below sees the failure.
+    stale = fail_stale_runs(
+        context.instance, partial(run_model.product_run_tables, pools_by_key=pools, names=names)
+    )
+    runs = table_runs(context.instance, pools, names=names)
     now = time.time()
 
     known_cache: list[KnownTables] = []
@@ -299,7 +306,9 @@ def evaluate_tick(
         dynamic_partitions_requests=[d for e in evaluations for d in e.dynamic_requests] or None,
     )
     # Last, once the result is built: the audit never records a launch the tick does not request.
-    _record(context, icelake.settings, [e.audit for e in evaluations if e.audit])
+    _record(
+        context, icelake.settings, [*_recovered(context, stale), *(e.audit for e in evaluations if e.audit)]
+    )
     _refresh_inventory(context, icelake.settings, tables)
     return result
 
@@ -326,6 +335,28 @@ def _refresh_inventory(
         return
     if change:
         context.log.warning(f"table inventory: {change.describe()}")
+
+
+def _recovered(context: SensorEvaluationContext, stale: Sequence[StaleRun]) -> list[AuditRecord]:
+    """The stale runs this tick failed: said in the tick's log, and one audit record per table."""
+    records: list[AuditRecord] = []
+    for run in stale:
+        context.log.warning(
+            f"run {run.run_id} ({run.job_name}, {run.status}) failed: {run.reason}"
+            + (f"; tables {', '.join(run.tables)} go through their backoff and retry" if run.tables else "")
+        )
+        records.extend(
+            AuditRecord(
+                table_name=table,
+                kind="recovery",
+                decision="run_failed",
+                trigger="sensor",
+                reason=f"run {run.run_id} failed: {run.reason}",
+                run_id=run.run_id,
+            )
+            for table in run.tables
+        )
+    return records
 
 
 def _record(context: SensorEvaluationContext, settings: Settings, records: list[AuditRecord]) -> None:

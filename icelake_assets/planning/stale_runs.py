@@ -1,0 +1,112 @@
+"""When a run is stale: its worker is gone, whatever killed it (Dagster-free).
+
+Every run of the product holds a *lease* while its worker lives: the worker's host and PID, renewed
+every few seconds (orchestration/run_leases.py writes it into the instance). Dagster's own run
+monitoring asks the code server that launched a run whether its worker lives; when the daemon's whole
+process group died (a host crash, ``kill -9`` of the group), the new code server does not know the old
+workers, so their runs stay STARTED forever and hold their pools and the run slots. The sensor reads
+the leases on every tick and fails the runs this module calls stale, so the table goes through the
+normal backoff and retry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# The worker renews its lease this often; a lease not renewed for LEASE_TTL_SECONDS is lost (the
+# worker is frozen, or on a host the sensor cannot see: its PID cannot be asked).
+LEASE_RENEW_SECONDS = 10.0
+LEASE_TTL_SECONDS = 90.0
+# A run without a lease this long after it started (or was launched) never reached its worker's
+# first resource: the worker died while starting (Dagster's own start timeout is 300 s).
+NO_LEASE_GRACE_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A run worker's claim on its run: where it runs and when it last said so (epoch s)."""
+
+    host: str
+    pid: int
+    renewed_at: float
+    released: bool = False  # the worker tore its resources down (the run is ending)
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {"host": self.host, "pid": self.pid, "renewed_at": self.renewed_at, "released": self.released}
+        )
+
+    @staticmethod
+    def loads(text: str | None) -> Lease | None:
+        """None for a missing or unreadable lease (a lease is advisory: never an error)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return Lease(
+                str(data["host"]), int(data["pid"]), float(data["renewed_at"]), bool(data["released"])
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the sensor knows of one unfinished run: its status word and its clock (epoch s)."""
+
+    run_id: str
+    status: str  # "STARTING", "STARTED", ... (DagsterRunStatus values)
+    since: float  # start time, else launch or creation time
+    lease: Lease | None
+
+
+def stale_reason(
+    run: RunView,
+    now: float,
+    host: str,
+    pid_alive: Callable[[int], bool],
+    ttl_seconds: float = LEASE_TTL_SECONDS,
+    grace_seconds: float = NO_LEASE_GRACE_SECONDS,
+) -> str | None:
+    """Why ``run`` is stale (its worker is gone), or None while it may live.
+
+    * its lease names a process of this host that is gone: stale at once (the PID is authoritative);
+    * its lease was not renewed for ``ttl_seconds`` (a worker elsewhere, or frozen);
+    * no lease ``grace_seconds`` after it started or launched (its worker never came up).
+    Queued runs are the run queue's, never stale here."""
+    if run.status not in ("STARTING", "STARTED"):
+        return None
+    lease = run.lease
+    if lease is None:
+        waited = now - run.since
+        if waited < grace_seconds:
+            return None
+        return (
+            f"its worker never took its lease: {run.status.lower()} for {waited:.0f} s "
+            f"(grace {grace_seconds:.0f} s); the worker died while starting"
+        )
+    if lease.host == host and not pid_alive(lease.pid):
+        return f"its worker (PID {lease.pid} on {lease.host}) is gone; lease last renewed {now - lease.renewed_at:.0f} s ago"
+    silent = now - lease.renewed_at
+    if silent > ttl_seconds:
+        return (
+            f"its worker (PID {lease.pid} on {lease.host}) has not renewed its lease for {silent:.0f} s "
+            f"(limit {ttl_seconds:.0f} s)"
+        )
+    return None
+
+
+# Seconds a maintenance run may take before Dagster's run monitoring stops it (``dagster/max_runtime``),
+# a backstop behind the leases: generous, from the bytes the run plans to rewrite.
+MAX_RUNTIME_FLOOR_SECONDS = 3600
+MAX_RUNTIME_CEILING_SECONDS = 24 * 3600
+# A slow rewrite's pace (bytes per second), times a margin: a run slower than this is stuck.
+SLOW_REWRITE_BYTES_PER_SECOND = 2 * 1024 * 1024
+
+
+def max_runtime_seconds(estimated_rewrite_bytes: int) -> int:
+    """The run's max runtime: an hour, plus the planned rewrite at a slow pace, at most a day."""
+    paced = int(max(0, estimated_rewrite_bytes) / SLOW_REWRITE_BYTES_PER_SECOND)
+    return min(MAX_RUNTIME_CEILING_SECONDS, MAX_RUNTIME_FLOOR_SECONDS + paced)

@@ -1,0 +1,121 @@
+"""Stale-run recovery with a real Dagster instance and a real run worker (`dagster api execute_run`,
+the process Dagster's launchers start): a run whose worker was killed with nobody left to notice (its
+code server died too, as when a host dies) is failed by the maintenance sensor on its next tick, with
+the reason, an audit record and the table's normal backoff, then relaunched."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, job
+
+from bench.run_worker import prepare_run
+from icelake_assets import definitions
+from icelake_assets.audit.store import AuditLog
+from icelake_assets.orchestration import run_model, run_recovery
+from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
+from icelake_assets.orchestration.run_leases import RunLease, read_lease
+from icelake_assets.orchestration.sensors import TABLE_TAG
+from icelake_assets_tests.conftest import sensor_tick
+from icelake_assets_tests.orchestration.test_sensors import _lake
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
+
+
+def _outcomes(tick):
+    return {e.asset_key.path[-1]: e.metadata["sensor/outcome"].value for e in tick.asset_events}
+
+
+def test_a_run_whose_worker_died_with_its_code_server_is_failed_by_the_next_tick_and_relaunched(
+    make_lake, tmp_path, monkeypatch
+):
+    settings, ref, _ = _lake(make_lake)
+    monkeypatch.setenv("ICELAKE_CONFIG", settings.source)
+    monkeypatch.setattr(definitions, "_BUILT", {})
+    defs = build_definitions(settings)
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run_id, command = prepare_run(
+            "icelake_assets.definitions", MAINTENANCE_JOB, list(table_asset_key(ref).path), instance
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "ICELAKE_SPARK_STATE_DIR": str(tmp_path / "spark")}
+        worker = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while read_lease(instance, run_id) is None or instance.get_run_by_id(run_id).status != (
+                DagsterRunStatus.STARTED
+            ):
+                assert worker.poll() is None, "the run worker ended before it took its lease"
+                assert time.monotonic() < deadline, "the run worker took no lease within 120 s"
+                time.sleep(0.1)
+            lease = read_lease(instance, run_id)
+            assert lease is not None and lease.pid == worker.pid and not lease.released
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)  # the worker and whatever it started, as a host dies
+            worker.wait()
+        # Nobody is left to fail it: the run stays STARTED, holding its table's pool and a run slot.
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTED
+
+        tick = sensor_tick(defs, settings, instance)
+        run = instance.get_run_by_id(run_id)
+        assert run.status == DagsterRunStatus.FAILURE, "the sensor left the dead run in progress"
+        assert run.tags[run_recovery.STALE_TAG] == run_recovery.WORKER_LOST
+        assert _outcomes(tick) == {"t": "backoff"} and tick.run_requests == []
+        [recovered] = [
+            r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "recovery"
+        ]
+        assert recovered.decision == "run_failed" and recovered.run_id == run_id
+        assert f"PID {worker.pid}" in recovered.reason and "is gone" in recovered.reason
+
+        monkeypatch.setattr(run_model, "FAILED_RUN_BACKOFF_SECONDS", 0.0)  # the backoff is over
+        again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
+        assert [r.tags[TABLE_TAG] for r in again.run_requests] == [str(ref)]
+        assert int(again.run_requests[0].tags["dagster/max_runtime"]) >= 3600
+
+
+def test_a_run_stuck_starting_without_a_worker_is_failed_after_the_grace(make_lake, tmp_path, monkeypatch):
+    settings, ref, _ = _lake(make_lake)
+    monkeypatch.setenv("ICELAKE_CONFIG", settings.source)
+    monkeypatch.setattr(definitions, "_BUILT", {})
+    defs = build_definitions(settings)
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run_id, _ = prepare_run(
+            "icelake_assets.definitions", MAINTENANCE_JOB, list(table_asset_key(ref).path), instance
+        )
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTING
+        sensor_tick(defs, settings, instance)  # within the grace: left alone
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTING
+        monkeypatch.setattr(run_recovery.stale_runs, "NO_LEASE_GRACE_SECONDS", 0.0)
+        sensor_tick(defs, settings, instance)
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
+
+
+def test_a_live_worker_renews_its_lease_until_its_run_ends(tmp_path):
+    @job
+    def noop():
+        pass
+
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run = instance.create_run_for_job(noop, status=DagsterRunStatus.STARTED)
+        lease = RunLease(instance, run.run_id, renew_seconds=0.05).start()
+        first = read_lease(instance, run.run_id)
+        time.sleep(0.3)
+        renewed = read_lease(instance, run.run_id)
+        assert first and renewed and not renewed.released and first.pid == os.getpid()
+        assert renewed.renewed_at > first.renewed_at
+        instance.report_run_failed(run)
+        time.sleep(0.3)  # the lease ends with its run, by itself
+        ended = read_lease(instance, run.run_id)
+        assert ended and ended.released
+        lease.release()

@@ -38,6 +38,18 @@ _S3A_PROVIDED = ("hadoop-aws", "hadoop-cloud-storage")
 _S3_FILE_IO_PROVIDED = ("iceberg-aws-bundle",)
 
 
+# The driver's own addresses. Unset, Spark binds its RPC and block manager ports to the host's routable
+# address (even when the host name resolves to loopback), unauthenticated; a local master's executors live
+# in the driver's JVM, so loopback is all it needs.
+LOOPBACK = "127.0.0.1"
+DRIVER_ADDRESS_KEYS = ("spark.driver.host", "spark.driver.bindAddress")
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: executors in the driver's JVM."""
+    return master == "local" or master.startswith("local[")
+
+
 # Spark options that hold lists: a user's value is appended to the product's, never replaces it.
 LIST_OPTIONS = {
     "spark.jars": ",",
@@ -155,6 +167,11 @@ def spark_config(
         "spark.sql.session.timeZone": "UTC",
     }
     _check_master(settings.spark.master, settings.spark.config)
+    # The master spark.config may set wins (below). Either address key set by the user keeps Spark's own
+    # rule for the other (bindAddress defaults to host).
+    master = settings.spark.config.get("spark.master", settings.spark.master)
+    if is_local_master(master) and not any(k in settings.spark.config for k in DRIVER_ADDRESS_KEYS):
+        conf.update(dict.fromkeys(DRIVER_ADDRESS_KEYS, LOOPBACK))
     jars = [jar for jar, _, _ in _DRIVERS.values() if os.path.exists(jar)]
     user_jars = settings.spark.config.get("spark.jars", "")
     s3_file_io = _provides(_S3_FILE_IO_PROVIDED, settings.spark.packages, user_jars)

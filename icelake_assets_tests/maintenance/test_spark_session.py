@@ -1,3 +1,7 @@
+import ipaddress
+import os
+from pathlib import Path
+
 import pytest
 
 from icelake_assets.catalog.spark_storage import HADOOP_FILE_IO, S3A_FILESYSTEM
@@ -267,3 +271,83 @@ def test_catalogs_that_disagree_on_s3_keep_their_own_options(tmp_path, s3a_jars_
 def test_a_lake_without_s3_gets_no_s3a(tmp_path, s3a_jars_dir):
     conf = spark_config(_s3_settings(tmp_path, {"c": {"type": "sql", "uri": "sqlite:///c.db"}}))
     assert not any("fs.s3" in k for k in conf) and "hadoop-aws" not in conf["spark.jars"]
+
+
+@pytest.mark.parametrize(
+    "master, config, expected",
+    [
+        ("local[2]", {}, {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}),
+        ("local", {}, {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}),
+        ("local[*, 3]", {}, {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}),
+        # The user's choice, whole: Spark derives the other key from the one set.
+        ("local[2]", {"spark.driver.host": "10.1.2.3"}, {"spark.driver.host": "10.1.2.3"}),
+        ("local[2]", {"spark.driver.bindAddress": "0.0.0.0"}, {"spark.driver.bindAddress": "0.0.0.0"}),
+        # A cluster master: executors elsewhere must reach the driver, the user's settings stand.
+        ("spark://m:7077", {}, {}),
+        ("yarn", {}, {}),
+        ("spark://m:7077", {"spark.driver.host": "runs.internal"}, {"spark.driver.host": "runs.internal"}),
+        ("local[2]", {"spark.master": "spark://m:7077"}, {}),  # spark.config's master wins
+    ],
+)
+def test_a_local_driver_listens_on_loopback_a_cluster_driver_as_the_user_says(
+    tmp_path, master, config, expected
+):
+    """Issue 31 item 7: the driver's RPC and block manager ports listened on the routable address."""
+    settings = parse_settings(
+        {
+            "catalogs": {"c": {"type": "sql", "uri": "sqlite:///c.db"}},
+            "spark": {"master": master, "config": config},
+        },
+        str(tmp_path / "icelake.yaml"),
+        tmp_path,
+    )
+    keys = ("spark.driver.host", "spark.driver.bindAddress")
+    conf = spark_config(settings)
+    assert {k: conf[k] for k in keys if k in conf} == expected
+    if not config:  # ours are plain values: in the resource config the UI shows
+        public = spark_config(settings, include_secrets=False)
+        assert {k: public[k] for k in keys if k in public} == expected
+
+
+def _address(hex_address: str) -> str:
+    """An address of /proc/net/tcp{,6}: 32-bit words in host (little-endian) order."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    if len(words) == 4:
+        return str(ipaddress.IPv4Address(words))
+    v6 = ipaddress.IPv6Address(words)
+    return str(v6.ipv4_mapped or v6)
+
+
+def _listening(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of each TCP socket the process listens on: its socket inodes in /proc/<pid>/fd,
+    looked up in its network namespace's tables (state 0A: LISTEN)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:
+                address, port = local.rsplit(":", 1)
+                found.add((_address(address), int(port, 16)))
+    return found
+
+
+def test_the_driver_jvm_listens_on_loopback_only(make_lake, spark_for):
+    """Every port of the driver JVM of a local master (Py4J gateway, RPC, block manager): 127.0.0.1."""
+    spark = spark_for(make_lake())
+    jvm = spark.sparkContext._jvm
+    pid = jvm.java.lang.ProcessHandle.current().pid()
+    listening = _listening(pid)
+    ports = {port for _, port in listening}
+    block_manager = spark.sparkContext._jsc.sc().env().blockManager().blockManagerId().port()
+    assert {int(spark.conf.get("spark.driver.port")), block_manager} <= ports, listening
+    assert {address for address, _ in listening} == {"127.0.0.1"}, listening

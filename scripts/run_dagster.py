@@ -37,7 +37,7 @@ LABELS = (
     ("dagster api grpc", "code server"),
     ("resource_tracker", "multiprocessing resource tracker"),
     ("spawn_main", "run/step worker"),
-    ("icelake_assets.maintenance.resident_spark", "shared Spark driver"),
+    ("icelake_assets.maintenance.resident_driver", "shared Spark driver"),
 )
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import Row, SparkSession
 
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.maintenance import commit_tags, resident_spark, spark_actions
 from icelake_assets.partitions.quoting import quote_identifier, sql_string
 
 
@@ -48,7 +49,8 @@ def call_procedure(spark: SparkSession, ref: TableRef, procedure: str, **args: A
     }
     rendered = ", ".join(f"{name} => {sql_value(value)}" for name, value in named.items())
     sql = f"CALL {quote_identifier(ref.catalog)}.system.{procedure}({rendered})"
-    return spark.sql(sql).collect()
+    with resident_spark.committing(procedure):
+        return spark.sql(sql).collect()
 
 
 def _single(rows: list[Row]) -> dict[str, Any]:
@@ -71,35 +73,20 @@ def rewrite_data_files(
     options: Mapping[str, str] | None = None,
     where: str | None = None,
 ) -> dict[str, Any]:
+    """The rewrite_data_files procedure's work, through its action: the commits carry the run's
+    snapshot properties (spark_actions.py)."""
     if strategy not in ("binpack", "sort"):
         raise ValueError(f"unknown rewrite strategy {strategy!r} (binpack, sort)")
-    return _single(
-        call_procedure(
-            spark,
-            ref,
-            "rewrite_data_files",
-            strategy=strategy,
-            sort_order=sort_order,
-            options=dict(options) if options else None,
-            where=where,
-        )
-    )
+    return spark_actions.rewrite_data_files(spark, ref, strategy, sort_order, dict(options or {}), where)
 
 
 def rewrite_position_delete_files(
     spark: SparkSession, ref: TableRef, options: Mapping[str, str] | None = None, where: str | None = None
 ) -> dict[str, Any]:
     """Rewrites position-delete files; with ``rewrite-all`` it takes every one in ``where`` and drops
-    the deletes whose data file is gone (dangling), so a file holding only those is removed."""
-    return _single(
-        call_procedure(
-            spark,
-            ref,
-            "rewrite_position_delete_files",
-            options=dict(options) if options else None,
-            where=where,
-        )
-    )
+    the deletes whose data file is gone (dangling), so a file holding only those is removed. Through
+    the procedure's action: the commit carries the run's snapshot properties."""
+    return spark_actions.rewrite_position_delete_files(spark, ref, dict(options or {}), where)
 
 
 def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
@@ -151,13 +138,17 @@ def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any
         rewrite = table.newRewrite().validateFromSnapshot(snap.snapshotId())
         for f in dangling:
             rewrite.deleteFile(f)
-        rewrite.commit()
+        for key, value in commit_tags.session_properties(spark).items():
+            rewrite.set(key, value)
+        with resident_spark.committing("remove_dangling_deletes"):
+            rewrite.commit()
         spark.sql(f"REFRESH TABLE {table_identifier(ref)}")
     return out
 
 
 def rewrite_manifests(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
-    return _single(call_procedure(spark, ref, "rewrite_manifests"))
+    """Through the procedure's action: the commit carries the run's snapshot properties."""
+    return spark_actions.rewrite_manifests(spark, ref)
 
 
 def rollback_to_snapshot(spark: SparkSession, ref: TableRef, snapshot_id: int) -> dict[str, Any]:

@@ -4,14 +4,19 @@ starting a JVM of its own.
 Every Dagster run is a process of its own; a classic PySpark session starts its driver JVM in that
 process and loads the Iceberg runtime again, which costs a tiny table's run most of its time. Here the
 first run that needs Spark starts one *resident* process (``python -m
-icelake_assets.maintenance.resident_spark``) that holds a SparkSession for the given configuration;
+icelake_assets.maintenance.resident_driver``) that holds a SparkSession for the given configuration;
 every later run connects to that JVM's py4j gateway (the mechanism PySpark itself uses for
 ``PYSPARK_GATEWAY_PORT``) and works in a session of its own (``SparkSession.newSession``: its own SQL
 configuration, temporary views and catalog instances; one SparkContext).
 
 Isolation: each attached process holds a *lease* (a file naming its PID and job group) while it lives;
 its Spark jobs run in that job group. When a leaseholder dies (a killed run worker), the resident
-cancels its job group, so a dead run's rewrite stops instead of finishing unseen. The resident exits by
+cancels its job group. Cancelling stops only the jobs running at that moment: a procedure the dead
+run had called goes on in the JVM (a partial-progress rewrite submits its next file groups as new
+jobs and commits the finished ones). So a run marks its lease *committing* around every call that
+may commit (:func:`committing`); when a leaseholder dies while committing, the resident stops itself
+and its JVM at once (SIGKILL of its process group) before that work can commit again. Runs attached
+at that moment fail and are retried; the next run starts a new resident. The resident exits by
 itself after ``idle`` seconds with no lease and no active job (or on SIGTERM to its PID); its JVM
 exits with it (PySpark's gateway server ends when its parent's pipe closes).
 
@@ -23,7 +28,6 @@ configuration gets a different resident.
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import fcntl
@@ -40,6 +44,8 @@ from pathlib import Path
 
 from icelake_assets.types import IcelakeError
 
+# The resident process itself (resident_driver.py), started by the first run that needs it.
+DRIVER_MODULE = "icelake_assets.maintenance.resident_driver"
 STATE_FILE = "driver.json"
 LOG_FILE = "driver.log"
 LEASES = "leases"
@@ -98,7 +104,7 @@ def driver_folder(conf: Mapping[str, str], base: Path | None = None) -> Path:
     return (base or default_base()) / digest
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -109,7 +115,7 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def locked(folder: Path) -> Iterator[None]:
     """One process at a time starts, attaches to or retires the folder's driver."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(folder / "lock", "w") as handle:
@@ -127,7 +133,7 @@ def read_driver(folder: Path) -> ResidentDriver | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not _alive(int(data["pid"])):
+    if not pid_alive(int(data["pid"])):
         path.unlink(missing_ok=True)
         return None
     return ResidentDriver(
@@ -151,7 +157,7 @@ def _start(folder: Path, conf: Mapping[str, str], idle_seconds: float) -> Reside
     log = open(folder / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed below
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(folder), "--idle", str(idle_seconds)],
+            [sys.executable, "-m", DRIVER_MODULE, str(folder), "--idle", str(idle_seconds)],
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -207,6 +213,28 @@ def _connect(driver: ResidentDriver):  # -> pyspark.sql.SparkSession
     return SparkSession(context, jsparkSession=shared.newSession())
 
 
+# This process's lease on a resident (set by attach): committing() marks it.
+_LEASE: Path | None = None
+_GROUP = ""
+BUSY = "committing"
+
+
+@contextlib.contextmanager
+def committing(what: str) -> Iterator[None]:
+    """Marks this process's lease as committing while the block runs (nothing without a resident):
+    should the process die meanwhile, the resident stops before the work can commit again."""
+    lease = _LEASE
+    if lease is None:
+        yield
+        return
+    lease.write_text(f"{_GROUP}\n{BUSY} {what}\n")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lease.write_text(_GROUP)
+
+
 def spark_runs_here() -> bool:
     """Whether this process already has a SparkContext (its own driver or an attached one)."""
     from pyspark import SparkContext
@@ -226,7 +254,7 @@ def attach(
     began = time.monotonic()
     folder = driver_folder(conf, base)
     group = f"icelake-{os.getpid()}-{int(time.time())}"
-    with _locked(folder):
+    with locked(folder):
         driver = read_driver(folder)
         started = driver is None
         if driver is None:
@@ -234,6 +262,8 @@ def attach(
         leases = folder / LEASES
         leases.mkdir(exist_ok=True, mode=0o700)
         (leases / str(os.getpid())).write_text(group)
+    global _LEASE, _GROUP
+    _LEASE, _GROUP = leases / str(os.getpid()), group
     atexit.register(release, folder)
     try:
         session = _connect(driver)
@@ -259,9 +289,9 @@ def stop(folder: Path, timeout_s: float = 30.0) -> bool:
         return False
     os.kill(driver.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _alive(driver.pid) and time.monotonic() < deadline:
+    while pid_alive(driver.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(driver.pid):
+    if pid_alive(driver.pid):
         os.kill(driver.pid, signal.SIGKILL)
     (folder / STATE_FILE).unlink(missing_ok=True)
     return True
@@ -271,88 +301,3 @@ def stop_all(base: Path | None = None) -> int:
     """Stop every resident driver under ``base``; how many were running."""
     root = base or default_base()
     return sum(stop(folder) for folder in sorted(root.glob("*")) if folder.is_dir()) if root.exists() else 0
-
-
-# ---- the resident process ----------------------------------------------------------------------
-
-
-def _sweep_leases(folder: Path, context) -> int:
-    """Cancel the job groups of leaseholders that died; the number of live leases."""
-    live = 0
-    for lease in (folder / LEASES).glob("*"):
-        if lease.name.isdigit() and _alive(int(lease.name)):
-            live += 1
-            continue
-        group = lease.read_text().strip()
-        if group:
-            context.cancelJobGroup(group)
-            print(
-                f"{time.strftime('%H:%M:%S')} PID {lease.name} is gone: cancelled job group {group}",
-                flush=True,
-            )
-        lease.unlink(missing_ok=True)
-    return live
-
-
-def serve(folder: Path, idle_seconds: float) -> None:
-    """Hold a SparkSession for the configuration read from stdin until idle or told to stop."""
-    from pyspark.sql import SparkSession
-
-    conf = json.loads(sys.stdin.read())
-    stopping = False
-
-    def _stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, _stop)
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    gateway = spark.sparkContext._gateway  # noqa: SLF001 - the port and token runs attach with
-    assert gateway is not None
-    params = gateway.java_parameters if hasattr(gateway, "java_parameters") else gateway.gateway_parameters
-    (folder / LEASES).mkdir(exist_ok=True, mode=0o700)
-    state = {
-        "pid": os.getpid(),
-        "port": params.port,
-        "secret": params.auth_token,
-        "started": time.time(),
-        "app_id": spark.sparkContext.applicationId,
-    }
-    tmp = folder / f".{STATE_FILE}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(state, handle)
-    os.replace(tmp, folder / STATE_FILE)
-    print(
-        f"{time.strftime('%H:%M:%S')} resident Spark driver {state['app_id']} ready (PID {os.getpid()})",
-        flush=True,
-    )
-    context = spark.sparkContext
-    idle_since = time.monotonic()
-    while not stopping:
-        time.sleep(POLL_S)
-        with _locked(folder):
-            busy = _sweep_leases(folder, context) > 0 or bool(context.statusTracker().getActiveJobsIds())
-            if busy:
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since >= idle_seconds:
-                (folder / STATE_FILE).unlink(missing_ok=True)  # under the lock: no run attaches now
-                print(f"{time.strftime('%H:%M:%S')} idle for {idle_seconds:.0f} s: stopping", flush=True)
-                break
-    (folder / STATE_FILE).unlink(missing_ok=True)
-    spark.stop()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--idle", type=float, default=600.0, help="seconds without a run before exiting")
-    args = parser.parse_args(argv)
-    serve(args.folder, args.idle)
-
-
-if __name__ == "__main__":
-    main()

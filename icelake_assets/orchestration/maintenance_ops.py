@@ -32,6 +32,7 @@ from icelake_assets.catalog.connection import (
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
 from icelake_assets.maintenance import rewrite
+from icelake_assets.maintenance.commit_tags import tag_session
 from icelake_assets.maintenance.preflight import PreflightError
 from icelake_assets.maintenance.result_dicts import op_result_from_dict
 from icelake_assets.maintenance.results import OpResult, RewriteResult
@@ -132,9 +133,15 @@ def op_step(
             )
         extra = work_kwargs(context, dt, state) if work_kwargs else {}
         started = time.perf_counter()
+
+        def spark():  # its commits name this run, op and attempt (maintenance/commit_tags.py)
+            session = icelake_spark.session_for(ref, table)
+            tag_session(session, context.run_id, name, context.retry_number + 1)
+            return session
+
         try:
             outcome = work(
-                lambda: icelake_spark.session_for(ref, table),
+                spark,
                 ref,
                 table,
                 policy,

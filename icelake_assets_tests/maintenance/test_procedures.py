@@ -50,3 +50,52 @@ def test_procedures_run_on_a_table_whose_name_needs_quoting(make_lake, spark_for
     assert len(table.metadata.snapshots) == 2
     assert procedures.count_rows(spark, ref) == 6
     assert procedures.rewrite_manifests(spark, ref)["rewritten_manifests_count"] >= 1
+
+
+def test_every_maintenance_commit_names_its_run_op_and_attempt(make_lake, spark_for):
+    """The actions behind the procedures, with the session's snapshot properties: a sort by columns,
+    a z-order and a manifest rewrite each commit a snapshot naming the run (found by pyiceberg)."""
+    from icelake_assets.maintenance import commit_tags
+
+    settings = make_lake()
+    catalog_name = next(iter(settings.catalogs))
+    cat = open_catalog(settings, catalog_name, create=True)
+    cat.create_namespace("tags")
+    table = cat.create_table(
+        ("tags", "t"), Schema(NestedField(1, "id", LongType()), NestedField(2, "s b", StringType()))
+    )
+    for i in range(4):
+        table.append(pa.table({"id": pa.array([9 - i, i], pa.int64()), "s b": pa.array(["b", "a"])}))
+    ref = TableRef(catalog_name, ("tags",), "t")
+    spark = spark_for(settings).newSession()  # a run's own session: its tags stay its own
+    every = {"min-input-files": "2", "rewrite-all": "true"}
+
+    commit_tags.tag_session(spark, "run-abc", "rewrite_data_files", 1)
+    sorted_ = procedures.rewrite_data_files(spark, ref, "sort", "`id`, `s b`", every)
+    commit_tags.tag_session(spark, "run-abc", "rewrite_data_files", 2)
+    zordered = procedures.rewrite_data_files(spark, ref, "sort", "zorder(`id`, `s b`)", every)
+    commit_tags.tag_session(spark, "run-abc", "rewrite_manifests", 1)
+    procedures.rewrite_manifests(spark, ref)
+    assert sorted_["rewritten_data_files_count"] == 4 and zordered["rewritten_data_files_count"] == 1
+    with pytest.raises(Exception, match="binpack"):
+        procedures.rewrite_data_files(spark, ref, "binpack", "`id`", every)
+
+    table.refresh()
+    tagged = [
+        (
+            s.summary.operation.value,
+            s.summary.get(commit_tags.RUN_ID),
+            s.summary.get(commit_tags.OP),
+            s.summary.get(commit_tags.ATTEMPT),
+        )
+        for s in table.metadata.snapshots
+        if s.summary is not None and s.summary.get(commit_tags.RUN_ID)
+    ]
+    assert tagged == [
+        ("replace", "run-abc", "rewrite_data_files", "1"),
+        ("replace", "run-abc", "rewrite_data_files", "2"),
+        ("replace", "run-abc", "rewrite_manifests", "1"),
+    ]
+    rows = spark.sql(f"SELECT id FROM {procedures.table_identifier(ref)} ORDER BY id").collect()
+    assert [r.id for r in rows] == sorted([9, 0, 8, 1, 7, 2, 6, 3])
+    assert commit_tags.session_properties(spark_for(settings)) == {}  # other sessions untouched

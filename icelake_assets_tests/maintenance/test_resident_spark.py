@@ -207,3 +207,66 @@ def test_a_process_with_its_own_spark_does_not_attach(spark_for, make_lake, tmp_
     spark_for(make_lake())  # this process's own driver
     with pytest.raises(ResidentSparkError, match="already has a SparkContext"):
         attach({"spark.master": "local[1]"}, 5, tmp_path)
+
+
+# A run's rewrite, partial progress committing each file group as it finishes, one group at a time.
+REWRITE = """
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.maintenance import commit_tags, procedures
+ref = TableRef(sys.argv[5], ("db",), "parts")
+commit_tags.tag_session(spark, "run-killed", "rewrite_data_files", 1)
+print("REWRITING", flush=True)
+procedures.rewrite_data_files(spark, ref, options={
+    "min-input-files": "2", "partial-progress.enabled": "true", "partial-progress.max-commits": "100",
+    "max-concurrent-file-group-rewrites": "1"})
+"""
+
+
+def test_a_run_killed_mid_rewrite_commits_nothing_after_its_death(lake):
+    """Cancelling a dead run's job group stops only its running job: Iceberg's partial-progress rewrite
+    goes on with its next file groups as new jobs and commits them. The resident stops itself (and its
+    JVM) the moment a run dies while committing, so nothing commits after the kill; the next run
+    starts a new driver."""
+    settings, name, conf_file, base = lake
+    # 24 partitions of 12 files each: 24 file groups, each its own commit.
+    run_client(
+        conf_file,
+        base,
+        f"spark.sql('CREATE NAMESPACE `{name}`.`db`')\n"
+        f"spark.sql('CREATE TABLE `{name}`.`db`.`parts` (id bigint, p int, s string) USING iceberg PARTITIONED BY (p)')\n"
+        "for i in range(12):\n"
+        f"    spark.range(i * 24000, (i + 1) * 24000).selectExpr('id', 'cast(id % 24 as int) as p', "
+        f"'repeat(cast(id as string), 8) as s').writeTo('`{name}`.`db`.`parts`').append()\n",
+    )
+    table = load_table(open_catalog(settings, name), TableRef(name, ("db",), "parts"))
+    rows = table.scan().to_arrow().num_rows
+    start = table.current_snapshot().snapshot_id
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, str(conf_file), str(base), "60", REWRITE, name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while True:  # kill it just after one of its groups committed: others are still to come
+            assert proc.poll() is None, "the rewrite ended before it was killed"
+            assert time.monotonic() < deadline, "the rewrite committed nothing within 150 s"
+            table.refresh()
+            if table.current_snapshot().snapshot_id != start:
+                break
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    killed_ms = int(time.time() * 1000)
+    time.sleep(10)  # long enough for several more groups to commit, had the rewrite gone on
+    table.refresh()
+    replaced = [s for s in table.metadata.snapshots if s.summary and s.summary.operation.value == "replace"]
+    late = [s.snapshot_id for s in replaced if s.timestamp_ms > killed_ms]
+    assert replaced and late == [], f"{len(late)} commits after the kill (of {len(replaced)})"
+    assert all(s.summary.get("icelake.run-id") == "run-killed" for s in replaced)
+    assert table.scan().to_arrow().num_rows == rows
+    log = (driver_folder(json.loads(conf_file.read_text()), base) / "driver.log").read_text()
+    assert f"PID {proc.pid} died while committing rewrite_data_files" in log
+    assert run_client(conf_file, base, "out['x'] = spark.sql('SELECT 1').collect()[0][0]")["x"] == 1

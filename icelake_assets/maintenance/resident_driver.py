@@ -1,0 +1,159 @@
+"""The resident Spark driver's own process (``python -m icelake_assets.maintenance.resident_driver``,
+started by resident_spark.attach): holds a SparkSession for the configuration read from stdin, cancels
+the job groups of leaseholders that die, stops itself and its JVM at once when one dies while
+committing, and exits after ``idle`` seconds without a lease or a job (or on SIGTERM)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+
+from icelake_assets.maintenance.resident_spark import (
+    BUSY,
+    LEASES,
+    POLL_S,
+    STATE_FILE,
+    locked,
+    pid_alive,
+)
+
+
+def _sweep_leases(folder: Path, context) -> tuple[int, list[str]]:
+    """Cancel the job groups of leaseholders that died; the number of live leases, and what the dead
+    ones were committing (their procedure goes on in the JVM: the caller must stop it)."""
+    live, doomed = 0, []
+    for lease in (folder / LEASES).glob("*"):
+        if lease.name.isdigit() and pid_alive(int(lease.name)):
+            live += 1
+            continue
+        try:
+            group, *state = lease.read_text().splitlines() or [""]
+        except OSError:
+            continue
+        if group.strip():
+            context.cancelJobGroup(group.strip())
+            print(
+                f"{time.strftime('%H:%M:%S')} PID {lease.name} is gone: cancelled job group {group.strip()}",
+                flush=True,
+            )
+        if state and state[0].startswith(BUSY):
+            doomed.append(f"PID {lease.name} died while {state[0]}")
+        lease.unlink(missing_ok=True)
+    return live, doomed
+
+
+class _Deaths:
+    """Wakes the resident the moment a leaseholder dies (a pidfd per leaseholder, Linux 5.3+; else
+    every ``POLL_S``): a dead run's committing work is stopped within milliseconds, not a poll."""
+
+    def __init__(self) -> None:
+        self._fds: dict[int, int] = {}
+
+    def wait(self, folder: Path, timeout: float) -> None:
+        pids = {int(p.name) for p in (folder / LEASES).glob("*") if p.name.isdigit()}
+        for pid in [p for p in self._fds if p not in pids]:
+            os.close(self._fds.pop(pid))
+        for pid in pids - set(self._fds):
+            try:
+                self._fds[pid] = os.pidfd_open(pid)
+            except (AttributeError, OSError):  # gone already (the sweep sees it), or no pidfd here
+                pass
+        if self._fds:
+            select.select(list(self._fds.values()), [], [], timeout)
+        else:
+            time.sleep(timeout)
+
+
+def _die(jvm_pid: int) -> None:
+    """This process and its JVM, at once: the whole process group when this process leads it (as
+    :func:`_start` starts it), else the JVM by its PID and then this process."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(jvm_pid, signal.SIGKILL)
+    os._exit(70)
+
+
+def serve(folder: Path, idle_seconds: float) -> None:
+    """Hold a SparkSession for the configuration read from stdin until idle or told to stop."""
+    from pyspark.sql import SparkSession
+
+    conf = json.loads(sys.stdin.read())
+    stopping = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    gateway = spark.sparkContext._gateway  # noqa: SLF001 - the port and token runs attach with
+    assert gateway is not None
+    params = gateway.java_parameters if hasattr(gateway, "java_parameters") else gateway.gateway_parameters
+    (folder / LEASES).mkdir(exist_ok=True, mode=0o700)
+    state = {
+        "pid": os.getpid(),
+        "port": params.port,
+        "secret": params.auth_token,
+        "started": time.time(),
+        "app_id": spark.sparkContext.applicationId,
+    }
+    tmp = folder / f".{STATE_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(state, handle)
+    os.replace(tmp, folder / STATE_FILE)
+    print(
+        f"{time.strftime('%H:%M:%S')} resident Spark driver {state['app_id']} ready (PID {os.getpid()})",
+        flush=True,
+    )
+    context = spark.sparkContext
+    jvm = context._jvm  # noqa: SLF001 - the JVM's own PID, to stop it should this process not lead its group
+    assert jvm is not None
+    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    idle_since = time.monotonic()
+    deaths = _Deaths()
+    while not stopping:
+        deaths.wait(folder, POLL_S)
+        with locked(folder):
+            live, doomed = _sweep_leases(folder, context)
+            if doomed:
+                # Under the lock: no run attaches to a driver about to die.
+                (folder / STATE_FILE).unlink(missing_ok=True)
+                print(
+                    f"{time.strftime('%H:%M:%S')} {'; '.join(doomed)}: stopping the driver and its JVM "
+                    "so that work cannot commit (runs attached now fail and are retried)",
+                    flush=True,
+                )
+                _die(jvm_pid)
+            busy = live > 0 or bool(context.statusTracker().getActiveJobsIds())
+            if busy:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= idle_seconds:
+                (folder / STATE_FILE).unlink(missing_ok=True)  # under the lock: no run attaches now
+                print(f"{time.strftime('%H:%M:%S')} idle for {idle_seconds:.0f} s: stopping", flush=True)
+                break
+    (folder / STATE_FILE).unlink(missing_ok=True)
+    spark.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--idle", type=float, default=600.0, help="seconds without a run before exiting")
+    args = parser.parse_args(argv)
+    serve(args.folder, args.idle)
+
+
+if __name__ == "__main__":
+    main()

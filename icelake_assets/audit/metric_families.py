@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from icelake_assets.types import TableRef
+
 MetricType = Literal["counter", "gauge", "histogram"]
 # prometheus_client's multiprocess modes for gauges: how the files of several processes combine.
 GaugeMode = Literal["mostrecent", "max"]
@@ -14,6 +16,11 @@ GaugeMode = Literal["mostrecent", "max"]
 DURATION_BUCKETS: tuple[float, ...] = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
 RUN_OUTCOMES = frozenset({"succeeded", "partial", "failed", "rolled_back"})
 TABLE = ("catalog", "namespace", "table")
+
+
+def table_labels(table: str | TableRef) -> dict[str, str]:
+    ref = table if isinstance(table, TableRef) else TableRef.parse(str(table))
+    return {"catalog": ref.catalog, "namespace": ref.namespace_name, "table": ref.name}
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,43 @@ FAMILIES: dict[str, Family] = {
     )
 }
 
+# The maintenance loop's state (audit/loop_state.py): one snapshot the maintenance sensor writes each
+# tick and every output exports whole, not per-process gauges, so a table whose run ended is absent
+# instead of stuck at its last value.
+LOOP_FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "icelake_table_run_in_flight_seconds",
+            "gauge",
+            "Seconds the table's oldest unfinished maintenance run has been in flight: since it started, or "
+            "since it was created while it waits to start.",
+            (*TABLE, "run_id", "run_status"),
+        ),
+        Family(
+            "icelake_table_run_typical_seconds",
+            "gauge",
+            "Median duration of the table's last successful maintenance runs (tables in flight only).",
+            TABLE,
+        ),
+        Family(
+            "icelake_runs_queued", "gauge", "Maintenance runs waiting to start (QUEUED, NOT_STARTED).", ()
+        ),
+        Family(
+            "icelake_oldest_queued_run_seconds",
+            "gauge",
+            "Seconds the oldest maintenance run waiting to start has waited since it was created (0: none).",
+            (),
+        ),
+        Family(
+            "icelake_runs_in_progress",
+            "gauge",
+            "Maintenance runs started and not finished (STARTING, STARTED, CANCELING, SUSPENDED).",
+            (),
+        ),
+    )
+}
+
 # Iceberg procedure result columns (Spark 3.5, Iceberg 1.10) and the runner's own keys → counters.
 RESULT_COUNTERS: dict[str, str] = {
     "rewritten_data_files_count": "icelake_files_compacted_total",
@@ -170,4 +214,13 @@ RESULT_COUNTERS: dict[str, str] = {
     "rewritten_manifests_count": "icelake_manifests_rewritten_total",
 }
 
-__all__ = ["DURATION_BUCKETS", "FAMILIES", "RESULT_COUNTERS", "RUN_OUTCOMES", "Family"]
+__all__ = [
+    "DURATION_BUCKETS",
+    "FAMILIES",
+    "LOOP_FAMILIES",
+    "RESULT_COUNTERS",
+    "RUN_OUTCOMES",
+    "TABLE",
+    "Family",
+    "table_labels",
+]

@@ -45,7 +45,8 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from icelake_assets.audit.metric_families import FAMILIES, RESULT_COUNTERS, RUN_OUTCOMES, Family
+from icelake_assets.audit.loop_state import LoopCollector
+from icelake_assets.audit.metric_families import FAMILIES, RESULT_COUNTERS, RUN_OUTCOMES, Family, table_labels
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.score import HealthStatus
@@ -62,11 +63,6 @@ HTTP_HOST = "127.0.0.1"  # loopback only: a scraper elsewhere goes through the n
 
 class MetricsError(IcelakeError, ValueError):
     """A metric update that cannot be recorded; the message names the metric and the cause."""
-
-
-def table_labels(table: str | TableRef) -> dict[str, str]:
-    ref = table if isinstance(table, TableRef) else TableRef.parse(str(table))
-    return {"catalog": ref.catalog, "namespace": ref.namespace_name, "table": ref.name}
 
 
 def _number(value: Any) -> float | None:
@@ -126,9 +122,11 @@ def _metrics(folder: Path) -> dict[str, _Metric]:
 
 
 def collector_registry(multiprocess_dir: str | os.PathLike[str]) -> CollectorRegistry:
-    """A registry summing every process's files in ``multiprocess_dir``."""
+    """A registry summing every process's files in ``multiprocess_dir``, with the loop's last snapshot
+    kept there (audit/loop_state.py)."""
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(multiprocess_dir))
+    registry.register(LoopCollector(Path(multiprocess_dir)))
     return registry
 
 

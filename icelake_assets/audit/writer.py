@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from icelake_assets.audit.loop_state import LoopSnapshot, save_loop_snapshot
 from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
@@ -69,4 +70,16 @@ def write_audit(
     return AuditWrite(len(records), log_error, metrics_error)
 
 
-__all__ = ["AuditWrite", "RunFinished", "write_audit"]
+def write_loop_metrics(settings: Settings, snapshot: LoopSnapshot) -> str | None:
+    """Replace the loop's state in the metrics with ``snapshot`` (audit/loop_state.py), for the
+    maintenance sensor once per tick, before its heartbeat: a scrape of the endpoint sees it at once,
+    the textfile at the heartbeat's flush (a flush of 10,000 tables' metrics takes seconds: one per
+    tick). Best effort: returns the error, never raises."""
+    try:
+        save_loop_snapshot(MetricsWriter.from_settings(settings).multiprocess_dir, snapshot)
+    except Exception as err:
+        return str(err)
+    return None
+
+
+__all__ = ["AuditWrite", "RunFinished", "write_audit", "write_loop_metrics"]

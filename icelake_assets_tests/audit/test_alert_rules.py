@@ -1,6 +1,6 @@
 """The shipped alert rules (deploy/prometheus/icelake-alerts.yml): valid for Prometheus, tested with
 promtool's unit tests (alert_rules_test.yml: input series and the alerts they must fire), on metrics the
-product writes, with annotations that name the table."""
+product writes, with annotations that name the table (or the sensor; the queue's alert is lake-wide)."""
 
 import re
 import shutil
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from icelake_assets.audit.metric_families import FAMILIES
+from icelake_assets.audit.metric_families import FAMILIES, LOOP_FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "icelake-alerts.yml"
@@ -49,23 +49,26 @@ def test_the_unit_tests_cover_every_alert():
 
 
 def test_rules_use_only_metrics_the_product_writes():
-    names = set()
+    names = set(LOOP_FAMILIES)
     for fam in FAMILIES.values():
         names |= {fam.name} | (
             {f"{fam.name}_{s}" for s in ("bucket", "sum", "count")} if fam.buckets else set()
         )
-    used = {m for r in _rules() for m in re.findall(r"\bicelake_\w+", r["expr"])}
+    # In the expressions and in the annotations' queries and hints.
+    used = {m for r in _rules() for m in re.findall(r"\bicelake_\w+", r["expr"] + str(r["annotations"]))}
     assert used and used <= names, used - names
 
 
 def test_each_alert_names_its_table_or_sensor():
+    lake_wide = {f.name for f in LOOP_FAMILIES.values() if not f.labels}
     for rule in _rules():
         notes = rule["annotations"]
         assert set(notes) >= {"summary", "description"}, rule["alert"]
-        subject = (
-            "{{ $labels.sensor }}"
-            if "sensor" in rule["expr"]
-            else "{{ $labels.catalog }}.{{ $labels.namespace }}.{{ $labels.table }}"
-        )
+        if set(re.findall(r"\bicelake_\w+", rule["expr"])) <= lake_wide:
+            subject = "{{ $value | humanizeDuration }}"  # the queue: no table, its wait instead
+        elif "sensor" in rule["expr"]:
+            subject = "{{ $labels.sensor }}"
+        else:
+            subject = "{{ $labels.catalog }}.{{ $labels.namespace }}.{{ $labels.table }}"
         assert subject in notes["summary"] and subject in notes["description"], rule["alert"]
         assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]

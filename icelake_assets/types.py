@@ -119,3 +119,10 @@ class KnownTables:
     @property
     def complete(self) -> bool:
         return not self.unlisted
+
+
+# The snapshot summary properties naming the run that made a maintenance commit (set by
+# maintenance/commit_tags.py, read back by audit/reconcile.py): shared names of two sibling layers.
+SNAPSHOT_RUN_ID = "icelake.run-id"
+SNAPSHOT_OP = "icelake.op"
+SNAPSHOT_ATTEMPT = "icelake.attempt"

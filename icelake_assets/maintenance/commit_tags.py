@@ -9,9 +9,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-RUN_ID = "icelake.run-id"
-OP = "icelake.op"
-ATTEMPT = "icelake.attempt"
+from icelake_assets.types import SNAPSHOT_ATTEMPT as ATTEMPT, SNAPSHOT_OP as OP, SNAPSHOT_RUN_ID as RUN_ID
+
 KEYS = (RUN_ID, OP, ATTEMPT)
 # Where the session keeps them: a session conf of the product's own (Spark accepts any key).
 _CONF_PREFIX = "spark.icelake.snapshot-property."

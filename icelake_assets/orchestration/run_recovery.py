@@ -1,6 +1,10 @@
-"""Stale-run recovery: the maintenance sensor fails, on every tick, the product's runs whose worker
-is gone (their leases, run_leases.py; the rule, planning/stale_runs.py), through Dagster's public
-``report_run_failed``: their pools and run slots free up, and the run model sees a failure."""
+"""Recovery after a crash, on every tick of the maintenance sensor:
+
+* stale runs: the product's runs whose worker is gone (their leases, run_leases.py; the rule,
+  planning/stale_runs.py) are failed through Dagster's public ``report_run_failed``: their pools and
+  run slots free up, and the run model sees a failure (backoff, then a retry);
+* commits no record spans: the commits of failed runs, found by the run id they carry, are written to
+  the audit (audit/reconcile.py), so the audit covers every maintenance commit."""
 
 from __future__ import annotations
 
@@ -9,14 +13,23 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+from pyiceberg.table import Table
 
+from icelake_assets.audit.reconcile import reconcile
+from icelake_assets.audit.records import AuditRecord
+from icelake_assets.audit.store import AuditLog
+from icelake_assets.audit.writer import write_audit
 from icelake_assets.orchestration.run_leases import read_leases
 from icelake_assets.orchestration.run_model import failure_tags
 from icelake_assets.planning import stale_runs
 from icelake_assets.planning.stale_runs import RunView, stale_reason
 from icelake_assets.private_api import NOT_FINISHED_STATUSES
+from icelake_assets.settings import Settings
+from icelake_assets.types import TableRef
 
 # Tags of a run the product failed because its worker was gone (the failure tags name its table).
 STALE_TAG = "icelake/stale_run"
@@ -95,3 +108,107 @@ def fail_stale_runs(
         instance.report_run_failed(current, message)
         failed.append(StaleRun(run.run_id, run.job_name, run.status.value, reason, tuple(tables)))
     return failed
+
+
+RECONCILED_KEY_PREFIX = "icelake/reconciled/"
+# Failed runs looked at per tick (each costs a read of the audit log and of its tables' metadata).
+RECONCILE_PER_TICK = 20
+RECONCILE_WINDOW_SECONDS = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What one tick's reconciliation did: the records it wrote, and the runs it could not settle."""
+
+    records: tuple[AuditRecord, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+def reconcile_failed_runs(
+    instance: DagsterInstance,
+    settings: Settings,
+    load_table: Callable[[TableRef], Table],
+    is_ours: Callable[[DagsterRun], Sequence[str] | None],
+    now: float | None = None,
+) -> Reconciled:
+    """The commits of the product's failed or canceled runs (last day) that their own audit records do
+    not span, written to the audit as ``recovery/reconciled`` records (audit/reconcile.py). Each run
+    is settled once (a key in the instance's key-value store), after its records are written."""
+    if not settings.audit.enabled:
+        return Reconciled()
+    now = time.time() if now is None else now
+    since = datetime.fromtimestamp(now - RECONCILE_WINDOW_SECONDS, tz=UTC)
+    finished = instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED], updated_after=since)
+    )
+    ours = [(r.dagster_run, tables) for r in finished if (tables := is_ours(r.dagster_run))]
+    keys = {RECONCILED_KEY_PREFIX + run.run_id for run, _ in ours}
+    settled = instance.run_storage.get_cursor_values(keys) if keys else {}
+    todo = [(run, t) for run, t in ours if RECONCILED_KEY_PREFIX + run.run_id not in settled]
+    written: list[AuditRecord] = []
+    errors: list[str] = []
+    log = AuditLog.from_settings(settings)
+    for run, tables in todo[:RECONCILE_PER_TICK]:
+        try:
+            audited = log.records(run_id=run.run_id)
+            found = [
+                record
+                for name in tables
+                for record in reconcile(
+                    TableRef.parse(name),
+                    load_table(TableRef.parse(name)),
+                    run.run_id,
+                    audited,
+                    f"it ended {run.status.value.lower()}",
+                )
+            ]
+        except Exception as err:  # a table or the audit unreadable now: tried again next tick
+            errors.append(f"run {run.run_id}: {err}")
+            continue
+        if found:
+            wrote = write_audit(settings, found)
+            if wrote.log_error:
+                errors.append(f"run {run.run_id}: audit not written: {wrote.log_error}")
+                continue
+            written.extend(found)
+        instance.run_storage.set_cursor_values({RECONCILED_KEY_PREFIX + run.run_id: str(len(found))})
+    return Reconciled(tuple(written), tuple(errors))
+
+
+def recover(
+    log: Any,
+    instance: DagsterInstance,
+    settings: Settings,
+    load_table: Callable[[TableRef], Table],
+    is_ours: Callable[[DagsterRun], Sequence[str] | None],
+) -> list[AuditRecord]:
+    """A tick's recovery: stale runs failed (said in ``log``, the tick's; their audit records are
+    returned for the tick to write with its own), then the commits of failed runs reconciled (written
+    here, each run settled once). Never raises: what fails is logged and tried again next tick."""
+    records: list[AuditRecord] = []
+    for run in fail_stale_runs(instance, is_ours):
+        log.warning(
+            f"run {run.run_id} ({run.job_name}, {run.status}) failed: {run.reason}"
+            + (f"; tables {', '.join(run.tables)} go through their backoff and retry" if run.tables else "")
+        )
+        records.extend(
+            AuditRecord(
+                table_name=table,
+                kind="recovery",
+                decision="run_failed",
+                trigger="sensor",
+                reason=f"run {run.run_id} failed: {run.reason}",
+                run_id=run.run_id,
+            )
+            for table in run.tables
+        )
+    try:
+        done = reconcile_failed_runs(instance, settings, load_table, is_ours)
+    except Exception as err:  # the audit or the instance unreachable: the next tick tries again
+        log.error(f"commits of failed runs not reconciled this tick: {err}")
+        return records
+    for record in done.records:
+        log.warning(f"{record.table_name}: reconciled {record.reason}")
+    for error in done.errors:
+        log.error(f"not reconciled this tick: {error}")
+    return records

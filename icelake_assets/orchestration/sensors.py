@@ -29,7 +29,7 @@ from dagster import (
 )
 
 from icelake_assets.audit.records import AuditRecord
-from icelake_assets.audit.writer import write_audit
+from icelake_assets.audit.writer import write_audit, write_loop_metrics
 from icelake_assets.catalog import inventory
 from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
@@ -38,9 +38,10 @@ from icelake_assets.health.orphans import KnownTables
 from icelake_assets.orchestration import run_model
 from icelake_assets.orchestration.approvals import approval_observation
 from icelake_assets.orchestration.assets import table_asset_key
+from icelake_assets.orchestration.loop_metrics import loop_snapshot
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.run_model import TABLE_TAG, PoolLimits, TableRuns, pools_by_key, table_runs
-from icelake_assets.orchestration.run_recovery import StaleRun, fail_stale_runs
+from icelake_assets.orchestration.run_recovery import recover
 from icelake_assets.orchestration.sensor_cursor import TickCursor
 from icelake_assets.orchestration.sensor_events import (
     OPS_TAG,
@@ -168,9 +169,8 @@ def evaluate_tick(
     names = {table_asset_key(t.ref): str(t.ref) for t in tables}
     # Runs whose worker is gone (a host crash leaves them STARTED forever) are failed first, so their
     # tables' pools and the run slots free up and the run model below sees the failure.
-    stale = fail_stale_runs(
-        context.instance, partial(run_model.product_run_tables, pools_by_key=pools, names=names)
-    )
+    ours = partial(run_model.product_run_tables, pools_by_key=pools, names=names)
+    recovered = recover(context.log, context.instance, icelake.settings, icelake.load_table, ours)
     runs = table_runs(context.instance, pools, names=names)
     now = time.time()
 
@@ -305,10 +305,13 @@ def evaluate_tick(
         asset_events=[e.observation for e in evaluations if e.observation],
         dynamic_partitions_requests=[d for e in evaluations for d in e.dynamic_requests] or None,
     )
+    # The loop's own state (runs in flight and queued, by table): alerts on a stalled loop. Before
+    # _record, whose heartbeat writes the metrics textfile once per tick.
+    loop_error = write_loop_metrics(icelake.settings, loop_snapshot(context.instance, pools, names, now))
+    if loop_error:
+        context.log.error(f"loop metrics of this tick not written: {loop_error}")
     # Last, once the result is built: the audit never records a launch the tick does not request.
-    _record(
-        context, icelake.settings, [*_recovered(context, stale), *(e.audit for e in evaluations if e.audit)]
-    )
+    _record(context, icelake.settings, [*recovered, *(e.audit for e in evaluations if e.audit)])
     _refresh_inventory(context, icelake.settings, tables)
     return result
 
@@ -335,28 +338,6 @@ def _refresh_inventory(
         return
     if change:
         context.log.warning(f"table inventory: {change.describe()}")
-
-
-def _recovered(context: SensorEvaluationContext, stale: Sequence[StaleRun]) -> list[AuditRecord]:
-    """The stale runs this tick failed: said in the tick's log, and one audit record per table."""
-    records: list[AuditRecord] = []
-    for run in stale:
-        context.log.warning(
-            f"run {run.run_id} ({run.job_name}, {run.status}) failed: {run.reason}"
-            + (f"; tables {', '.join(run.tables)} go through their backoff and retry" if run.tables else "")
-        )
-        records.extend(
-            AuditRecord(
-                table_name=table,
-                kind="recovery",
-                decision="run_failed",
-                trigger="sensor",
-                reason=f"run {run.run_id} failed: {run.reason}",
-                run_id=run.run_id,
-            )
-            for table in run.tables
-        )
-    return records
 
 
 def _record(context: SensorEvaluationContext, settings: Settings, records: list[AuditRecord]) -> None:

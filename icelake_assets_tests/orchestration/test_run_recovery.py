@@ -119,3 +119,53 @@ def test_a_live_worker_renews_its_lease_until_its_run_ends(tmp_path):
         ended = read_lease(instance, run.run_id)
         assert ended and ended.released
         lease.release()
+
+
+def test_the_commits_of_a_failed_run_that_no_record_spans_are_reconciled_once_by_its_run_id(
+    make_lake, spark_for, tmp_path
+):
+    """A run killed mid-rewrite made two commits (partial progress) and recorded one of them: the next
+    tick writes the other to the audit as reconciled, with its rows checked against its parent's."""
+    from icelake_assets.audit.records import AuditRecord
+    from icelake_assets.maintenance import commit_tags, procedures
+    from icelake_assets_tests.orchestration.test_run_model import _queue
+
+    settings, ref, table = _lake(make_lake, files=12)
+    defs = build_definitions(settings)
+    rows = table.scan().to_arrow().num_rows
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run = _queue(instance, defs, ref, {TABLE_TAG: str(ref)})
+        spark = spark_for(settings).newSession()  # the killed run's own session
+        commit_tags.tag_session(spark, run.run_id, "rewrite_data_files", 1)
+        first_from = table.refresh().current_snapshot().snapshot_id
+        procedures.rewrite_data_files(spark, ref, options={"min-input-files": "2"}, where="id < 60")
+        first = table.refresh().current_snapshot().snapshot_id
+        procedures.rewrite_data_files(spark, ref, options={"min-input-files": "2"})
+        second = table.refresh().current_snapshot().snapshot_id
+        # Its first commit was recorded by an op that returned; then the run was killed.
+        AuditLog.from_settings(settings).append(
+            AuditRecord(
+                str(ref),
+                "op",
+                "acted",
+                "sensor",
+                op="rewrite_data_files",
+                run_id=run.run_id,
+                snapshot_before=first_from,
+                snapshot_after=first,
+            )
+        )
+        instance.report_run_failed(instance.get_run_by_id(run.run_id))
+
+        tick = sensor_tick(defs, settings, instance)
+        sensor_tick(defs, settings, instance, cursor=tick.cursor)  # settled once: no second record
+        reconciled = [
+            r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "recovery"
+        ]
+        assert [(r.decision, r.run_id, r.snapshot_before, r.snapshot_after) for r in reconciled] == [
+            ("reconciled", run.run_id, first, second)
+        ]
+        [record] = reconciled
+        assert record.op == "rewrite_data_files" and record.results["rows_kept"] is True
+        assert record.results["rows_before"] == record.results["rows_after"] == rows
+        assert "never recorded it (it ended failure)" in record.reason

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from dagster import (
     AssetsDefinition,
     Definitions,
     FilesystemIOManager,
+    PreviewWarning,
     get_dagster_logger,
     in_process_executor,
 )
@@ -250,7 +252,12 @@ def load_definitions(context: DefinitionsLoadContext, run: RunSelection | None =
         # What Dagster hands a run worker: the load context's pending metadata (a @definitions
         # function's Definitions metadata never reaches the run's repository load data).
         context.add_to_pending_reconstruction_metadata(INVENTORY_METADATA_KEY, record)
-    return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: record})
+    # Dagster's public way to hand a run worker what the code server loaded. It is marked preview and
+    # would warn on every code-location load (daemon, code server, dg): a change of it in a Dagster
+    # release shows in test_run_worker_definitions.py and test_definitions_entry.py, not in users' logs.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PreviewWarning)
+        return defs.with_reconstruction_metadata({INVENTORY_METADATA_KEY: record})
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,18 @@ what the project already has:
   maintenance run refuses to start on a table another run is maintaining (docs/embedding.md);
 * asset keys from ``asset_keys`` (prefix, template), so the tables land on the keys the project uses.
 
-Python::
+Python (one Definitions at module scope, or a ``@dg.definitions`` function; a relative path is read
+beside the module that calls the factory)::
 
     from icelake_assets.embedding import icelake_definitions
 
-    defs = dg.Definitions.merge(my_defs, icelake_definitions("icelake.yaml"))
 
-A Component (``defs/icelake/defs.yaml``)::
+    @dg.definitions
+    def defs():
+        return dg.Definitions.merge(dg.Definitions(assets=[orders]), icelake_definitions("icelake.yaml"))
+
+A Component (``defs/icelake/defs.yaml``, written with a starter icelake.yaml by
+``dg scaffold defs icelake_assets.embedding.IcelakeComponent icelake``: scaffold.py)::
 
     type: icelake_assets.embedding.IcelakeComponent
     attributes:
@@ -30,12 +35,13 @@ A Component (``defs/icelake/defs.yaml``)::
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from dagster import Definitions
-from dagster.components import Component, ComponentLoadContext, Model, Resolvable
+from dagster.components import Component, ComponentLoadContext, Model, Resolvable, scaffold_with
 
-from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.scaffold import IcelakeScaffolder
 from icelake_assets.settings import Settings, load_settings
 
 __all__ = ["IcelakeComponent", "icelake_definitions"]
@@ -49,12 +55,26 @@ def icelake_definitions(
     tables_defined_by_project: bool | None = None,
 ) -> Definitions:
     """The product's Definitions for a user's project, from ``config`` (an icelake.yaml path, or
-    loaded Settings). ``asset_key_prefix`` / ``asset_key_template`` / ``tables_defined_by_project``
+    loaded Settings). A relative path is read beside the module that calls this function (as the
+    Component reads its ``config`` beside its defs.yaml), not from the working directory, which
+    differs between `dg`, `dagster dev` and a run worker; without a calling file (a REPL), from the
+    working directory. ``asset_key_prefix`` / ``asset_key_template`` / ``tables_defined_by_project``
     override ``asset_keys`` of the settings (the CLI reads only the file: put them there if you use
     ``icelake plan`` or ``approve``). With ``tables_defined_by_project`` the project's own code
     defines the tables' assets under those keys: the product attaches its checks to them and
     maintains them with jobs that record observations, never materializations."""
-    settings = config if isinstance(config, Settings) else load_settings(Path(config).resolve())
+    # Here, not at the top: `dg list components` and `dg scaffold defs` import this module (the
+    # registry entry point), and the definitions' code (pyiceberg, pyarrow) costs them 2 s.
+    from icelake_assets.orchestration.project import build_definitions
+
+    if isinstance(config, Settings):
+        settings = config
+    else:
+        path = Path(config)
+        caller = sys._getframe(1).f_globals.get("__file__")
+        if not path.is_absolute() and caller:
+            path = Path(caller).resolve().parent / path
+        settings = load_settings(path.resolve())
     keys = settings.asset_keys
     overrides = {
         name: value
@@ -71,6 +91,7 @@ def icelake_definitions(
     return build_definitions(settings, standalone=False)
 
 
+@scaffold_with(IcelakeScaffolder)
 class IcelakeComponent(Component, Resolvable, Model):
     """Health checks and self-maintenance of the Iceberg tables an icelake.yaml selects.
 
@@ -87,7 +108,9 @@ class IcelakeComponent(Component, Resolvable, Model):
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         path = Path(self.config)
         if not path.is_absolute():
-            path = context.path / path
+            # The component's folder: context.path is the folder of a defs.yaml, a component.py itself.
+            folder = context.path if context.path.is_dir() else context.path.parent
+            path = folder / path
         return icelake_definitions(
             path,
             asset_key_prefix=self.asset_key_prefix,

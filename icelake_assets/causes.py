@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-CauseKind = Literal["access_denied", "commit_conflict", "not_found", "error"]
+CauseKind = Literal["access_denied", "commit_conflict", "not_found", "outage", "error"]
 
 # "java.nio.file.AccessDeniedException: /x" or "Caused by: org.apache...CommitFailedException: msg"
 _JAVA_LINE = re.compile(
@@ -28,6 +28,35 @@ _ACCESS = (
     "Forbidden (403)",
 )
 _CONFLICT = ("CommitFailedException", "CommitStateUnknownException", "ValidationException")
+# The store, the catalog or the Spark driver was down or restarting: not the table's fault, retried
+# soon instead of after the table's failure backoff (orchestration/run_model.py).
+_OUTAGE = (
+    "Connection refused",
+    "ConnectException",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "Connection reset",
+    "SocketTimeoutException",
+    "ConnectTimeoutException",
+    "timed out",
+    "NoHttpResponseException",
+    "Unable to execute HTTP request",
+    "ServiceUnavailable",
+    "503 Service Unavailable",
+    "502 Bad Gateway",
+    "504 Gateway Timeout",
+    "Status Code: 500",
+    "Status Code: 503",
+    "InternalServerError",
+    "ServerError",
+    "RESTException",
+    "NotAuthorizedException",  # an expired token after the catalog restarted
+    "token expired",
+    "Py4JNetworkError",
+    "Answer from Java side is empty",
+    "Error while sending or receiving",
+    "CatalogUnavailableError",
+)
 _MAX_MESSAGE = 500
 
 
@@ -50,6 +79,8 @@ def _kind(text: str) -> CauseKind:
         return "access_denied"
     if any(k in text for k in _CONFLICT):
         return "commit_conflict"
+    if any(k in text for k in _OUTAGE):
+        return "outage"
     if "FileNotFoundException" in text or "NoSuchFileException" in text or "NotFoundException" in text:
         return "not_found"
     return "error"

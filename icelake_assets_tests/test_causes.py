@@ -46,3 +46,19 @@ def test_commit_conflicts_and_python_errors_are_told_apart():
     except RuntimeError as outer:
         cause = root_cause(outer)
     assert cause.exception == "PermissionError" and cause.kind == "access_denied"
+
+
+def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_fault():
+    from icelake_assets.causes import root_cause
+
+    for text in (
+        "java.net.ConnectException: Connection refused",
+        "org.apache.iceberg.exceptions.RESTException: Unable to process: 503 Service Unavailable",
+        "org.apache.iceberg.exceptions.NotAuthorizedException: Not authorized: token expired",
+        "py4j.protocol.Py4JNetworkError: Answer from Java side is empty",
+    ):
+        assert root_cause(RuntimeError(text)).kind == "outage", text
+    assert root_cause(RuntimeError("java.nio.file.AccessDeniedException: /lake: Permission denied")).kind == (
+        "access_denied"
+    )
+    assert root_cause(ValueError("bad partition value")).kind == "error"

@@ -52,12 +52,16 @@ REWRITE_PROGRESS_SECONDS = float(os.environ.get("ICELAKE_PROGRESS_SECONDS", "30"
 ATTEMPT_METADATA = "icelake/attempt_outcomes"
 
 
-def load_table_of_run(icelake: IcelakeResource, ref: TableRef):
-    """The table, or the op fails naming why (retried when its catalog is down, not when it is gone)."""
+def load_table_of_run(icelake: IcelakeResource, ref: TableRef, context: OpExecutionContext | None = None):
+    """The table, or the op fails naming why (retried when its catalog is down, not when it is gone;
+    a catalog down is an outage, not the table's failure: the sensor retries it soon)."""
     try:
         return icelake.load_table(ref)
     except (TableMissingError, CatalogUnavailableError) as err:
-        raise Failure(description=str(err), allow_retries=isinstance(err, CatalogUnavailableError)) from err
+        outage = isinstance(err, CatalogUnavailableError)
+        if outage and context is not None:
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), "outage", str(err)))
+        raise Failure(description=str(err), allow_retries=outage) from err
 
 
 def selected_tables(context: OpExecutionContext, group: TableGroup) -> list[DiscoveredTable]:
@@ -121,7 +125,7 @@ def op_step(
         state: RunState | None,
     ) -> tuple[RunState, str | None]:
         ref = dt.ref
-        table = load_table_of_run(icelake, ref)
+        table = load_table_of_run(icelake, ref, context)
         policy = icelake.policy(table)
         if state is None:
             _refuse_if_another_run_maintains(context, ref, group.pool)

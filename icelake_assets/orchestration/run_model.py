@@ -40,6 +40,10 @@ from icelake_assets.private_api import (
 
 # First retry of a table whose maintenance failed after this long, then 2x per failure in a row.
 FAILED_RUN_BACKOFF_SECONDS = 600.0
+# A run that failed because the store, the catalog or the Spark driver was down (causes.py "outage")
+# is not the table's failure: retried after this long, 2x per outage in a row, at most the backoff.
+OUTAGE_RETRY_SECONDS = 60.0
+OUTAGE = "outage"
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
@@ -71,9 +75,12 @@ class TableRuns:
     failures_in_a_row: int = 0
     last_failure_kind: str | None = None  # of the latest failure, when its run named this table
     last_failure_cause: str | None = None
+    outages_in_a_row: int = 0  # the latest runs failed for an outage (not counted as failures)
 
     def failure_reason(self) -> str | None:
         """What the latest failure's run recorded of its cause, for the sensor's reason (None: nothing)."""
+        if self.outages_in_a_row:
+            return f"the store, catalog or Spark driver was unreachable: {self.last_failure_cause}; retrying soon"
         if self.last_failure_kind == "access_denied":
             return (
                 f"access denied: {self.last_failure_cause} (fix the permissions of the maintenance identity)"
@@ -81,8 +88,15 @@ class TableRuns:
         return self.last_failure_cause
 
     def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
-        """When a table whose last run failed may be launched again (None: its last run did not fail)."""
-        if not self.failures_in_a_row or self.last_finished is None:
+        """When a table whose last run failed may be launched again (None: its last run did not fail).
+        After an outage: soon (OUTAGE_RETRY_SECONDS, doubling per outage in a row, at most the table's
+        own backoff), whatever failures came before it."""
+        if self.last_finished is None:
+            return None
+        if self.outages_in_a_row:
+            wait = OUTAGE_RETRY_SECONDS * 2 ** (self.outages_in_a_row - 1)
+            return self.last_finished + min(wait, max(base_seconds, OUTAGE_RETRY_SECONDS))
+        if not self.failures_in_a_row:
             return None
         return self.last_finished + min(base_seconds * 2 ** (self.failures_in_a_row - 1), MAX_BACKOFF_SECONDS)
 
@@ -166,11 +180,15 @@ def table_runs(
             failed = run_failed and key not in maintained
             entry.last_status = run.status if failed or not run_failed else DagsterRunStatus.SUCCESS
             entry.last_finished = record.end_time or record.update_timestamp.timestamp()
-            entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0
             name = names[key] if names and key in names else ".".join(key.path)
             named = run.tags.get(FAILURE_TABLE_TAG) == name
             entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
             entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
+            # An outage is not the table's failure: its streak stays as it was, the outages count apart.
+            outage = failed and entry.last_failure_kind == OUTAGE
+            entry.outages_in_a_row = entry.outages_in_a_row + 1 if outage else 0
+            if not outage:
+                entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0
     return out
 
 

@@ -90,8 +90,13 @@ def run_guard(runs: Runs | None, now: float) -> tuple[str, str] | None:
         return "in_flight", f"maintenance already queued or running ({runs.in_flight})"
     if runs.retry_at is not None and runs.retry_at > now:
         cause = runs.failure_reason
+        failed = (
+            f"the last {runs.failures_in_a_row} maintenance run(s) failed"
+            if runs.failures_in_a_row
+            else "the last maintenance run failed for an outage (not the table's failure)"
+        )
         return "backoff", (
-            f"the last {runs.failures_in_a_row} maintenance run(s) failed; retrying after "
+            f"{failed}; retrying after "
             f"{datetime.fromtimestamp(runs.retry_at, tz=UTC):%Y-%m-%d %H:%M:%S} UTC"
             + (f" (last failure: {cause})" if cause else "")
         )

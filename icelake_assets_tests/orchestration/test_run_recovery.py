@@ -169,3 +169,42 @@ def test_the_commits_of_a_failed_run_that_no_record_spans_are_reconciled_once_by
         assert record.op == "rewrite_data_files" and record.results["rows_kept"] is True
         assert record.results["rows_before"] == record.results["rows_after"] == rows
         assert "never recorded it (it ended failure)" in record.reason
+
+
+def test_an_outage_is_retried_soon_and_is_not_counted_as_the_tables_failure():
+    from icelake_assets.orchestration.run_model import OUTAGE_RETRY_SECONDS, TableRuns
+
+    after_outage = TableRuns(
+        last_finished=1000.0, failures_in_a_row=2, outages_in_a_row=1, last_failure_cause="x"
+    )
+    assert after_outage.retry_at(600.0) == 1000.0 + OUTAGE_RETRY_SECONDS
+    assert (
+        TableRuns(last_finished=1000.0, outages_in_a_row=3).retry_at(600.0)
+        == 1000.0 + 4 * OUTAGE_RETRY_SECONDS
+    )
+    assert (
+        TableRuns(last_finished=1000.0, outages_in_a_row=9).retry_at(600.0) == 1600.0
+    )  # at most the backoff
+    assert "unreachable" in (after_outage.failure_reason() or "")
+    assert TableRuns(last_finished=1000.0, failures_in_a_row=2).retry_at(600.0) == 2200.0
+
+
+def test_a_run_failed_by_a_catalog_outage_is_retried_after_a_short_wait(make_lake, tmp_path, monkeypatch):
+    from icelake_assets.orchestration.run_model import failure_tags
+    from icelake_assets_tests.orchestration.test_run_model import _queue
+
+    settings, ref, _ = _lake(make_lake)
+    defs = build_definitions(settings)
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run = _queue(instance, defs, ref, {TABLE_TAG: str(ref)})
+        instance.add_run_tags(run.run_id, failure_tags(str(ref), "outage", "catalog 'lake' unreachable"))
+        instance.report_run_failed(instance.get_run_by_id(run.run_id))
+        monkeypatch.setattr(run_model, "FAILED_RUN_BACKOFF_SECONDS", 3600.0)  # a table failure would wait
+        tick = sensor_tick(defs, settings, instance)
+        [observation] = tick.asset_events
+        reason = observation.metadata["sensor/reason"].value
+        assert observation.metadata["sensor/outcome"].value == "backoff"
+        assert "outage" in reason and "unreachable" in reason
+        monkeypatch.setattr(run_model, "OUTAGE_RETRY_SECONDS", 0.0)
+        again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
+        assert [r.tags[TABLE_TAG] for r in again.run_requests] == [str(ref)]

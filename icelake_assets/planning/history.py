@@ -57,7 +57,9 @@ def needs_evaluation(seen: Seen | None, metadata_file: str, scan_due: bool, runs
     backoff). An unchanged table otherwise costs nothing."""
     if seen is None or seen.metadata_file != metadata_file or scan_due or seen.outcome in RECHECK:
         return True
-    failed_since = runs is not None and not runs.in_flight and runs.retry_at is not None
+    failed_since = (
+        runs is not None and not runs.in_flight and (runs.failures_in_a_row > 0 or runs.retry_at is not None)
+    )
     return seen.outcome == Outcome.LAUNCHED and failed_since
 
 

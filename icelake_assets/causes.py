@@ -50,7 +50,9 @@ _OUTAGE = (
     "InternalServerError",
     "ServerError",
     "RESTException",
-    "NotAuthorizedException",  # an expired token after the catalog restarted
+    "NotAuthorizedException",  # an expired token after the catalog restarted (Java's REST client)
+    "UnauthorizedError",  # the same from pyiceberg's REST client, which refreshes only on expiry
+    "AuthorizationExpiredError",
     "token expired",
     "Py4JNetworkError",
     "Answer from Java side is empty",

@@ -180,11 +180,15 @@ def table_evaluation(
     )
 
 
-def error_evaluation(ref: TableRef, err: Exception, context: SensorEvaluationContext) -> TableEvaluation:
+def error_evaluation(
+    ref: TableRef, err: Exception, context: SensorEvaluationContext, said: bool = False
+) -> TableEvaluation:
     """A table that cannot be evaluated (missing or corrupt metadata, unreadable storage, dropped, its
-    catalog unreachable): an error outcome for it alone; the tick goes on with the others."""
+    catalog unreachable): an error outcome for it alone; the tick goes on with the others. ``said``:
+    the tick's log already said why (a catalog unreachable is said once for all its tables)."""
     reason = describe(err)
-    context.log.warning(f"{ref}: not evaluated: {reason}")
+    if not said:
+        context.log.warning(f"{ref}: not evaluated: {reason}")
     observation = AssetObservation(
         asset_key=table_asset_key(ref),
         metadata={"sensor/outcome": MetadataValue.text("error"), "sensor/reason": MetadataValue.text(reason)},

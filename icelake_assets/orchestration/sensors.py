@@ -205,7 +205,7 @@ def evaluate_tick(
             missing = unreachable.get(table.ref.catalog) or TableMissingError(
                 f"{name} no longer exists in its catalog (skipped until the definitions reload)"
             )
-            evaluation = error_evaluation(table.ref, missing, context)
+            evaluation = error_evaluation(table.ref, missing, context, table.ref.catalog in unreachable)
             if previous is not None and previous.outcome == Outcome.ERROR:
                 evaluation = replace(evaluation, audit=None)  # recorded when it started failing
             cursor.seen[name] = Seen(previous.metadata_file if previous else "", Outcome.ERROR, scanned)

@@ -13,7 +13,8 @@ run that dies in the middle of one cannot go on committing through the driver.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -58,6 +59,18 @@ def _refresh(spark: SparkSession, ref: TableRef) -> None:
     spark.sql(f"REFRESH TABLE {_quoted(ref)}")
 
 
+@contextlib.contextmanager
+def _acting(spark: SparkSession, ref: TableRef, what: str) -> Iterator[tuple[Any, Any]]:
+    """The table and Iceberg's SparkActions for one committing action, marked committing on the shared
+    driver while it runs; Spark's cache of the table refreshed after it."""
+    with resident_spark.committing(what):
+        yield (
+            load_iceberg_table(spark, ref),
+            _jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(_jsession(spark)),
+        )
+        _refresh(spark, ref)
+
+
 def _strategy(spark: SparkSession, action: Any, table: Any, strategy: str, sort_order: str | None) -> Any:
     """RewriteDataFilesProcedure.checkAndApplyStrategy: binpack, or sort by the table's order, by
     columns, or by a z-order expression (parsed by Iceberg's own SQL parser)."""
@@ -98,15 +111,12 @@ def rewrite_data_files(
     options: Mapping[str, str],
     where: str | None,
 ) -> dict[str, Any]:
-    with resident_spark.committing("rewrite_data_files"):
-        table = load_iceberg_table(spark, ref)
-        action = _jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(_jsession(spark))
-        action = action.rewriteDataFiles(table).options(dict(options))
+    with _acting(spark, ref, "rewrite_data_files") as (table, actions):
+        action = actions.rewriteDataFiles(table).options(dict(options))
         action = _strategy(spark, action, table, strategy, sort_order)
         if where is not None:
             action = action.filter(_filter(spark, ref, where))
         result = _tagged(spark, action).execute()
-        _refresh(spark, ref)
     return {
         "rewritten_data_files_count": int(result.rewrittenDataFilesCount()),
         "added_data_files_count": int(result.addedDataFilesCount()),
@@ -117,11 +127,8 @@ def rewrite_data_files(
 
 
 def rewrite_manifests(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
-    with resident_spark.committing("rewrite_manifests"):
-        table = load_iceberg_table(spark, ref)
-        action = _jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(_jsession(spark))
-        result = _tagged(spark, action.rewriteManifests(table)).execute()
-        _refresh(spark, ref)
+    with _acting(spark, ref, "rewrite_manifests") as (table, actions):
+        result = _tagged(spark, actions.rewriteManifests(table)).execute()
     return {
         "rewritten_manifests_count": sum(1 for _ in result.rewrittenManifests()),
         "added_manifests_count": sum(1 for _ in result.addedManifests()),
@@ -131,14 +138,11 @@ def rewrite_manifests(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
 def rewrite_position_delete_files(
     spark: SparkSession, ref: TableRef, options: Mapping[str, str], where: str | None
 ) -> dict[str, Any]:
-    with resident_spark.committing("rewrite_position_delete_files"):
-        table = load_iceberg_table(spark, ref)
-        action = _jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(_jsession(spark))
-        action = action.rewritePositionDeletes(table).options(dict(options))
+    with _acting(spark, ref, "rewrite_position_delete_files") as (table, actions):
+        action = actions.rewritePositionDeletes(table).options(dict(options))
         if where is not None:
             action = action.filter(_filter(spark, ref, where))
         result = _tagged(spark, action).execute()
-        _refresh(spark, ref)
     return {
         "rewritten_delete_files_count": int(result.rewrittenDeleteFilesCount()),
         "added_delete_files_count": int(result.addedDeleteFilesCount()),

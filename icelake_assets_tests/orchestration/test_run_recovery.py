@@ -31,17 +31,25 @@ def _outcomes(tick):
     return {e.asset_key.path[-1]: e.metadata["sensor/outcome"].value for e in tick.asset_events}
 
 
-def test_a_run_whose_worker_died_with_its_code_server_is_failed_by_the_next_tick_and_relaunched(
-    make_lake, tmp_path, monkeypatch
-):
+def _maintenance_run(make_lake, monkeypatch):
+    """A lake of one degraded table, its definitions, and a function creating a run of its maintenance
+    as the code server does (STARTING, the run worker's command line returned with its id)."""
     settings, ref, _ = _lake(make_lake)
     monkeypatch.setenv("ICELAKE_CONFIG", settings.source)
     monkeypatch.setattr(definitions, "_BUILT", {})
-    defs = build_definitions(settings)
+    key = list(table_asset_key(ref).path)
+    return settings, ref, build_definitions(settings), lambda i: prepare_run(MODULE, MAINTENANCE_JOB, key, i)
+
+
+MODULE = "icelake_assets.definitions"
+
+
+def test_a_run_whose_worker_died_with_its_code_server_is_failed_by_the_next_tick_and_relaunched(
+    make_lake, tmp_path, monkeypatch
+):
+    settings, ref, defs, create_run = _maintenance_run(make_lake, monkeypatch)
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
-        run_id, command = prepare_run(
-            "icelake_assets.definitions", MAINTENANCE_JOB, list(table_asset_key(ref).path), instance
-        )
+        run_id, command = create_run(instance)
         env = {**os.environ, "PYTHONPATH": str(ROOT), "ICELAKE_SPARK_STATE_DIR": str(tmp_path / "spark")}
         worker = subprocess.Popen(
             command,
@@ -85,14 +93,9 @@ def test_a_run_whose_worker_died_with_its_code_server_is_failed_by_the_next_tick
 
 
 def test_a_run_stuck_starting_without_a_worker_is_failed_after_the_grace(make_lake, tmp_path, monkeypatch):
-    settings, ref, _ = _lake(make_lake)
-    monkeypatch.setenv("ICELAKE_CONFIG", settings.source)
-    monkeypatch.setattr(definitions, "_BUILT", {})
-    defs = build_definitions(settings)
+    settings, ref, defs, create_run = _maintenance_run(make_lake, monkeypatch)
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
-        run_id, _ = prepare_run(
-            "icelake_assets.definitions", MAINTENANCE_JOB, list(table_asset_key(ref).path), instance
-        )
+        run_id, _ = create_run(instance)
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTING
         sensor_tick(defs, settings, instance)  # within the grace: left alone
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTING

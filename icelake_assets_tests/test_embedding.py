@@ -65,25 +65,27 @@ shop_orders = dg.define_asset_job("shop_orders", selection=[orders])
 """
 
 
+# A user's project's pyproject.toml as `create-dagster project shop` writes it (the dg parts).
+SHOP_PYPROJECT = textwrap.dedent(
+    """\
+    [project]
+    name = "shop"
+    version = "0.1.0"
+
+    [tool.dg]
+    directory_type = "project"
+
+    [tool.dg.project]
+    root_module = "shop"
+    """
+)
+
+
 def _project(root: Path, icelake_yaml: Path, attributes=None, module: str = REPORTS) -> Path:
     """A user's project as `dg scaffold project` lays it out, with the product added as a Component."""
     package = root / "src" / "shop"
     (package / "defs" / "icelake").mkdir(parents=True)
-    (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            """\
-            [project]
-            name = "shop"
-            version = "0.1.0"
-
-            [tool.dg]
-            directory_type = "project"
-
-            [tool.dg.project]
-            root_module = "shop"
-            """
-        )
-    )
+    (root / "pyproject.toml").write_text(SHOP_PYPROJECT)
     (package / "__init__.py").write_text("")
     (root / "io").mkdir()
     (package / "defs" / "__init__.py").write_text("")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from icelake_assets.scaffold import IcelakeScaffolder, IcelakeScaffoldParams
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import catalog_name
 from icelake_assets_tests.orchestration.test_sensors import _lake
+from icelake_assets_tests.test_embedding import SHOP_PYPROJECT
 
 COMPONENT = "icelake_assets.embedding.IcelakeComponent"
 
@@ -24,21 +24,7 @@ COMPONENT = "icelake_assets.embedding.IcelakeComponent"
 def _project(root: Path) -> Path:
     """A project as `create-dagster project shop` lays it out; returns its defs folder."""
     (root / "src" / "shop" / "defs").mkdir(parents=True)
-    (root / "pyproject.toml").write_text(
-        textwrap.dedent(
-            """\
-            [project]
-            name = "shop"
-            version = "0.1.0"
-
-            [tool.dg]
-            directory_type = "project"
-
-            [tool.dg.project]
-            root_module = "shop"
-            """
-        )
-    )
+    (root / "pyproject.toml").write_text(SHOP_PYPROJECT)
     for package in ("shop", "shop/defs"):
         (root / "src" / package / "__init__.py").write_text("")
     return root / "src" / "shop" / "defs"

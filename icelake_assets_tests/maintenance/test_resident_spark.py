@@ -260,7 +260,7 @@ def test_a_run_killed_mid_rewrite_commits_nothing_after_its_death(lake):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     killed_ms = int(time.time() * 1000)
-    time.sleep(10)  # long enough for several more groups to commit, had the rewrite gone on
+    time.sleep(6)  # long enough for several more groups to commit, had the rewrite gone on
     table.refresh()
     replaced = [s for s in table.metadata.snapshots if s.summary and s.summary.operation.value == "replace"]
     late = [s.snapshot_id for s in replaced if s.timestamp_ms > killed_ms]

@@ -13,6 +13,7 @@ BENCHES = (
     "bench.definitions_bench",  # scale_bench's lakes: loads and run workers vs bare Dagster (~10 min)
     "bench.fleet_bench",  # 20 tables healed by the sensor vs raw procedures (~15 minutes)
     "bench.big_table_bench",  # 20,000 files: the product vs raw procedures, 4 pairs (~25 minutes)
+    "bench.query_bench",  # query latency before/after maintenance, Spark and DuckDB (~3 minutes)
     "bench.object_store_bench",  # SeaweedFS vs local disk: about 10 minutes (100,000 objects uploaded)
 )
 

@@ -52,6 +52,28 @@ def read_lease(instance: DagsterInstance, run_id: str) -> Lease | None:
     return read_leases(instance, [run_id]).get(run_id)
 
 
+def process_start(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, /proc), so a reused PID is told apart; None
+    where /proc is not there or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def worker_alive(lease: Lease) -> bool:
+    """Whether the process a lease of this host names still runs: its PID, and its start time when
+    the lease has one (a PID reused after the worker died is another process)."""
+    try:
+        os.kill(lease.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it lives
+        pass
+    return lease.started is None or process_start(lease.pid) in (None, lease.started)
+
+
 class RunLease:
     """The lease of the run this process works for: taken at once, renewed by a daemon thread every
     ``renew_seconds`` until the run is finished (or :meth:`release`). Best effort: a storage error is
@@ -66,11 +88,16 @@ class RunLease:
         self._stop = threading.Event()
         self._host = socket.gethostname()
         self._pid = os.getpid()
+        self._started = process_start(self._pid)
         self._thread: threading.Thread | None = None
 
     def _renew(self, released: bool = False) -> None:
         try:
-            _write(self._instance, self._run_id, Lease(self._host, self._pid, time.time(), released))
+            _write(
+                self._instance,
+                self._run_id,
+                Lease(self._host, self._pid, time.time(), released, self._started),
+            )
         except Exception:  # the storage is down: the next renewal tries again
             pass
 

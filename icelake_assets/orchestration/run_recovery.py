@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -23,10 +22,10 @@ from icelake_assets.audit.reconcile import reconcile
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.audit.writer import write_audit
-from icelake_assets.orchestration.run_leases import read_leases
+from icelake_assets.orchestration.run_leases import read_leases, worker_alive
 from icelake_assets.orchestration.run_model import failure_tags
 from icelake_assets.planning import stale_runs
-from icelake_assets.planning.stale_runs import RunView, stale_reason
+from icelake_assets.planning.stale_runs import Lease, RunView, stale_reason
 from icelake_assets.private_api import NOT_FINISHED_STATUSES
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
@@ -34,16 +33,6 @@ from icelake_assets.types import TableRef
 # Tags of a run the product failed because its worker was gone (the failure tags name its table).
 STALE_TAG = "icelake/stale_run"
 WORKER_LOST = "worker_lost"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it lives
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -68,7 +57,7 @@ def fail_stale_runs(
     instance: DagsterInstance,
     is_ours: Callable[[DagsterRun], Sequence[str] | None],
     now: float | None = None,
-    pid_alive: Callable[[int], bool] = _pid_alive,
+    alive: Callable[[Lease], bool] = worker_alive,
     ttl_seconds: float | None = None,
     grace_seconds: float | None = None,
 ) -> list[StaleRun]:
@@ -92,7 +81,7 @@ def fail_stale_runs(
             view,
             now,
             host,
-            pid_alive,
+            alive,
             stale_runs.LEASE_TTL_SECONDS if ttl_seconds is None else ttl_seconds,
             stale_runs.NO_LEASE_GRACE_SECONDS if grace_seconds is None else grace_seconds,
         )

@@ -31,11 +31,20 @@ class Lease:
     host: str
     pid: int
     renewed_at: float
-    released: bool = False  # the worker tore its resources down (the run is ending)
+    released: bool = False  # the run ended (the lease has nothing left to say)
+    # The process's start time (Linux: clock ticks since boot), so a PID reused by another process
+    # after the worker died is not taken for the worker. None where it cannot be read.
+    started: int | None = None
 
     def dumps(self) -> str:
         return json.dumps(
-            {"host": self.host, "pid": self.pid, "renewed_at": self.renewed_at, "released": self.released}
+            {
+                "host": self.host,
+                "pid": self.pid,
+                "renewed_at": self.renewed_at,
+                "released": self.released,
+                "started": self.started,
+            }
         )
 
     @staticmethod
@@ -45,8 +54,13 @@ class Lease:
             return None
         try:
             data = json.loads(text)
+            started = data.get("started")
             return Lease(
-                str(data["host"]), int(data["pid"]), float(data["renewed_at"]), bool(data["released"])
+                str(data["host"]),
+                int(data["pid"]),
+                float(data["renewed_at"]),
+                bool(data["released"]),
+                None if started is None else int(started),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -66,14 +80,16 @@ def stale_reason(
     run: RunView,
     now: float,
     host: str,
-    pid_alive: Callable[[int], bool],
+    worker_alive: Callable[[Lease], bool],
     ttl_seconds: float = LEASE_TTL_SECONDS,
     grace_seconds: float = NO_LEASE_GRACE_SECONDS,
 ) -> str | None:
     """Why ``run`` is stale (its worker is gone), or None while it may live.
 
-    * its lease names a process of this host that is gone: stale at once (the PID is authoritative);
-    * its lease was not renewed for ``ttl_seconds`` (a worker elsewhere, or frozen);
+    * its lease names a process of this host: stale at once when that process is gone (its PID, and
+      its start time against a reused PID), never while it lives (a storage outage that kept it from
+      renewing its lease does not make a live worker stale);
+    * a lease of another host not renewed for ``ttl_seconds`` (its PID cannot be asked from here);
     * no lease ``grace_seconds`` after it started or launched (its worker never came up).
     Queued runs are the run queue's, never stale here."""
     if run.status not in ("STARTING", "STARTED"):
@@ -87,8 +103,13 @@ def stale_reason(
             f"its worker never took its lease: {run.status.lower()} for {waited:.0f} s "
             f"(grace {grace_seconds:.0f} s); the worker died while starting"
         )
-    if lease.host == host and not pid_alive(lease.pid):
-        return f"its worker (PID {lease.pid} on {lease.host}) is gone; lease last renewed {now - lease.renewed_at:.0f} s ago"
+    if lease.host == host:
+        if worker_alive(lease):
+            return None
+        return (
+            f"its worker (PID {lease.pid} on {lease.host}) is gone; "
+            f"lease last renewed {now - lease.renewed_at:.0f} s ago"
+        )
     silent = now - lease.renewed_at
     if silent > ttl_seconds:
         return (

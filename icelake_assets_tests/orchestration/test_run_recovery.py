@@ -116,7 +116,7 @@ def test_a_live_worker_renews_its_lease_until_its_run_ends(tmp_path):
         time.sleep(0.3)
         renewed = read_lease(instance, run.run_id)
         assert first and renewed and not renewed.released and first.pid == os.getpid()
-        assert renewed.renewed_at > first.renewed_at
+        assert renewed.renewed_at > first.renewed_at and first.started is not None
         instance.report_run_failed(run)
         time.sleep(0.3)  # the lease ends with its run, by itself
         ended = read_lease(instance, run.run_id)
@@ -211,3 +211,17 @@ def test_a_run_failed_by_a_catalog_outage_is_retried_after_a_short_wait(make_lak
         monkeypatch.setattr(run_model, "OUTAGE_RETRY_SECONDS", 0.0)
         again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
         assert [r.tags[TABLE_TAG] for r in again.run_requests] == [str(ref)]
+
+
+def test_a_pid_reused_by_another_process_is_not_taken_for_the_worker():
+    from icelake_assets.orchestration.run_leases import process_start, worker_alive
+    from icelake_assets.planning.stale_runs import Lease
+
+    me = os.getpid()
+    started = process_start(me)
+    assert started is not None
+    assert worker_alive(Lease("h", me, 0.0, started=started))
+    assert not worker_alive(Lease("h", me, 0.0, started=started + 1))  # same PID, another process
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert not worker_alive(Lease("h", dead.pid, 0.0))

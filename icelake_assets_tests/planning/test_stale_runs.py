@@ -18,17 +18,20 @@ def _view(status="STARTED", since=NOW - 60, lease=None):
     return RunView("r1", status, since, lease)
 
 
-def test_a_lease_naming_a_dead_process_of_this_host_is_stale_at_once():
+def test_a_lease_naming_a_dead_process_of_this_host_is_stale_at_once_a_live_one_never():
     lease = Lease("here", 4242, NOW - 1)
-    said = stale_reason(_view(lease=lease), NOW, "here", pid_alive=lambda pid: pid != 4242)
+    said = stale_reason(_view(lease=lease), NOW, "here", lambda lease: lease.pid != 4242)
     assert said is not None and "PID 4242 on here" in said and "is gone" in said
-    assert stale_reason(_view(lease=lease), NOW, "here", pid_alive=lambda pid: True) is None
+    assert stale_reason(_view(lease=lease), NOW, "here", lambda lease: True) is None
+    # The storage was down for longer than the TTL: a live worker of this host is still not stale.
+    silent = Lease("here", 4242, NOW - LEASE_TTL_SECONDS * 10)
+    assert stale_reason(_view(lease=silent), NOW, "here", lambda lease: True) is None
 
 
 def test_a_lease_of_another_host_is_judged_by_its_renewals_only():
     fresh = Lease("elsewhere", 1, NOW - LEASE_TTL_SECONDS + 5)
     old = Lease("elsewhere", 1, NOW - LEASE_TTL_SECONDS - 5)
-    dead = lambda pid: False  # noqa: E731 - a PID of another host says nothing here
+    dead = lambda lease: False  # noqa: E731 - a PID of another host says nothing here
     assert stale_reason(_view(lease=fresh), NOW, "here", dead) is None
     said = stale_reason(_view(lease=old), NOW, "here", dead)
     assert said is not None and "has not renewed its lease" in said
@@ -49,7 +52,7 @@ def test_queued_and_finished_runs_are_never_stale():
 
 
 def test_a_lease_reads_back_and_garbage_reads_as_none():
-    lease = Lease("h", 7, 12.5, released=True)
+    lease = Lease("h", 7, 12.5, released=True, started=99)
     assert Lease.loads(lease.dumps()) == lease
     assert Lease.loads("") is None and Lease.loads("{not json") is None and Lease.loads('{"host": 1}') is None
 

@@ -4,7 +4,7 @@
     python -m bench.definitions_bench --tables 1000 --repeat 1
 
 Over scale_bench's cached lakes (``bench/results/scale_lake_<N>``, generated when missing; settings as
-scale_bench's, eight checks per table), three code locations, each loaded in fresh processes the way
+scale_bench's, nine checks per table), three code locations, each loaded in fresh processes the way
 Dagster's code server loads one (bench/load_child.py: ``LoadedRepositories``, then the snapshot the
 webserver gets, ``RepositorySnap.from_def`` + serialize), interleaved so drift hits all alike:
 

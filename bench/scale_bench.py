@@ -303,7 +303,7 @@ def main() -> None:
         "--checks",
         choices=["each", "summary"],
         default="each",
-        help="automation.checks_per_table of the bench's settings (default each: eight checks per table)",
+        help="automation.checks_per_table of the bench's settings (default each: nine checks per table)",
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per load / UI start")
     args = parser.parse_args()

@@ -15,6 +15,8 @@ delete_files            delete files / data files; deleted rows / data rows    d
                                                                                delete_files.max_record_ratio
 layout_drift            data files of an older spec or out of sort order       layout.max_drift_ratio
                         / data files
+statistics              no NDV statistics serving the current snapshot, or      statistics.max_stale_ratio,
+                        computed on rows that changed since (WARN at most)     statistics.min_rows
 orphan_files            unreferenced files older than orphans.older_than_hours  orphans.max_count
 ======================  =====================================================  ===================================
 
@@ -34,6 +36,7 @@ CHECKS = (
     "manifest_fragmentation",
     "delete_files",
     "layout_drift",
+    "statistics",
     "orphan_files",
 )
 MiB = 1_048_576

@@ -23,6 +23,7 @@ from pyiceberg.table import Table
 from icelake_assets.health.cache import FileRow, ManifestCache
 from icelake_assets.health.manifests import UNPARTITIONED, ManifestMeta, ManifestSummary, bound_decoder
 from icelake_assets.health.retention import snapshot_points
+from icelake_assets.health.statistics import statistics_facts
 from icelake_assets.health.table_stats import DEFAULT_MANIFEST_TARGET, MiB, PartitionStats, TableStats
 from icelake_assets.settings import MAX_TARGET_FILE_BYTES, Policy
 
@@ -313,6 +314,8 @@ def compute_table_stats(
         sort_order_id=md.default_sort_order_id,
         sort_column=sort_column,
         manifest_target_bytes=_manifest_target(table),
+        statistics=statistics_facts(table),  # table metadata only: outside the manifests' cache
+        format_version=md.format_version,
     )
     _snapshot_facts(table, stats, now, policy.activity.window_minutes)
     if snap is None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icelake_assets.health.retention import RefPoint, SnapshotPoint
+from icelake_assets.health.statistics import StatisticsFacts
 
 MiB = 1024 * 1024
 # Iceberg's default commit.manifest.target-size-bytes; a manifest under 3/4 of it counts as small.
@@ -96,6 +97,9 @@ class TableStats:
     unsorted_files: int = 0  # data files overlapping another file of their partition on sort_column
     drift_files: int = 0  # data files in either case
     partitions: dict[str, PartitionStats] = field(default_factory=dict)
+    # column statistics (Puffin files) the metadata references for the current snapshot
+    statistics: StatisticsFacts = field(default_factory=StatisticsFacts)
+    format_version: int = 2
     # Partitions matching the policy's compaction diagnostic (many files, small on average).
     compaction_candidates: list[str] = field(default_factory=list)
     evaluated_at: float = 0.0

@@ -15,10 +15,10 @@ ineffective plan on an unchanged table until the policy changes or a backoff pas
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from icelake_assets.health.findings import Finding
+from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.results import (
     ExpireResult,
@@ -26,6 +26,7 @@ from icelake_assets.maintenance.results import (
     OpResult,
     OrphanResult,
     RewriteResult,
+    StatisticsResult,
 )
 from icelake_assets.planning.deletes import delete_files_finding
 from icelake_assets.planning.manifests import manifest_finding
@@ -39,6 +40,7 @@ from icelake_assets.planning.relaunch import (
 )
 from icelake_assets.planning.rewrite import small_files_finding
 from icelake_assets.planning.snapshots import snapshot_finding
+from icelake_assets.planning.statistics import statistics_finding
 from icelake_assets.settings import Policy
 
 Effect = Literal["effective", "partial", "ineffective", "failed"]
@@ -126,6 +128,25 @@ def _rewrite_effect(res: RewriteResult, after: TableStats, policy: Policy) -> Op
     )
 
 
+def _statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy) -> OpEffect:
+    """Effective when the statistics finding passes on statistics of the current snapshot itself."""
+    finding = statistics_finding(after, policy)
+    if res.error:
+        return OpEffect(res.op, "ineffective", f"no statistics: {res.error}", finding.check)
+    facts = after.statistics
+    if finding.passed and facts.current:
+        return OpEffect(
+            res.op,
+            "effective",
+            f"{len(res.ndv)} NDV sketches for snapshot {facts.snapshot_id} ({finding.summary})",
+            finding.check,
+        )
+    why = finding.summary if not finding.passed else f"the statistics are of snapshot {facts.snapshot_id}"
+    return _finding_effect(
+        res.op, replace(finding, severity=Severity.WARN, summary=why), "statistics written"
+    )
+
+
 def verify_effects(ops: Sequence[OpResult], after: TableStats, policy: Policy) -> list[OpEffect]:
     """The effect of every op that acted, judged on ``after``."""
     effects = []
@@ -149,6 +170,8 @@ def verify_effects(ops: Sequence[OpResult], after: TableStats, policy: Policy) -
                 effects.append(OpEffect(op, "ineffective", why, finding.check))
             else:
                 effects.append(_finding_effect(op, finding, f"{before} → {now} manifests"))
+        elif isinstance(o, StatisticsResult):
+            effects.append(_statistics_effect(o, after, policy))
         elif isinstance(o, OrphanResult):
             found, removed = o.scan.orphans_found, o.orphans_removed
             effect: Effect = "effective" if removed >= found else ("partial" if removed else "ineffective")

@@ -17,6 +17,7 @@ from icelake_assets.planning.rewrite import (
     small_file_limit,
 )
 from icelake_assets.planning.snapshots import decide_expire, expire_cutoff
+from icelake_assets.planning.statistics import decide_statistics, plan_statistics
 
 __all__ = [
     "MAX_FILE_GROUP_BYTES",
@@ -26,9 +27,11 @@ __all__ = [
     "decide_manifests",
     "decide_orphans",
     "decide_rewrite",
+    "decide_statistics",
     "deletes_crossed",
     "expire_cutoff",
     "plan_rewrite",
+    "plan_statistics",
     "rewritable",
     "rewrite_candidates",
     "rewrite_options",

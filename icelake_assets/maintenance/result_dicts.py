@@ -18,10 +18,11 @@ from icelake_assets.maintenance.results import (
     ProcedureRow,
     RewriteResult,
     Scalar,
+    StatisticsResult,
 )
 
 _CLASSES: dict[str, type[AnyOpResult]] = {
-    c.op: c for c in (ExpireResult, OrphanResult, RewriteResult, ManifestResult)
+    c.op: c for c in (ExpireResult, OrphanResult, RewriteResult, ManifestResult, StatisticsResult)
 }
 
 
@@ -52,6 +53,8 @@ def op_result_from_dict(data: Mapping[str, object]) -> AnyOpResult:
         return _orphans(base, res)
     if isinstance(base, RewriteResult):
         return _rewrite(base, res)
+    if isinstance(base, StatisticsResult):
+        return _statistics(base, res)
     return _manifests(base, res)
 
 
@@ -196,6 +199,27 @@ def _manifests(base: ManifestResult, res: Mapping[str, object]) -> ManifestResul
         procedure_attempts=_int(res.get("attempts")) or 1,
         manifests_before=_opt_int(res.get("manifests_before")),
         manifests_after=_opt_int(res.get("manifests_after")),
+    )
+
+
+def _statistics(base: StatisticsResult, res: Mapping[str, object]) -> StatisticsResult:
+    if not res:
+        return base
+    ndv = res.get("ndv")
+    registered = res.get("registered")
+    return replace(
+        base,
+        columns=_strs(res.get("columns")),
+        statistics_file=_opt_str(res.get("statistics_file")),
+        statistics_snapshot_id=_opt_int(res.get("statistics_snapshot_id")),
+        statistics_bytes=_opt_int(res.get("statistics_bytes")),
+        ndv={str(k): _int(v) for k, v in ndv.items()} if isinstance(ndv, Mapping) else {},
+        ndv_read_back=_opt_int(res.get("ndv_read_back")),
+        registered=registered if isinstance(registered, bool) else None,
+        partition_statistics_file=_opt_str(res.get("partition_statistics_file")),
+        partition_statistics_snapshot_id=_opt_int(res.get("partition_statistics_snapshot_id")),
+        error=_opt_str(res.get("error")),
+        error_kind=_opt_str(res.get("error_kind")),
     )
 
 

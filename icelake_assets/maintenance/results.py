@@ -25,6 +25,7 @@ EXPIRE = "expire_snapshots"
 ORPHANS = "remove_orphan_files"
 REWRITE = "rewrite_data_files"
 MANIFESTS = "rewrite_manifests"
+STATISTICS = "compute_statistics"
 # The ops that commit new data files: validation's row-count baseline is where the first one started.
 REWRITING_OPS = (REWRITE, MANIFESTS)
 
@@ -318,7 +319,44 @@ class ManifestResult(OpResult):
         }
 
 
-AnyOpResult = ExpireResult | OrphanResult | RewriteResult | ManifestResult
+@dataclass(frozen=True, kw_only=True)
+class StatisticsResult(OpResult):
+    """compute_statistics: the Puffin file of NDV sketches registered for the current snapshot (no
+    snapshot is committed), as pyiceberg found it afterwards, and the partition statistics file."""
+
+    op: ClassVar[str] = STATISTICS
+    columns: tuple[str, ...] = ()  # the columns sketched
+    statistics_file: str | None = None
+    statistics_snapshot_id: int | None = None
+    statistics_bytes: int | None = None
+    ndv: Mapping[str, int] = field(default_factory=dict)  # column -> NDV estimate, as Iceberg wrote it
+    ndv_read_back: int | None = None  # NDV blobs pyiceberg read from the file itself
+    registered: bool | None = None  # pyiceberg's metadata names the file for the snapshot
+    partition_statistics_file: str | None = None
+    partition_statistics_snapshot_id: int | None = None
+    error: str | None = None  # a Spark/Iceberg failure, recorded rather than raised
+    error_kind: str | None = None
+
+    def _details(self) -> Details:
+        if not self.acted:
+            return {}
+        out: Details = {
+            "columns": list(self.columns),
+            "statistics_file": self.statistics_file,
+            "statistics_snapshot_id": self.statistics_snapshot_id,
+            "statistics_bytes": self.statistics_bytes,
+            "ndv": dict(self.ndv),
+            "ndv_read_back": self.ndv_read_back,
+            "registered": self.registered,
+            "partition_statistics_file": self.partition_statistics_file,
+            "partition_statistics_snapshot_id": self.partition_statistics_snapshot_id,
+        }
+        if self.error is not None:
+            out["error"], out["error_kind"] = self.error, self.error_kind
+        return out
+
+
+AnyOpResult = ExpireResult | OrphanResult | RewriteResult | ManifestResult | StatisticsResult
 
 
 __all__ = [
@@ -327,6 +365,7 @@ __all__ = [
     "ORPHANS",
     "REWRITE",
     "REWRITING_OPS",
+    "STATISTICS",
     "AnyOpResult",
     "DanglingDeletes",
     "ExpireResult",
@@ -338,4 +377,5 @@ __all__ = [
     "PartitionValueList",
     "RewriteResult",
     "Scalar",
+    "StatisticsResult",
 ]

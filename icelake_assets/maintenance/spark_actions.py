@@ -14,7 +14,7 @@ run that dies in the middle of one cannot go on committing through the driver.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -148,4 +148,43 @@ def rewrite_position_delete_files(
         "added_delete_files_count": int(result.addedDeleteFilesCount()),
         "rewritten_bytes_count": int(result.rewrittenBytesCount()),
         "added_bytes_count": int(result.addedBytesCount()),
+    }
+
+
+def compute_table_stats(spark: SparkSession, ref: TableRef, columns: Sequence[str]) -> dict[str, Any]:
+    """ComputeTableStatsProcedure's work through its action: NDV theta sketches of ``columns`` of the
+    current snapshot in one Puffin file, registered in the table metadata (``updateStatistics``: a
+    metadata commit, no snapshot, so no snapshot property to carry). Empty when the table has no
+    snapshot."""
+    with _acting(spark, ref, "compute_table_stats") as (table, actions):
+        action = actions.computeTableStats(table)
+        if columns:
+            action = action.columns(_java_strings(spark, list(columns)))
+        stats_file = action.execute().statisticsFile()
+    if stats_file is None:
+        return {}
+    return {
+        "statistics_file": str(stats_file.path()),
+        "snapshot_id": int(stats_file.snapshotId()),
+        "file_size_in_bytes": int(stats_file.fileSizeInBytes()),
+        "ndv": {
+            int(blob.fields()[0]): int(blob.properties().get("ndv") or -1)
+            for blob in stats_file.blobMetadata()
+            if blob.fields().size()
+        },
+    }
+
+
+def compute_partition_stats(spark: SparkSession, ref: TableRef) -> dict[str, Any]:
+    """ComputePartitionStatsProcedure's work through its action: the current snapshot's partition
+    statistics file (incremental from an earlier one), registered in the table metadata
+    (``updatePartitionStatistics``, no snapshot). Empty when there is nothing to compute."""
+    with _acting(spark, ref, "compute_partition_stats") as (table, actions):
+        stats_file = actions.computePartitionStats(table).execute().statisticsFile()
+    if stats_file is None:
+        return {}
+    return {
+        "partition_statistics_file": str(stats_file.path()),
+        "snapshot_id": int(stats_file.snapshotId()),
+        "file_size_in_bytes": int(stats_file.fileSizeInBytes()),
     }

@@ -141,6 +141,15 @@ def print_plan(plan: TablePlan) -> None:
         f"\nestimate: rewrite {human_bytes(e.rewrite_bytes)} ({e.rewrite_files} files, {e.rewrite_groups} "
         f"groups; cap {human_bytes(e.max_rewrite_bytes)}), {e.expirable_snapshots} snapshots to expire"
     )
+    if (st := plan.statistics) is not None and st.columns:
+        where = (
+            "none yet"
+            if st.snapshot_id is None
+            else f"snapshot {st.snapshot_id} ({'current' if st.current else 'an ancestor'}, {st.rows_at} rows)"
+        )
+        shown = ", ".join(st.columns[:8]) + (" …" if len(st.columns) > 8 else "")
+        extra = " + partition statistics" if st.partition_stats else ""
+        print(f"statistics: NDV of {len(st.columns)} columns ({st.how}: {shown}){extra}; now: {where}")
     print(f"guards: {plan.guards}: {plan.guards_reason}")
     print(f"now (mode {plan.mode}): {plan.outcome}; mode enforce would: {plan.enforce}")
     if plan.awaiting_approval:

@@ -53,6 +53,30 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class StatisticsPreview:
+    """What compute_statistics would sketch, and the statistics serving the snapshot now."""
+
+    columns: tuple[str, ...]  # the columns the policy selects
+    how: str  # how they were chosen: all, keys, listed
+    snapshot_id: int | None  # the snapshot of the newest statistics among the current one's ancestors
+    current: bool  # they are the current snapshot's own
+    rows: int  # the current snapshot's rows
+    rows_at: int | None  # the rows of the statistics' snapshot
+    partition_stats: bool  # compute_partition_stats runs too (a partitioned table)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "columns": list(self.columns),
+            "how": self.how,
+            "snapshot_id": self.snapshot_id,
+            "current": self.current,
+            "rows": self.rows,
+            "rows_at": self.rows_at,
+            "partition_stats": self.partition_stats,
+        }
+
+
+@dataclass(frozen=True)
 class TablePlan:
     table: str  # catalog.namespace.table
     asset_key: tuple[str, ...]
@@ -72,6 +96,7 @@ class TablePlan:
     outcome: str  # what the sensor would record now: launched, proposed, observed, deferred, held, skipped
     enforce: str  # what mode enforce would do: launch, defer, hold, nothing
     approve_command: str
+    statistics: StatisticsPreview | None = None
 
     @property
     def acting(self) -> tuple[str, ...]:
@@ -127,6 +152,7 @@ class TablePlan:
                 "ops": list(self.acting) if self.enforce != "nothing" else [],
             },
             "approve": {"awaiting": self.awaiting_approval, "command": self.approve_command},
+            "statistics": self.statistics.to_json() if self.statistics else None,
             "digest": self.digest,
         }
 
@@ -135,10 +161,32 @@ def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def statistics_preview(decided: TableDecision, stats: Any, partition_stats: bool) -> StatisticsPreview | None:
+    planned, facts = decided.statistics, stats.statistics
+    if planned is None:
+        return None
+    return StatisticsPreview(
+        planned.columns,
+        planned.how,
+        facts.snapshot_id,
+        facts.current,
+        planned.rows,
+        facts.rows_at,
+        partition_stats and facts.partitioned,
+    )
+
+
 def build_plan(
-    ref: TableRef, decided: TableDecision, stats: Any, mode: str, mode_source: str, max_rewrite_bytes: int
+    ref: TableRef,
+    decided: TableDecision,
+    stats: Any,
+    mode: str,
+    mode_source: str,
+    max_rewrite_bytes: int,
+    partition_stats: bool = True,
 ) -> TablePlan:
-    """A TablePlan from the sensor's decision (planning/table.py) on ``stats``."""
+    """A TablePlan from the sensor's decision (planning/table.py) on ``stats``; ``partition_stats``:
+    the policy's ``statistics.partition_stats``."""
     rewrite = decided.rewrite
     rewrites = "rewrite_data_files" in decided.acting
     signals = {d.op: d.signals for d in decided.decisions}
@@ -169,6 +217,7 @@ def build_plan(
         outcome=str(decided.outcome),
         enforce=ENFORCE[decided.verdict.action],
         approve_command=approve_command(ref),
+        statistics=statistics_preview(decided, stats, partition_stats),
     )
 
 
@@ -195,5 +244,11 @@ def plan_table(
         ).removable
     decided = decide_table(stats, policy, effective.mode, removable)
     return build_plan(
-        ref, decided, stats, effective.mode, effective.source_of("mode"), policy.guards.max_rewrite_bytes
+        ref,
+        decided,
+        stats,
+        effective.mode,
+        effective.source_of("mode"),
+        policy.guards.max_rewrite_bytes,
+        policy.statistics.partition_stats,
     )

@@ -38,7 +38,8 @@ def describe(table: DiscoveredTable) -> str:
         "The `health` check gives the status, the score and each failing check. A materialization here "
         "is a maintenance run, not a write: 'Never materialized' only means no maintenance ran yet "
         "(writers are the upstream assets). Maintenance runs on Spark: expire_snapshots → "
-        "remove_orphan_files → rewrite_data_files → rewrite_manifests → validate; each op acts "
+        "remove_orphan_files → rewrite_data_files → rewrite_manifests → compute_statistics → validate; "
+        "each op acts "
         "only past its own threshold.",
     ]
     if comment and "\n" in comment.strip():

@@ -1,5 +1,6 @@
 """Each Iceberg table becomes an asset whose materialization is its maintenance, a chain of ops:
-expire_snapshots → remove_orphan_files → rewrite_data_files → rewrite_manifests → validate.
+expire_snapshots → remove_orphan_files → rewrite_data_files → rewrite_manifests → compute_statistics
+→ validate.
 
 The tables of a group (orchestration/table_groups.py) share one graph of those ops, which maintain
 the tables the run selects, one after the other (the sensor's runs select one table). Op
@@ -38,13 +39,14 @@ from dagster import (
 )
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance import runner
+from icelake_assets.maintenance import runner, statistics
 from icelake_assets.orchestration.asset_display import asset_group, asset_metadata, asset_tags, describe
 from icelake_assets.orchestration.maintenance_ops import (
     op_step,
     partitions_policy,
     rewrite_commits,
     rewrite_step,
+    statistics_follow,
 )
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.run_validation import validate_op
@@ -72,6 +74,13 @@ def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
     manifests = op_step(
         group, "rewrite_manifests", runner.rewrite_manifests, first=False, work_kwargs=rewrite_commits
     )
+    compute_statistics = op_step(
+        group,
+        "compute_statistics",
+        statistics.compute_statistics,
+        first=False,
+        work_kwargs=statistics_follow,
+    )
     validate = validate_op(group)
     names = {t.ref.safe_name: t for t in group.tables}
 
@@ -84,7 +93,8 @@ def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
             return op_def.alias(op_def.name.removeprefix(f"{group.name}__"))
 
         first = short(expire)(upstream=list(upstream.values())) if upstream else short(expire)()
-        done = short(validate)(short(manifests)(short(rewrite)(short(orphans)(first))))
+        rewritten = short(manifests)(short(rewrite)(short(orphans)(first)))
+        done = short(validate)(short(compute_statistics)(rewritten))
         return {next(iter(names)): done} if len(names) == 1 else dict(done._asdict())
 
     return maintained_tables, ins

@@ -19,6 +19,8 @@ METADATA_CHECKS = {
     "manifest_fragmentation": "Too many manifests in the current snapshot.",
     "delete_files": "Position and equality delete files (merge-on-read) relative to the data they delete from.",
     "layout_drift": "Data files written under an older partition spec or out of the table's sort order.",
+    "statistics": "Column statistics (Puffin NDV sketches) for cost-based optimizers: missing for the current "
+    "snapshot, or computed on rows that changed since.",
 }
 # One summary per table: its status and score, every check's result and a link to the job that fixes it.
 HEALTH_CHECK = "health"
@@ -34,6 +36,7 @@ FIXED_BY = {
     "manifest_fragmentation": "rewrite_manifests",
     "delete_files": "rewrite_data_files",
     "layout_drift": "rewrite_data_files",
+    "statistics": "compute_statistics",
     ORPHAN_CHECK: "remove_orphan_files",
 }
 
@@ -103,9 +106,9 @@ def check_result(
     if not finding.passed and (link := fix_link(finding.check, fix_job)):
         metadata["fix"] = MetadataValue.md(f"Materialize the table: {link}")
     if finding.rows:
-        metadata["worst_partitions" if "partition" in finding.rows[0] else "sample"] = table_value(
-            finding.rows
-        )
+        first = finding.rows[0]
+        name = "worst_partitions" if "partition" in first else "columns" if "column" in first else "sample"
+        metadata[name] = table_value(finding.rows)
     return AssetCheckResult(
         asset_key=asset_key,
         check_name=finding.check,

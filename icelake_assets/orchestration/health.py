@@ -2,7 +2,7 @@
 ``health_status``, the overview asset, a maintenance run's ``health/status``) come from here.
 
 The verdict (health/score.py: one rule for status and score) covers *all* the table's checks: the
-five metadata findings, the ``table_configuration`` check (metadata only, computed here) and the
+six metadata findings, the ``table_configuration`` check (metadata only, computed here) and the
 ``orphan_files`` check, which lists storage and so is taken from its latest recorded evaluation in
 the Dagster instance (never run here). A table is never Healthy while one of its checks fails, and
 is Unknown while its orphan check has never been evaluated.

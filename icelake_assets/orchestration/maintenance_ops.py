@@ -352,5 +352,10 @@ def rewrite_commits(context: OpExecutionContext, dt: DiscoveredTable, state: Run
     return {"rewrite_commits": state.rewrite_commits()}
 
 
+def statistics_follow(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
+    """The statistics op follows the snapshots this run's rewrites committed."""
+    return {"rewrite_commits": state.rewrote()}
+
+
 def partitions_policy(effective: Any) -> PartitionsPolicy:
     return effective.policy.partitions if effective is not None else PartitionsPolicy()

@@ -15,6 +15,7 @@ from icelake_assets.maintenance.results import (
     OpResult,
     OrphanResult,
     RewriteResult,
+    StatisticsResult,
 )
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 from icelake_assets.orchestration.run_state import RunState
@@ -25,6 +26,7 @@ _OP_ALIAS = {
     "remove_orphan_files": "orphans",
     "rewrite_data_files": "rewrite",
     "rewrite_manifests": "manifests",
+    "compute_statistics": "statistics",
 }
 # The table's measures before and after a run: stats summary key -> metadata group.
 _MEASURES = {
@@ -98,6 +100,11 @@ def op_metrics(o: OpResult) -> dict[str, int | None]:
             "manifests/rewritten": o.rewritten_manifests_count,
             "manifests/added": o.added_manifests_count,
         }
+    if isinstance(o, StatisticsResult):
+        return {
+            "statistics/columns": len(o.ndv) if o.acted else None,
+            "statistics/bytes": o.statistics_bytes,
+        }
     return {}
 
 
@@ -119,6 +126,11 @@ def _op_numbers(o: OpResult) -> str:
         )
     if isinstance(o, ManifestResult):
         return f"{o.rewritten_manifests_count or 0} → {o.added_manifests_count or 0} manifests rewritten"
+    if isinstance(o, StatisticsResult):
+        if o.error:
+            return f"no statistics ({o.error})"
+        parts = " and partition statistics" if o.partition_statistics_file else ""
+        return f"NDV sketches of {len(o.ndv)} columns{parts} for snapshot {o.statistics_snapshot_id}"
     return o.reason
 
 
@@ -266,6 +278,11 @@ def run_metadata(
             for kind, names in (("rewritten", o.rewritten_names()), ("failed", o.failed_names())):
                 md[f"partitions/{kind}"] = MetadataValue.int(len(names))
                 md[f"partitions/{kind}_keys"] = MetadataValue.json(list(names))
+        if isinstance(o, StatisticsResult) and o.acted and o.statistics_file:
+            md["statistics/file"] = MetadataValue.path(o.statistics_file)
+            md["statistics/ndv"] = MetadataValue.json(dict(o.ndv))
+            if o.partition_statistics_file:
+                md["statistics/partition_file"] = MetadataValue.path(o.partition_statistics_file)
     md["time/total"] = MetadataValue.float(round(sum(o.duration_s for o in ops), 3))
     md["health/score"] = MetadataValue.int(health.score.score)
     md["health/status"] = MetadataValue.text(health.status.value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from icelake_assets.maintenance.attempts import merge_attempts
-from icelake_assets.maintenance.results import OpResult, RewriteResult
+from icelake_assets.maintenance.results import REWRITING_OPS, OpResult, RewriteResult
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,13 @@ class RunState:
     def rewrite_commits(self) -> int:
         """Commits that this run's data-file rewrite made (partial progress commits per group)."""
         return sum(o.snapshots_committed or 0 for o in self.ops if isinstance(o, RewriteResult) and o.acted)
+
+    def rewrote(self) -> int:
+        """Snapshots this run's rewrites (data files, manifests) committed: statistics follow them."""
+        manifests = sum(
+            1 for o in self.ops if o.acted and o.op in REWRITING_OPS and o.op != "rewrite_data_files"
+        )
+        return self.rewrite_commits() + manifests
 
 
 @dataclass(frozen=True)

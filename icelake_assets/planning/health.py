@@ -9,7 +9,7 @@ from icelake_assets.health.findings import Finding
 from icelake_assets.health.overview import TableHealth
 from icelake_assets.health.score import verdict
 from icelake_assets.health.stats import TableStats
-from icelake_assets.planning import deletes, layout, manifests, rewrite, snapshots
+from icelake_assets.planning import deletes, layout, manifests, rewrite, snapshots, statistics
 from icelake_assets.planning.decision import Evaluation
 from icelake_assets.settings import Policy
 
@@ -20,6 +20,7 @@ EVALUATORS: dict[str, Callable[[TableStats, Policy], Evaluation]] = {
     "manifest_fragmentation": manifests.evaluate,
     "delete_files": deletes.evaluate,
     "layout_drift": layout.evaluate,
+    "statistics": statistics.evaluate,
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from icelake_assets.health.overview import TableBenefit, table_benefit
 from icelake_assets.health.stats import TableStats
-from icelake_assets.planning import health, manifests, orphans as orphan_files, rewrite, snapshots
+from icelake_assets.planning import health, manifests, orphans as orphan_files, rewrite, snapshots, statistics
 from icelake_assets.planning.decision import Decision
 from icelake_assets.planning.guards import Verdict, evaluate_guards, run_guard
 from icelake_assets.planning.history import History
@@ -35,6 +35,7 @@ class TableDecision:
     rewrite: rewrite.RewritePlan
     action: str
     outcome: Outcome
+    statistics: statistics.StatisticsPlan | None = None  # what compute_statistics would sketch
 
     @property
     def acting(self) -> tuple[str, ...]:
@@ -53,6 +54,7 @@ def op_decisions(stats: TableStats, policy: Policy, orphans: Sequence[Any] | Non
         snapshots.decide_expire(stats, policy),
         rewrite.decide_rewrite(stats, policy),
         manifests.decide_manifests(stats, policy),
+        statistics.decide_statistics(stats, policy),
     ]
     if orphans is not None:
         decisions.insert(1, orphan_files.decide_orphans(len(orphans), sum(o.size for o in orphans), policy))
@@ -80,7 +82,9 @@ def decide_table(
         outcome = {"launch": Outcome.LAUNCHED, "record": Outcome.PROPOSED, "nothing": Outcome.OBSERVED}[
             action
         ]
-    return TableDecision(tuple(decisions), verdict, planned, action, outcome)
+    return TableDecision(
+        tuple(decisions), verdict, planned, action, outcome, statistics.plan_statistics(stats, policy)
+    )
 
 
 # The audit's word for a table's outcome (observed tables are not recorded).

@@ -44,6 +44,8 @@ PROPERTY_ALLOWLIST: dict[str, Direction] = {
     "small_files.target_file_size_bytes": "bounded",  # the table's own write.target-file-size-bytes
     "delete_files.max_file_ratio": "up",
     "delete_files.max_record_ratio": "up",
+    "statistics.max_stale_ratio": "up",
+    "statistics.min_rows": "up",
     "guards.quiet_period_minutes": "up",
     "guards.max_rewrite_bytes": "down",
     "owners": "add",

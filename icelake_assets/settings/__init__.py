@@ -71,6 +71,7 @@ from icelake_assets.settings.schema import (
     SmallFilesPolicy,
     SnapshotPolicy,
     SparkSettings,
+    StatisticsPolicy,
     TableSelection,
     TiB,
 )
@@ -133,6 +134,7 @@ __all__ = [
     "SettingsError",
     "SmallFilesPolicy",
     "SnapshotPolicy",
+    "StatisticsPolicy",
     "SparkSettings",
     "TableSelection",
     "TiB",

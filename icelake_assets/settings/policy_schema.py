@@ -35,7 +35,9 @@ MAX_COUNT = 1_000_000
 MAX_TARGET_FILE_BYTES = 16 * GiB
 MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off
 # Maintenance operations in run order; policy.operations.enabled picks among them.
-Operation = Literal["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests"]
+Operation = Literal[
+    "expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "compute_statistics"
+]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 # observe: checks only; propose: sensors record what they would do and launch nothing; enforce: runs.
 Mode = Literal["observe", "propose", "enforce"]
@@ -127,6 +129,30 @@ class LayoutPolicy(StrictModel):
     # layout_drift warns when more than this fraction of the data files were written under an older
     # partition spec, or overlap other files of their partition on the first sort column.
     max_drift_ratio: float = Field(0.1, gt=0, le=1)
+
+
+class StatisticsPolicy(StrictModel):
+    """Column statistics for cost-based optimizers (Puffin NDV sketches, compute_table_stats)."""
+
+    # Which columns get an NDV sketch: every top-level primitive column, the sort order's and
+    # partition spec's source columns ("keys"; every column when the table has neither), or a list.
+    columns: Literal["all", "keys"] | tuple[str, ...] = "all"
+    # statistics fails when the table's latest statistics were computed on a snapshot whose row count
+    # differs from the current one's by more than this fraction (or there are none) ...
+    max_stale_ratio: float = Field(0.1, gt=0, le=100)
+    # ... for a table of at least this many rows (a smaller scan is cheap and broadcast anyway).
+    min_rows: int = Field(10_000, ge=0, le=1_000_000_000_000)
+    # compute_statistics also runs compute_partition_stats on a partitioned table.
+    partition_stats: bool = True
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, v: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        if isinstance(v, tuple) and (not v or not all(c.strip() for c in v)):
+            raise ValueError(
+                "a list of columns must name at least one column, none empty ('all' or 'keys' else)"
+            )
+        return v
 
 
 class ActivityPolicy(StrictModel):
@@ -246,6 +272,7 @@ class Policy(StrictModel):
     manifests: ManifestPolicy = ManifestPolicy()
     delete_files: DeleteFilesPolicy = DeleteFilesPolicy()
     layout: LayoutPolicy = LayoutPolicy()
+    statistics: StatisticsPolicy = StatisticsPolicy()
     activity: ActivityPolicy = ActivityPolicy()
     guards: GuardsPolicy = GuardsPolicy()
     operations: OperationsPolicy = OperationsPolicy()

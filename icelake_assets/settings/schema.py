@@ -51,6 +51,7 @@ from icelake_assets.settings.policy_schema import (  # noqa: F401 - re-exported
     SettingsError as SettingsError,
     SmallFilesPolicy as SmallFilesPolicy,
     SnapshotPolicy as SnapshotPolicy,
+    StatisticsPolicy as StatisticsPolicy,
     StrictModel as StrictModel,
     TiB as TiB,
 )

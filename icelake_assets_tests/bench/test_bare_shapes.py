@@ -48,11 +48,11 @@ def test_the_same_shape_has_the_products_assets_checks_jobs_and_ops(make_lake, t
     bare = same_shape(ShapeSpec.read(path)).get_repository_def()
 
     assert bare.asset_graph.get_all_asset_keys() == product.asset_graph.get_all_asset_keys()
-    assert _checks(bare) == _checks(product) and len(_checks(product)) == 8 * 8 + 1
+    assert _checks(bare) == _checks(product) and len(_checks(product)) == 8 * 9 + 1
     assert {j.name for j in bare.get_all_jobs()} == {j.name for j in product.get_all_jobs()}
     assert len(product.get_all_jobs()) >= 6  # maintenance (x3 partitions kinds), health, checks, orphans
     assert _ops(bare) == _ops(product) and len(_ops(product)) == 4
-    assert all(len(names) == 5 for names in _ops(product).values())
+    assert all(len(names) == 6 for names in _ops(product).values())
     # Every job executes the same asset and check keys, every check op holds the same checks.
     assert spec_of(bare) == spec
 

@@ -90,3 +90,25 @@ def test_a_delete_applying_rewrite_that_left_delete_files_is_partial_not_effecti
     assert left.effect == "partial" and left.check == "delete_files" and left.still_failing == ("a",)
     assert "still hold 3 delete files" in left.reason and "boom" in left.reason
     assert verify_effects([rewrite], clean, POLICY)[0].effect == "effective"
+
+
+def test_statistics_are_effective_only_on_the_current_snapshot_and_a_failure_is_ineffective():
+    from icelake_assets.health.statistics import StatisticsFacts
+    from icelake_assets.maintenance.results import StatisticsResult
+
+    def after(**facts) -> TableStats:
+        return replace(
+            _after([]),
+            records=20_000,
+            statistics=StatisticsFacts(current_rows=20_000, columns=((1, "id"),), **facts),
+        )
+
+    done = StatisticsResult(acted=True, reason="r", ndv={"id": 19_990})
+    current = after(snapshot_id=2, ndv={1: 19_990}, rows_at=20_000, commits_behind=0)
+    [effect] = verify_effects([done], current, POLICY)
+    assert effect.effect == "effective" and effect.check == "statistics" and "snapshot 2" in effect.reason
+    ancestor = after(snapshot_id=1, ndv={1: 19_990}, rows_at=20_000, commits_behind=1)
+    assert verify_effects([done], ancestor, POLICY)[0].effect == "ineffective"
+    failed = replace(done, ndv={}, error="UnsupportedOperationException: type")
+    [effect] = verify_effects([failed], after(), POLICY)
+    assert effect.effect == "ineffective" and "UnsupportedOperationException" in effect.reason

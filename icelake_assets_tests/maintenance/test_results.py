@@ -14,6 +14,7 @@ from icelake_assets.maintenance.results import (
     OrphanResult,
     OrphanScanSummary,
     RewriteResult,
+    StatisticsResult,
 )
 
 COMMON = {"acted": True, "reason": "why", "signals": {"n": 3}, "duration_s": 1.5, "snapshot_before": 1}
@@ -76,7 +77,26 @@ MANIFESTS = ManifestResult(
     manifests_before=31,
     manifests_after=1,
 )
-ACTED: list[OpResult] = [EXPIRE, ORPHANS, REWRITE, MANIFESTS]
+STATISTICS = StatisticsResult(
+    **COMMON,
+    columns=("id", "page"),
+    statistics_file="file:/t/metadata/9-a.stats",
+    statistics_snapshot_id=9,
+    statistics_bytes=5000,
+    ndv={"id": 20000, "page": 50},
+    ndv_read_back=2,
+    registered=True,
+    partition_statistics_file="file:/t/metadata/partition-stats-9-b.parquet",
+    partition_statistics_snapshot_id=9,
+)
+ACTED: list[OpResult] = [
+    EXPIRE,
+    ORPHANS,
+    REWRITE,
+    MANIFESTS,
+    STATISTICS,
+    replace(STATISTICS, statistics_file=None, ndv={}, error="boom", error_kind="error"),
+]
 
 
 def test_the_audit_keys_are_the_ones_the_dicts_had():
@@ -121,7 +141,7 @@ def test_the_audit_keys_are_the_ones_the_dicts_had():
 
 
 def test_an_op_that_did_not_act_records_no_result_but_the_orphan_scan():
-    for cls in (ExpireResult, RewriteResult, ManifestResult):
+    for cls in (ExpireResult, RewriteResult, ManifestResult, StatisticsResult):
         assert cls(acted=False, reason="below").details() == {}
     skipped = OrphanResult(acted=False, reason="refused", scan=replace(SCAN, refused="nested table"))
     assert skipped.details() == {**SCAN.to_dict(), "refused": "nested table"}

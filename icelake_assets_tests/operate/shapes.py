@@ -41,6 +41,18 @@ PLAN: dict[str, Any] = {
     "outcome": ("launched", "proposed", "observed", "deferred", "held", "skipped"),
     "enforce": {"action": ("launch", "defer", "hold", "nothing"), "ops": [STR]},
     "approve": {"awaiting": BOOL, "command": STR},
+    "statistics": (
+        type(None),
+        {
+            "columns": [STR],
+            "how": STR,
+            "snapshot_id": OPT_INT,
+            "current": BOOL,
+            "rows": INT,
+            "rows_at": OPT_INT,
+            "partition_stats": BOOL,
+        },
+    ),
     "digest": STR,
 }
 RECORD: dict[str, Any] = {

@@ -48,12 +48,19 @@ def test_plan_of_a_held_table_names_the_guard_the_estimate_and_the_approval(lake
     assert "awaiting approval" in doc["guards"]["reason"]
     assert doc["enforce"] == {
         "action": "hold",
-        "ops": ["expire_snapshots", "rewrite_data_files", "rewrite_manifests"],
+        "ops": ["expire_snapshots", "rewrite_data_files", "rewrite_manifests", "compute_statistics"],
     }
+    # 50,000 rows and no statistics yet: the plan names the columns it would sketch.
+    assert doc["statistics"]["columns"] and doc["statistics"]["snapshot_id"] is None
     assert doc["estimate"]["rewrite_bytes"] > doc["estimate"]["max_rewrite_bytes"] == 1024 * 1024
     assert doc["estimate"]["rewrite_files"] == 25 and doc["partitions"] == ["<unpartitioned>"]
     assert doc["approve"] == {"awaiting": True, "command": f"icelake approve {'/'.join(held.asset_key_path)}"}
-    assert [o["op"] for o in doc["ops"]] == ["expire_snapshots", "rewrite_data_files", "rewrite_manifests"]
+    assert [o["op"] for o in doc["ops"]] == [
+        "expire_snapshots",
+        "rewrite_data_files",
+        "rewrite_manifests",
+        "compute_statistics",
+    ]
     assert doc["orphans_evaluated"] is False
     # The digest names the plan: the same table state gives the same digest.
     again = _json(capsys, ["--config", settings.source, "plan", "/".join(held.asset_key_path), "--json"])

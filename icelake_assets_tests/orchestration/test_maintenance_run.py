@@ -150,7 +150,7 @@ def test_people_read_human_units_and_the_plots_keep_the_numbers(run):
     md = _materialization(run, "trips")
     before = run["before"]["stats"]["trips"]
     summary = md["summary"].value
-    assert summary.startswith("**3 of 4 ops acted** · ")
+    assert summary.startswith("**3 of 5 ops acted** · ")
     assert len(summary) < 1000  # the UI shows it inline
     assert isinstance(md["bytes/before"], IntMetadataValue) and md["bytes/before"].value == before.data_bytes
     assert isinstance(md["time/rewrite"], FloatMetadataValue)

@@ -353,7 +353,14 @@ def test_a_backfill_of_5_days_compacts_exactly_those_days_with_one_materializati
             if e.event_type == DagsterEventType.STEP_START and "." in e.step_key
         ]  # graph-asset ops
         assert sorted(ops) == sorted(
-            ["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "validate"]
+            [
+                "expire_snapshots",
+                "remove_orphan_files",
+                "rewrite_data_files",
+                "rewrite_manifests",
+                "compute_statistics",
+                "validate",
+            ]
         )
 
 

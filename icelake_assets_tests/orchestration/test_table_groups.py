@@ -87,7 +87,14 @@ def test_steps_are_named_by_op_and_op_definitions_stay_unique_in_a_job_of_severa
     tables = [discovered_table(f"t{i}") for i in range(40)]
     groups = group_tables(tables, 4, now=NOW)
     assets = [build_group_asset(g) for g in groups]
-    ops = ["expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "validate"]
+    ops = [
+        "compute_statistics",
+        "expire_snapshots",
+        "remove_orphan_files",
+        "rewrite_data_files",
+        "rewrite_manifests",
+        "validate",
+    ]
     for g, a in zip(groups, assets, strict=True):
         # A run shows `maintain_017.rewrite_data_files`, not `maintain_017.maintain_017__rewrite_data_files`.
         assert sorted(a.node_def.node_dict) == ops

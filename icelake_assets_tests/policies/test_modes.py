@@ -8,6 +8,7 @@ from icelake_assets.maintenance.plan import (
     decide_manifests,
     decide_orphans,
     decide_rewrite,
+    decide_statistics,
     rewrite_options,
 )
 from icelake_assets.policies import (
@@ -77,6 +78,7 @@ def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
         decide_orphans(0, 0, policy).op,
         decide_rewrite(stats, policy).op,
         decide_manifests(stats, policy).op,
+        decide_statistics(stats, policy).op,
     ]
     assert tuple(ops) == OPERATIONS
     decision = decide_manifests(stats, policy)

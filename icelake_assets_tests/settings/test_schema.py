@@ -43,8 +43,14 @@ def test_include_exclude_patterns(tmp_path):
         (
             "thresholds:\n  operations: {enabled: [expire_snapshots, vacuum]}\n",
             r"operations\.enabled\[1\]: Input should be 'expire_snapshots', 'remove_orphan_files', "
-            r"'rewrite_data_files' or 'rewrite_manifests'",
+            r"'rewrite_data_files', 'rewrite_manifests' or 'compute_statistics'",
         ),
+        (
+            "thresholds:\n  statistics: {columns: some}\n",
+            r"statistics\.columns.*Input should be 'all' or 'keys'",
+        ),
+        ("thresholds:\n  statistics: {columns: []}\n", r"statistics\.columns: .*at least one column"),
+        ("thresholds:\n  statistics: {max_stale_ratio: 0}\n", r"statistics\.max_stale_ratio"),
         ("thresholds:\n  small_files: {strategy: zorder}\n", r"small_files: .*zorder.* needs zorder_columns"),
         (
             "thresholds:\n  sensor: {interval_seconds: 5}\n",

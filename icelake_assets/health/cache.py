@@ -142,7 +142,9 @@ class DiskCache:
 
 def _summary_key(meta: ManifestMeta, bounds_field: int | None) -> str:
     # The length guards against a path reused by a different file (never happens with Iceberg writers).
-    return f"m|{meta.path}|{meta.length}|{'' if bounds_field is None else bounds_field}"
+    # Delete manifests' summaries also name the data files position deletes point into (``|r``).
+    kind = "|r" if meta.content != 0 else ""
+    return f"m|{meta.path}|{meta.length}|{'' if bounds_field is None else bounds_field}{kind}"
 
 
 def _list_key(path: str) -> str:

@@ -78,7 +78,10 @@ class ManifestSummary:
     """The live entries of one manifest as columns (index i = one file).
 
     ``part`` indexes ``labels`` / ``values`` (the distinct partitions of this manifest). ``lower`` /
-    ``upper`` hold the bounds of the column ``bounds_field`` (sortable JSON values, None when absent)."""
+    ``upper`` hold the bounds of the column ``bounds_field`` (sortable JSON values, None when absent).
+    ``referenced`` (delete manifests only): for each entry, the one data file a position delete file
+    points into (its ``file_path`` bounds are equal, as Iceberg's file-scoped deletes write them),
+    None when it may point into several or the entry is no position delete."""
 
     spec_id: int
     labels: tuple[str, ...]
@@ -90,6 +93,7 @@ class ManifestSummary:
     bounds_field: int | None = None
     lower: tuple[Any, ...] = ()
     upper: tuple[Any, ...] = ()
+    referenced: tuple[str | None, ...] = ()
 
     def __len__(self) -> int:
         return len(self.size)
@@ -97,7 +101,8 @@ class ManifestSummary:
     @property
     def nbytes(self) -> int:
         columns = self.part.nbytes + self.content.nbytes + self.size.nbytes + self.records.nbytes
-        return int(columns) + 64 * len(self.labels) + 2 * 48 * len(self.lower)  # bounds: Python objects
+        objects = 2 * 48 * len(self.lower) + 120 * len(self.referenced)  # bounds, paths: Python objects
+        return int(columns) + 64 * len(self.labels) + objects
 
     # A compact, pickle-free encoding for the disk cache: a JSON header, then the raw columns.
     def to_bytes(self) -> bytes:
@@ -110,6 +115,7 @@ class ManifestSummary:
                 "bounds_field": self.bounds_field,
                 "lower": self.lower,
                 "upper": self.upper,
+                "referenced": self.referenced,
             },
             separators=(",", ":"),
         ).encode()
@@ -147,6 +153,7 @@ class ManifestSummary:
             h["bounds_field"],
             tuple(h["lower"]),
             tuple(h["upper"]),
+            tuple(h.get("referenced", ())),
         )
 
 
@@ -212,6 +219,8 @@ def read_manifest(
     """Read one manifest's live entries (added and existing; deleted entries are history)."""
     decode = bound_decoder(schema, bounds_field)
     with_bounds = decode is not None
+    deletes = meta.content != 0  # the data files position deletes point into (their file_path bounds)
+    referenced: list[str | None] = []
     labels: dict[tuple[Any, ...], int] = {}
     part: list[int] = []
     content: list[int] = []
@@ -220,7 +229,7 @@ def read_manifest(
     lower: list[Any] = []
     upper: list[Any] = []
     deleted = ManifestEntryStatus.DELETED.value
-    with ProjectedAvroFile(io.new_input(meta.path), PROJECTIONS[with_bounds]) as reader:
+    with ProjectedAvroFile(io.new_input(meta.path), PROJECTIONS[with_bounds or deletes]) as reader:
         for entry in reader.entries():
             if entry[0] == deleted:
                 continue
@@ -233,6 +242,8 @@ def read_manifest(
             content.append(df[0] or 0)  # v1 manifests have no content field: data
             records.append(df[2])
             size.append(df[3])
+            if deletes:
+                referenced.append(_referenced(df) if df[0] == 1 else None)
             if with_bounds:
                 lo, hi = df[4], df[5]
                 lower.append(decode(lo.get(bounds_field)) if lo else None)
@@ -249,7 +260,21 @@ def read_manifest(
         bounds_field=bounds_field if with_bounds else None,
         lower=tuple(lower),
         upper=tuple(upper),
+        referenced=tuple(referenced),
     )
+
+
+# The file_path column of position delete files (Iceberg's reserved MetadataColumns.DELETE_FILE_PATH).
+DELETE_FILE_PATH_ID = 2147483546
+
+
+def _referenced(df: Any) -> str | None:
+    """The one data file a position delete file points into, from its file_path bounds."""
+    lo, hi = df[4], df[5]
+    low = lo.get(DELETE_FILE_PATH_ID) if lo else None
+    if low is None or low != (hi.get(DELETE_FILE_PATH_ID) if hi else None):
+        return None
+    return bytes(low).decode("utf-8", "replace")
 
 
 def live_file_paths(io: FileIO, manifest_path: str) -> list[str]:

@@ -153,6 +153,21 @@ def _overlapping(lower: Sequence[Any], upper: Sequence[Any]) -> np.ndarray:
     return flags
 
 
+def _position_targets(
+    summary: ManifestSummary, remap: np.ndarray, targets: dict[int, set[str] | None]
+) -> None:
+    """Adds the data files ``summary``'s position deletes point into to their partitions' sets (None
+    once one of a partition's delete files may point into several)."""
+    for i in np.flatnonzero(summary.content == 1).tolist():
+        g = int(remap[summary.part[i]])
+        ref = summary.referenced[i] if i < len(summary.referenced) else None
+        known = targets.setdefault(g, set())
+        if ref is None:
+            targets[g] = None
+        elif known is not None:
+            known.add(ref)
+
+
 def _aggregate(
     table: Table,
     metas: Sequence[ManifestMeta],
@@ -172,6 +187,8 @@ def _aggregate(
     parts, contents, sizes, records, old_spec = [], [], [], [], []
     lowers: list[Any] = []
     uppers: list[Any] = []
+    # Per partition: the data files its position deletes point into (unknown: None).
+    targets: dict[int, set[str] | None] = {}
     for summary in summaries:
         remap = np.empty(len(summary.labels), dtype=np.int64)
         for local, label in enumerate(summary.labels):
@@ -181,6 +198,7 @@ def _aggregate(
                 first_seen.append((summary.spec_id, summary.values[local]))
             remap[local] = g
         parts.append(remap[summary.part] if len(summary) else np.empty(0, dtype=np.int64))
+        _position_targets(summary, remap, targets)
         contents.append(summary.content)
         sizes.append(summary.size)
         records.append(summary.records)
@@ -245,6 +263,7 @@ def _aggregate(
             fragment_files=int(p_frag[g]),
             old_spec_files=int(p_old[g]),
             unsorted_files=int(p_unsorted[g]),
+            deleted_data_files=-1 if (t := targets.get(g, set())) is None else len(t),
             spec_id=spec_id,
             values=tuple(values),
         )
@@ -316,6 +335,7 @@ def compute_table_stats(
         manifest_target_bytes=_manifest_target(table),
         statistics=statistics_facts(table),  # table metadata only: outside the manifests' cache
         format_version=md.format_version,
+        delete_granularity=table.properties.get("write.delete.granularity", "file").lower(),
     )
     _snapshot_facts(table, stats, now, policy.activity.window_minutes)
     if snap is None:

@@ -30,6 +30,9 @@ class PartitionStats:
     old_spec_files: int = 0
     unsorted_files: int = 0
     spec_id: int = 0
+    # Distinct data files its position deletes point into (-1: unknown, a delete file may point into
+    # several): what a file-scoped rewrite of the position deletes leaves, one delete file each.
+    deleted_data_files: int = -1
     values: tuple[Any, ...] = ()  # raw partition values (JSON-safe), for per-partition maintenance filters
 
     @property
@@ -100,6 +103,8 @@ class TableStats:
     # column statistics (Puffin files) the metadata references for the current snapshot
     statistics: StatisticsFacts = field(default_factory=StatisticsFacts)
     format_version: int = 2
+    # write.delete.granularity (Spark's default: file): how rewritten position deletes are split.
+    delete_granularity: str = "file"
     # Partitions matching the policy's compaction diagnostic (many files, small on average).
     compaction_candidates: list[str] = field(default_factory=list)
     evaluated_at: float = 0.0

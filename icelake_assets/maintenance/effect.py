@@ -128,6 +128,40 @@ def _rewrite_effect(res: RewriteResult, after: TableStats, policy: Policy) -> Op
     )
 
 
+def _position_effect(res: RewriteResult, after: TableStats, policy: Policy) -> OpEffect | None:
+    """The position-delete compaction's part of a rewrite: effective when the delete_files finding
+    passes (its data files untouched), partial when it merged some files but the finding still fails."""
+    pd = res.position_deletes
+    if pd is None:
+        return None
+    finding = delete_files_finding(after, policy)
+    moved = (
+        f"{pd.delete_files_before} → {pd.delete_files_after} delete files in {len(pd.partitions)} partitions"
+    )
+    if pd.error or not pd.commits:
+        why = f"position deletes not compacted ({pd.error or 'Iceberg committed nothing'})"
+        return OpEffect(res.op, "ineffective", why, finding.check, pd.partitions)
+    if finding.passed:
+        return OpEffect(
+            res.op, "effective", f"position deletes compacted: {moved}, data files untouched", finding.check
+        )
+    effect: Effect = (
+        "partial" if (pd.delete_files_after or 0) < (pd.delete_files_before or 0) else "ineffective"
+    )
+    return OpEffect(
+        res.op, effect, f"position deletes compacted ({moved}) but {finding.summary}", finding.check
+    )
+
+
+def _worst(effects: Sequence[OpEffect]) -> OpEffect:
+    """One effect for an op that did two things (a data rewrite and a position-delete compaction)."""
+    if len(effects) == 1:
+        return effects[0]
+    worst = max(effects, key=lambda e: _RANK[e.effect])
+    still = tuple(dict.fromkeys(p for e in effects for p in e.still_failing))
+    return OpEffect(worst.op, worst.effect, "; ".join(e.reason for e in effects), worst.check, still)
+
+
 def _statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy) -> OpEffect:
     """Effective when the statistics finding passes on statistics of the current snapshot itself."""
     finding = statistics_finding(after, policy)
@@ -155,7 +189,15 @@ def verify_effects(ops: Sequence[OpResult], after: TableStats, policy: Policy) -
             continue
         op = o.op
         if isinstance(o, RewriteResult):
-            effects.append(_rewrite_effect(o, after, policy))
+            parts = [
+                *(
+                    [_rewrite_effect(o, after, policy)]
+                    if o.partitions_rewritten or o.partitions_failed
+                    else []
+                ),
+                *([e] if (e := _position_effect(o, after, policy)) is not None else []),
+            ]
+            effects.append(_worst(parts or [_rewrite_effect(o, after, policy)]))
         elif isinstance(o, ExpireResult):
             progress = f"{o.snapshots_before} → {o.snapshots_after} snapshots"
             effects.append(_finding_effect(op, snapshot_finding(after, policy), progress))

@@ -15,6 +15,7 @@ from icelake_assets.maintenance.results import (
     OrphanResult,
     OrphanScanSummary,
     PartitionValueList,
+    PositionDeletes,
     ProcedureRow,
     RewriteResult,
     Scalar,
@@ -125,6 +126,23 @@ def _dangling(res: Mapping[str, object]) -> DanglingDeletes | None:
     )
 
 
+def _position(value: object) -> PositionDeletes | None:
+    if not isinstance(value, Mapping):
+        return None
+    row = value.get("procedure")
+    return PositionDeletes(
+        partitions=_strs(value.get("partitions")),
+        where=_opt_str(value.get("where")),
+        estimated_bytes=_int(value.get("estimated_bytes")),
+        data_bytes_not_rewritten=_int(value.get("data_bytes_not_rewritten")),
+        procedure={str(k): _scalar(v) for k, v in row.items()} if isinstance(row, Mapping) else {},
+        delete_files_before=_opt_int(value.get("delete_files_before")),
+        delete_files_after=_opt_int(value.get("delete_files_after")),
+        commits=_int(value.get("commits")),
+        error=_opt_str(value.get("error")),
+    )
+
+
 def _rewrite(base: RewriteResult, res: Mapping[str, object]) -> RewriteResult:
     if not res:
         return base
@@ -137,6 +155,7 @@ def _rewrite(base: RewriteResult, res: Mapping[str, object]) -> RewriteResult:
         base,
         procedure=_row(res, own),
         dangling=dangling,
+        position_deletes=_position(res.get("position_deletes")),
         data_files_before=_opt_int(res.get("data_files_before")),
         data_files_after=_opt_int(res.get("data_files_after")),
         small_files_before=_opt_int(res.get("small_files_before")),
@@ -165,6 +184,7 @@ def _rewrite(base: RewriteResult, res: Mapping[str, object]) -> RewriteResult:
 
 
 _REWRITE_KEYS = (
+    "position_deletes",
     "data_files_before",
     "data_files_after",
     "small_files_before",

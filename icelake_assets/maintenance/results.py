@@ -12,14 +12,17 @@ as the former dicts did.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-# One row of an Iceberg procedure's output (``CALL ... system.*``), kept whole for the audit: its
-# columns differ between Iceberg versions, the ones read here have typed accessors.
-Scalar = str | int | float | bool | None
-ProcedureRow = Mapping[str, Scalar]
-Details = dict[str, object]
+from icelake_assets.maintenance.delete_results import DanglingDeletes, PositionDeletes
+from icelake_assets.maintenance.result_types import (
+    Details,
+    OpResult,
+    ProcedureRow,
+    Scalar,
+    count_of,
+)
 
 EXPIRE = "expire_snapshots"
 ORPHANS = "remove_orphan_files"
@@ -28,59 +31,6 @@ MANIFESTS = "rewrite_manifests"
 STATISTICS = "compute_statistics"
 # The ops that commit new data files: validation's row-count baseline is where the first one started.
 REWRITING_OPS = (REWRITE, MANIFESTS)
-
-
-def _count(row: ProcedureRow, key: str) -> int | None:
-    """A count of a procedure row, None when absent or not a number (as the metadata leaves it out)."""
-    value = row.get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpResult:
-    """What one op did to one table in one attempt: whether it acted and why, its signals, its time
-    and the snapshots around it; subclasses add what the op itself measured."""
-
-    op: ClassVar[str] = ""
-    acted: bool
-    reason: str
-    signals: Mapping[str, object] = field(default_factory=dict)
-    duration_s: float = 0.0
-    snapshot_before: int | None = None
-    snapshot_after: int | None = None
-    attempt: int = 1  # the op's attempt (Dagster retries the rewrite while partitions fail)
-    merged_attempts: int | None = None  # the attempts folded into this one (merge_attempts)
-    # The post-run effect verification's verdict on this op (maintenance/effect.py), for the audit.
-    effect: str | None = None
-    effect_reason: str | None = None
-
-    def _details(self) -> Details:
-        return {}
-
-    def details(self) -> Details:
-        """The op's result as the audit records it (the ``result`` of the former outcome dicts)."""
-        out = self._details()
-        if self.merged_attempts is not None:
-            out["attempts"] = self.merged_attempts
-        if self.effect is not None:
-            out["effect"], out["effect_reason"] = self.effect, self.effect_reason
-        return out
-
-    def to_dict(self) -> Details:
-        return {
-            "op": self.op,
-            "acted": self.acted,
-            "reason": self.reason,
-            "signals": dict(self.signals),
-            "result": self.details(),
-            "duration_s": self.duration_s,
-            "snapshot_before": self.snapshot_before,
-            "snapshot_after": self.snapshot_after,
-            "attempt": self.attempt,
-        }
-
-    def with_effect(self, effect: str, reason: str) -> OpResult:
-        return replace(self, effect=effect, effect_reason=reason)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +50,7 @@ class ExpireResult(OpResult):
 
     @property
     def deleted_manifest_lists_count(self) -> int | None:
-        return _count(self.procedure, "deleted_manifest_lists_count")
+        return count_of(self.procedure, "deleted_manifest_lists_count")
 
     def _details(self) -> Details:
         if not self.acted:
@@ -175,24 +125,6 @@ class OrphanResult(OpResult):
         return out
 
 
-@dataclass(frozen=True)
-class DanglingDeletes:
-    """The cleanup after a delete-applying rewrite (runner._remove_dangling_deletes)."""
-
-    commits: int = 0
-    position: ProcedureRow = field(default_factory=dict)  # rewrite_position_delete_files' row
-    equality: ProcedureRow = field(default_factory=dict)  # procedures.remove_dangling_deletes' counts
-    error: str | None = None
-
-    def to_dict(self) -> Details:
-        out: Details = {"dangling_delete_commits": self.commits}
-        out.update({f"position_deletes_{k}": v for k, v in self.position.items()})
-        out.update(self.equality)
-        if self.error is not None:
-            out["dangling_deletes_error"] = self.error
-        return out
-
-
 PartitionValueList = tuple[tuple[str | None, ...], ...]
 
 
@@ -204,6 +136,8 @@ class RewriteResult(OpResult):
     op: ClassVar[str] = REWRITE
     procedure: ProcedureRow = field(default_factory=dict)  # rewritten_data_files_count, ...
     dangling: DanglingDeletes | None = None  # only after a rewrite that applied deletes and committed
+    # Position deletes compacted by rewrite_position_delete_files instead of a data rewrite.
+    position_deletes: PositionDeletes | None = None
     data_files_before: int | None = None
     data_files_after: int | None = None
     small_files_before: int | None = None
@@ -231,19 +165,20 @@ class RewriteResult(OpResult):
 
     @property
     def rewritten_data_files_count(self) -> int | None:
-        return _count(self.procedure, "rewritten_data_files_count")
+        return count_of(self.procedure, "rewritten_data_files_count")
 
     @property
     def added_data_files_count(self) -> int | None:
-        return _count(self.procedure, "added_data_files_count")
+        return count_of(self.procedure, "added_data_files_count")
 
     @property
     def rewritten_bytes_count(self) -> int | None:
-        return _count(self.procedure, "rewritten_bytes_count")
+        return count_of(self.procedure, "rewritten_bytes_count")
 
     @property
     def failed(self) -> bool:
-        """Some partitions did not compact, or Spark failed."""
+        """Some partitions did not compact, or Spark failed (a failed position-delete compaction is
+        its effect's, maintenance/effect.py: no partition of the data rewrite is left behind)."""
         return bool(self.partitions_failed or self.error)
 
     def failed_names(self) -> tuple[str, ...]:
@@ -261,6 +196,8 @@ class RewriteResult(OpResult):
         out: Details = dict(self.procedure)
         if self.dangling is not None:
             out.update(self.dangling.to_dict())
+        if self.position_deletes is not None:
+            out["position_deletes"] = self.position_deletes.to_dict()
         out.update(
             data_files_before=self.data_files_before,
             data_files_after=self.data_files_after,
@@ -302,11 +239,11 @@ class ManifestResult(OpResult):
 
     @property
     def rewritten_manifests_count(self) -> int | None:
-        return _count(self.procedure, "rewritten_manifests_count")
+        return count_of(self.procedure, "rewritten_manifests_count")
 
     @property
     def added_manifests_count(self) -> int | None:
-        return _count(self.procedure, "added_manifests_count")
+        return count_of(self.procedure, "added_manifests_count")
 
     def _details(self) -> Details:
         if not self.acted:
@@ -373,6 +310,7 @@ __all__ = [
     "OpResult",
     "OrphanResult",
     "OrphanScanSummary",
+    "PositionDeletes",
     "ProcedureRow",
     "PartitionValueList",
     "RewriteResult",

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef, current_snapshot_id as _snapshot_id
 from icelake_assets.causes import Cause, describe, root_cause
-from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
-from icelake_assets.maintenance import plan, procedures, progress
+from icelake_assets.health.stats import TableStats
+from icelake_assets.maintenance import delete_compaction, plan, procedures, progress
 from icelake_assets.maintenance.guards import APPROVAL_TAG, estimated_rewrite_bytes
 from icelake_assets.maintenance.results import DanglingDeletes, ProcedureRow, RewriteResult
 from icelake_assets.maintenance.runner import StatsFn, refreshed, timed
@@ -58,9 +58,9 @@ def rewrite_data_files(
         if not d.act:
             return RewriteResult(acted=False, reason=d.reason, signals=d.signals)
         rp = plan.plan_rewrite(stats, policy, candidates)
-        candidates, run_where = _planned(table, ref, stats, rp, where, scope)
+        candidates, run_where = _planned(table, ref, stats, rp, where, scope) if rp.partitions else ([], None)
         # The cost guard holds for every trigger: only an explicit approval (run tag) lifts it.
-        cost = estimated_rewrite_bytes(stats, candidates)
+        cost = estimated_rewrite_bytes(stats, candidates) + rp.position_delete_bytes
         signals = {**d.signals, "estimated_rewrite_bytes": cost}
         if cost > policy.guards.max_rewrite_bytes and not approved:
             held = (
@@ -69,11 +69,23 @@ def rewrite_data_files(
                 f"{APPROVAL_TAG}=true to approve"
             )
             return RewriteResult(acted=False, reason=held, signals=signals)
-        call = _Call(
-            spark_fn, ref, table, stats.current_snapshot_id, run_where, policy, say, progress_every_s
-        )
-        run = call.with_fallback(rp.options, rp.groups)
-        measured = _measure(spark_fn, ref, table, stats_fn, stats, candidates, run, run_where, scope)
+        measured = _untouched(stats)
+        if rp.partitions:
+            call = _Call(
+                spark_fn, ref, table, stats.current_snapshot_id, run_where, policy, say, progress_every_s
+            )
+            run = call.with_fallback(rp.options, rp.groups)
+            measured = _measure(spark_fn, ref, table, stats_fn, stats, candidates, run, run_where, scope)
+        if rp.position_partitions:
+            position_where = _position_where(table, ref, stats, rp.position_partitions, where, scope)
+            compacted = delete_compaction.compact_position_deletes(
+                spark_fn, ref, table, stats_fn, stats, rp, position_where
+            )
+            measured = replace(
+                measured,
+                position_deletes=compacted,
+                delete_files_after=stats_fn(refreshed(table)).delete_files,
+            )
         failed, error = measured.partitions_failed, measured.error
         reason = (
             d.reason
@@ -83,6 +95,41 @@ def rewrite_data_files(
         return replace(measured, reason=reason, signals=signals, estimated_rewrite_bytes=cost)
 
     return timed(table, work)
+
+
+def _untouched(stats: TableStats) -> RewriteResult:
+    """The data rewrite's measures when only position deletes are compacted: no data file moves."""
+    return RewriteResult(
+        acted=True,
+        reason="",
+        data_files_before=stats.data_files,
+        data_files_after=stats.data_files,
+        small_files_before=stats.small_files,
+        small_files_after=stats.small_files,
+        snapshots_committed=0,
+        delete_files_before=stats.delete_files,
+    )
+
+
+def _position_where(
+    table: Table,
+    ref: TableRef,
+    stats: TableStats,
+    labels: tuple[str, ...],
+    where: str | None,
+    scope: PartitionScope | None,
+) -> str | None:
+    """The ``where`` naming the partitions whose position deletes are compacted (as ``_planned`` names
+    the data rewrite's): the run's scope, else a filter of the table's partitions (None: all)."""
+    parts = stats.partitions
+    named: str | None
+    if scope is not None:
+        named = scope.where(
+            [v for c in labels for v in scope.values_of(c, parts[c].spec_id, parts[c].values)]
+        )
+    else:
+        named = _table_where(table, ref, stats, list(labels))[0]
+    return f"({where}) AND ({named})" if where and named else (where or named)
 
 
 def _in_scope(stats: TableStats, policy: Policy, scope: PartitionScope | None) -> list[str]:
@@ -205,7 +252,7 @@ def _measure(
     after = stats_fn(refreshed(table))
     failed = [c for c in candidates if _not_compacted(stats, after, c, int(options["min-input-files"]))]
     iceberg_failed = int(run.row.get("failed_data_files_count", 0) or 0)
-    commits = _commits_after(refreshed(table), stats.current_snapshot_id)
+    commits = delete_compaction.commits_after(refreshed(table), stats.current_snapshot_id)
     dangling: DanglingDeletes | None = None
     if "delete-file-threshold" in options and commits:
         dangling = _remove_dangling_deletes(spark_fn, ref, table, after, candidates, where)
@@ -283,7 +330,9 @@ def _remove_dangling_deletes(
             equality_row = procedures.remove_dangling_deletes(spark_fn(), ref)
     except Exception as err:  # recorded: effect verification reports the delete files left
         error = describe(err)
-    return DanglingDeletes(_commits_after(refreshed(table), before_id), position_row, equality_row, error)
+    return DanglingDeletes(
+        delete_compaction.commits_after(refreshed(table), before_id), position_row, equality_row, error
+    )
 
 
 def _table_where(
@@ -308,16 +357,6 @@ def _table_where(
         if set(partition_values(layout, label, ps.spec_id, ps.values)) & wanted
     ]
     return where_clause(layout, ref.catalog, wanted), sorted(covered)
-
-
-def _commits_after(table: Table, snapshot_id: int | None) -> int:
-    """Rewrite (``replace``) snapshots on the current branch after ``snapshot_id``: the commits one
-    op made (writers committing meanwhile are not counted)."""
-    n, snap = 0, table.current_snapshot()
-    while snap is not None and snap.snapshot_id != snapshot_id:
-        n += snap.summary is not None and snap.summary.operation.value == MAINTENANCE_OPERATION
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
-    return n
 
 
 def _not_compacted(before: TableStats, after: TableStats, label: str, min_input_files: int) -> bool:

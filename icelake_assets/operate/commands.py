@@ -137,6 +137,15 @@ def print_plan(plan: TablePlan) -> None:
         print(f"\npartitions to rewrite ({len(plan.partitions)}): {shown}")
     for label, why in list(plan.partitions_excluded.items())[:5]:
         print(f"  skipped {label}: {why}")
+    if plan.position_partitions:
+        shown = ", ".join(plan.position_partitions[:10]) + (
+            " …" if len(plan.position_partitions) > 10 else ""
+        )
+        print(
+            f"\nposition deletes compacted by rewrite_position_delete_files ({len(plan.position_partitions)} "
+            f"partitions: {shown}): {human_bytes(e.position_delete_bytes)} of delete files instead of "
+            f"rewriting {human_bytes(plan.position_data_bytes)} of data"
+        )
     print(
         f"\nestimate: rewrite {human_bytes(e.rewrite_bytes)} ({e.rewrite_files} files, {e.rewrite_groups} "
         f"groups; cap {human_bytes(e.max_rewrite_bytes)}), {e.expirable_snapshots} snapshots to expire"

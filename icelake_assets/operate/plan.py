@@ -50,6 +50,7 @@ class Estimate:
     rewrite_groups: int
     max_rewrite_bytes: int  # the cost guard's cap (guards.max_rewrite_bytes)
     expirable_snapshots: int
+    position_delete_bytes: int = 0  # delete files the position-delete compaction reads and writes again
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,10 @@ class TablePlan:
     orphans_evaluated: bool
     partitions: tuple[str, ...]  # the partitions rewrite_data_files would take
     partitions_excluded: dict[str, str]  # flagged partitions Iceberg would skip, with the reason
+    # Partitions whose position deletes rewrite_position_delete_files compacts instead of a data rewrite.
+    position_partitions: tuple[str, ...]
+    position_data_bytes: int  # the data bytes a delete-applying rewrite would have rewritten there
+    position_reason: str  # why the position deletes are (or are not) compacted alone
     rewrite_options: dict[str, str]
     estimate: Estimate
     guards: str  # allow, defer, hold, skip (GUARDS)
@@ -120,6 +125,8 @@ class TablePlan:
             "rewrite_bytes": self.estimate.rewrite_bytes,
             "guards": self.guards,
         }
+        if self.position_partitions:  # absent otherwise: the digests of plans without stay the same
+            essence["position_partitions"] = list(self.position_partitions)
         text = json.dumps(essence, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -144,6 +151,13 @@ class TablePlan:
                 "rewrite_groups": self.estimate.rewrite_groups,
                 "max_rewrite_bytes": self.estimate.max_rewrite_bytes,
                 "expirable_snapshots": self.estimate.expirable_snapshots,
+                "position_delete_bytes": self.estimate.position_delete_bytes,
+            },
+            "position_deletes": {
+                "partitions": list(self.position_partitions),
+                "delete_bytes": self.estimate.position_delete_bytes,
+                "data_bytes_not_rewritten": self.position_data_bytes,
+                "reason": self.position_reason,
             },
             "guards": {"verdict": self.guards, "reason": self.guards_reason, "details": self.guards_details},
             "outcome": self.outcome,
@@ -201,6 +215,9 @@ def build_plan(
         orphans_evaluated=any(d.op == "remove_orphan_files" for d in decided.decisions),
         partitions=rewrite.partitions if rewrites else (),
         partitions_excluded=dict(rewrite.excluded) if rewrites else {},
+        position_partitions=rewrite.position_partitions if rewrites else (),
+        position_data_bytes=rewrite.position_data_bytes if rewrites else 0,
+        position_reason=rewrite.position_reason,
         rewrite_options=dict(rewrite.options) if rewrites else {},
         estimate=Estimate(
             rewrite_bytes=estimated_rewrite_bytes(stats, rewrite.partitions) if rewrites else 0,
@@ -210,6 +227,7 @@ def build_plan(
             rewrite_groups=rewrite.groups if rewrites else 0,
             max_rewrite_bytes=max_rewrite_bytes,
             expirable_snapshots=int(signals.get("expire_snapshots", {}).get("expirable_snapshots", 0)),
+            position_delete_bytes=rewrite.position_delete_bytes if rewrites else 0,
         ),
         guards=GUARDS[decided.verdict.action],
         guards_reason=decided.verdict.reason,

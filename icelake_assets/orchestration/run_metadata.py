@@ -9,6 +9,7 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance, MetadataValue, TimestampMetadataValue
 
 from icelake_assets.health.scan_cost import ScanBenefit
+from icelake_assets.maintenance.result_types import count_of
 from icelake_assets.maintenance.results import (
     ExpireResult,
     ManifestResult,
@@ -94,6 +95,11 @@ def op_metrics(o: OpResult) -> dict[str, int | None]:
             "files/added": o.added_data_files_count,
             "files/failed": o.failed_data_files_count,
             "bytes/rewritten": o.rewritten_bytes_count,
+            "deletes/compacted": (
+                count_of(o.position_deletes.procedure, "rewritten_delete_files_count")
+                if o.position_deletes is not None
+                else None
+            ),
         }
     if isinstance(o, ManifestResult):
         return {
@@ -108,6 +114,18 @@ def op_metrics(o: OpResult) -> dict[str, int | None]:
     return {}
 
 
+def _position_numbers(o: RewriteResult) -> str:
+    pd = o.position_deletes
+    assert pd is not None
+    if pd.error:
+        return f"position deletes not compacted ({pd.error})"
+    return (
+        f"{pd.delete_files_before} → {pd.delete_files_after} position delete files in {len(pd.partitions)} "
+        f"partitions ({human_bytes(pd.estimated_bytes)} instead of {human_bytes(pd.data_bytes_not_rewritten)} "
+        "of data rewritten)"
+    )
+
+
 def _op_numbers(o: OpResult) -> str:
     """What an op that acted did, numbers first, each naming what it counts (an op counts what it
     found at its turn: the manifest rewrite sees the manifests the data rewrite left)."""
@@ -115,14 +133,18 @@ def _op_numbers(o: OpResult) -> str:
         return f"{o.snapshots_expired or 0} of {o.snapshots_before or 0} snapshots expired"
     if isinstance(o, OrphanResult):
         return f"{o.orphans_removed} orphan files removed ({human_bytes(o.bytes_found)})"
+    if isinstance(o, RewriteResult) and o.position_deletes is not None and not o.partitions_rewritten:
+        return _position_numbers(o)
     if isinstance(o, RewriteResult):
         failed = o.failed_names()
         attempts = o.merged_attempts or 0
+        position = f"; {_position_numbers(o)}" if o.position_deletes is not None else ""
         return (
             f"{o.rewritten_data_files_count or 0} → {o.added_data_files_count or 0} data files "
             f"({human_bytes(o.rewritten_bytes_count or 0)} rewritten)"
             + (f", {len(failed)} partitions not compacted" if failed else "")
             + (f" in {attempts} attempts" if attempts > 1 else "")
+            + position
         )
     if isinstance(o, ManifestResult):
         return f"{o.rewritten_manifests_count or 0} → {o.added_manifests_count or 0} manifests rewritten"

@@ -39,11 +39,17 @@ class RunState:
         return sum(o.snapshots_committed or 0 for o in self.ops if isinstance(o, RewriteResult) and o.acted)
 
     def rewrote(self) -> int:
-        """Snapshots this run's rewrites (data files, manifests) committed: statistics follow them."""
+        """Snapshots this run's rewrites (data files, position deletes, manifests) committed:
+        statistics follow them."""
         manifests = sum(
             1 for o in self.ops if o.acted and o.op in REWRITING_OPS and o.op != "rewrite_data_files"
         )
-        return self.rewrite_commits() + manifests
+        position = sum(
+            o.position_deletes.commits
+            for o in self.ops
+            if isinstance(o, RewriteResult) and o.acted and o.position_deletes is not None
+        )
+        return self.rewrite_commits() + position + manifests
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,10 @@ def evaluate_guards(
     max_rewrite_bytes: int,
     approved: bool = False,
     partitions: Sequence[str] | None = None,
+    position_delete_bytes: int = 0,
 ) -> Verdict:
+    """``partitions``: those the data rewrite takes; ``position_delete_bytes``: the delete files its
+    position-delete compaction reads and writes again (planning/rewrite.py), priced too."""
     acting = tuple(d.op for d in decisions if d.act)
     if not acting:
         return Verdict("skip", "; ".join(d.reason for d in decisions) or "no maintenance op enabled")
@@ -67,8 +70,13 @@ def evaluate_guards(
             acting,
             writer,
         )
-    cost = estimated_rewrite_bytes(stats, partitions) if "rewrite_data_files" in acting else 0
+    rewriting = "rewrite_data_files" in acting
+    data = estimated_rewrite_bytes(stats, partitions) if rewriting else 0
+    position = position_delete_bytes if rewriting else 0
+    cost = data + position
     details = {**writer, "estimated_rewrite_bytes": cost, "max_rewrite_bytes": max_rewrite_bytes}
+    if position:
+        details["estimated_position_delete_bytes"] = position
     if cost > max_rewrite_bytes and not approved:
         return Verdict(
             "hold",

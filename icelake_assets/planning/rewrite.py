@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from icelake_assets.health.findings import Finding, Severity, grade
 from icelake_assets.health.stats import SIZE_BUCKETS, TableStats
 from icelake_assets.planning.decision import Decision, Evaluation, disabled
-from icelake_assets.planning.deletes import deletes_crossed
+from icelake_assets.planning.deletes import deletes_crossed, position_delete_compaction
 from icelake_assets.settings import Policy
 
 MiB = 1_048_576
@@ -43,13 +43,20 @@ class RewritePlan:
     with ``delete-file-threshold``, files with deletes) and rewrites a group of them when it holds more
     than one file and at least ``min-input-files`` (or more than a target's bytes), or any file with
     deletes. ``partitions`` are the chosen partitions Iceberg rewrites under these options;
-    ``excluded`` the chosen ones it would skip (never named), with the reason."""
+    ``excluded`` the chosen ones it would skip (never named), with the reason. ``position_partitions``:
+    the chosen partitions whose position deletes rewrite_position_delete_files compacts instead
+    (planning/deletes.py), reading and writing ``position_delete_bytes`` rather than their
+    ``position_data_bytes`` of data; ``position_reason`` says why (or why not)."""
 
     partitions: tuple[str, ...]
     excluded: dict[str, str]
     options: dict[str, str]
     groups: int
     input_bytes: int  # data bytes of the named partitions (an upper bound of what is rewritten)
+    position_partitions: tuple[str, ...] = ()
+    position_delete_bytes: int = 0
+    position_data_bytes: int = 0
+    position_reason: str = ""
 
 
 def rewritable(p, min_input: int, with_deletes: bool) -> bool:
@@ -69,7 +76,12 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
     ``partial_progress_min_groups`` groups or ``partial_progress_min_bytes``: a small rewrite commits once."""
     sf = policy.small_files
     chosen = list(rewrite_candidates(stats, policy) if candidates is None else candidates)
-    with_deletes = deletes_crossed(stats, policy)
+    compaction = position_delete_compaction(stats, policy)
+    position = tuple(c for c in chosen if c in set(compaction.partitions))
+    chosen = [c for c in chosen if c not in position]
+    with_deletes = deletes_crossed(stats, policy) and any(
+        stats.partitions[c].delete_files for c in chosen if c in stats.partitions
+    )
     parts = {c: stats.partitions[c] for c in chosen if c in stats.partitions}
     counts = [p.small_files for p in parts.values() if p.small_files > 1]
     min_input = max(2, min([sf.min_input_files, *counts]))
@@ -106,7 +118,17 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
         # per partition (equality deletes too); runner.rewrite_data_files cleans up what it leaves.
         **({"delete-file-threshold": "1", "remove-dangling-deletes": "true"} if with_deletes else {}),
     }
-    return RewritePlan(tuple(sorted(named)), excluded, options, groups, input_bytes)
+    return RewritePlan(
+        tuple(sorted(named)),
+        excluded,
+        options,
+        groups,
+        input_bytes,
+        position,
+        sum(stats.partitions[c].delete_bytes for c in position),
+        sum(stats.partitions[c].data_bytes for c in position),
+        compaction.reason,
+    )
 
 
 def decide_rewrite(
@@ -143,6 +165,16 @@ def decide_rewrite(
     if candidates is not None:
         signals["table_candidate_partitions"] = len(stats.compaction_candidates)
     signals["delete_files_in_scope"] = deletes
+    signals["position_delete_partitions"] = len(rp.position_partitions)
+    signals["position_delete_bytes"] = rp.position_delete_bytes
+    signals["data_bytes_not_rewritten"] = rp.position_data_bytes
+    position = (
+        f"position deletes of {len(rp.position_partitions)} partitions{where} compacted by "
+        f"rewrite_position_delete_files ({rp.position_delete_bytes} bytes of delete files instead of "
+        f"rewriting {rp.position_data_bytes} bytes of data)"
+        if rp.position_partitions
+        else ""
+    )
     skipped = ""
     if rp.excluded:
         first = next(iter(rp.excluded.items()))
@@ -160,7 +192,11 @@ def decide_rewrite(
                 f"averaging < {p.max_avg_file_bytes} bytes ({files} files)"
             )
         )
-        return Decision("rewrite_data_files", True, why + skipped, signals)
+        return Decision(
+            "rewrite_data_files", True, why + skipped + (f"; {position}" if position else ""), signals
+        )
+    if position:
+        return Decision("rewrite_data_files", True, position + skipped, signals)
     return Decision(
         "rewrite_data_files",
         False,

@@ -73,6 +73,7 @@ def decide_table(
         policy.guards.quiet_period_minutes,
         policy.guards.max_rewrite_bytes,
         partitions=planned.partitions,
+        position_delete_bytes=planned.position_delete_bytes,
     )
     action = decide_action(mode, verdict.action == "launch")
     outcome = {"defer": Outcome.DEFERRED, "hold": Outcome.HELD, "skip": Outcome.SKIPPED}.get(

@@ -112,3 +112,27 @@ def test_statistics_are_effective_only_on_the_current_snapshot_and_a_failure_is_
     failed = replace(done, ndv={}, error="UnsupportedOperationException: type")
     [effect] = verify_effects([failed], after(), POLICY)
     assert effect.effect == "ineffective" and "UnsupportedOperationException" in effect.reason
+
+
+def test_a_position_delete_compaction_is_judged_on_the_delete_files_check():
+    from icelake_assets.maintenance.results import PositionDeletes
+
+    def after(delete_files: int) -> TableStats:
+        return replace(_after([]), data_files=24, records=600, position_delete_files=delete_files)
+
+    compacted = PositionDeletes(partitions=("a", "b"), delete_files_before=8, delete_files_after=2, commits=1)
+    only = RewriteResult(acted=True, reason="r", snapshots_committed=0, position_deletes=compacted)
+    [effect] = verify_effects([only], after(2), POLICY)
+    assert (
+        effect.effect == "effective"
+        and "8 → 2 delete files in 2 partitions, data files untouched" in effect.reason
+    )
+    [effect] = verify_effects([only], after(6), POLICY)  # 6 of 24 still fail the 0.2 file ratio
+    assert effect.effect == "partial" and "delete_files" == effect.check
+    failed = replace(only, position_deletes=replace(compacted, commits=0, error="ValidationException: x"))
+    [effect] = verify_effects([failed], after(8), POLICY)
+    assert effect.effect == "ineffective" and "ValidationException" in effect.reason
+    # With a data rewrite beside it, the op's effect is the worse of the two, both reasons told.
+    both = replace(_rewrite(), position_deletes=compacted)
+    [effect] = verify_effects([both], replace(after(6), compaction_candidates=["a"]), POLICY)
+    assert effect.effect == "partial" and "position deletes compacted" in effect.reason

@@ -13,6 +13,7 @@ from icelake_assets.maintenance.results import (
     OpResult,
     OrphanResult,
     OrphanScanSummary,
+    PositionDeletes,
     RewriteResult,
     StatisticsResult,
 )
@@ -96,6 +97,20 @@ ACTED: list[OpResult] = [
     MANIFESTS,
     STATISTICS,
     replace(STATISTICS, statistics_file=None, ndv={}, error="boom", error_kind="error"),
+    replace(
+        REWRITE,
+        position_deletes=PositionDeletes(
+            partitions=("d=3",),
+            where="d = '3'",
+            estimated_bytes=4096,
+            data_bytes_not_rewritten=10**9,
+            procedure={"rewritten_delete_files_count": 4, "added_delete_files_count": 1},
+            delete_files_before=4,
+            delete_files_after=1,
+            commits=1,
+            error="late",
+        ),
+    ),
 ]
 
 

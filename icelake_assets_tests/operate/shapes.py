@@ -36,6 +36,13 @@ PLAN: dict[str, Any] = {
         "rewrite_groups": INT,
         "max_rewrite_bytes": INT,
         "expirable_snapshots": INT,
+        "position_delete_bytes": INT,
+    },
+    "position_deletes": {
+        "partitions": [STR],
+        "delete_bytes": INT,
+        "data_bytes_not_rewritten": INT,
+        "reason": STR,
     },
     "guards": {"verdict": ("allow", "defer", "hold", "skip"), "reason": STR, "details": DICT},
     "outcome": ("launched", "proposed", "observed", "deferred", "held", "skipped"),

@@ -90,6 +90,8 @@ def statistics_facts(table: Table) -> StatisticsFacts:
     if snap is None:
         return facts
     out: dict[str, Any] = {"current_rows": _total_records(snap.summary)}
+    if not (table_files or partition_files):
+        return replace(facts, **out)
     for behind, ancestor in enumerate(_ancestors(table, snap)):
         found = table_files.get(ancestor.snapshot_id)
         if found is not None and "snapshot_id" not in out:
@@ -115,13 +117,14 @@ def statistics_facts(table: Table) -> StatisticsFacts:
 
 def _ancestors(table: Table, snap: Snapshot) -> Iterator[Snapshot]:
     """``snap``, its parent, and so on while the metadata holds them (expiry cuts the chain)."""
+    by_id = {s.snapshot_id: s for s in table.metadata.snapshots}  # pyiceberg's lookup is a scan
     seen: set[int] = set()
     current: Snapshot | None = snap
     while current is not None and current.snapshot_id not in seen:
         seen.add(current.snapshot_id)
         yield current
         parent = current.parent_snapshot_id
-        current = table.snapshot_by_id(parent) if parent is not None else None
+        current = by_id.get(parent) if parent is not None else None
 
 
 def read_puffin_ndv(table: Table, path: str) -> dict[int, int]:

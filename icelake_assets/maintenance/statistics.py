@@ -48,9 +48,9 @@ def compute_statistics(
         written: dict = {}
         partition_written: dict = {}
         try:
-            written = spark_actions.compute_table_stats(spark, ref, planned.columns)
+            written = _retrying(lambda: spark_actions.compute_table_stats(spark, ref, planned.columns))
             if partitions:
-                partition_written = spark_actions.compute_partition_stats(spark, ref)
+                partition_written = _retrying(lambda: spark_actions.compute_partition_stats(spark, ref))
         except Exception as err:
             cause = root_cause(err)
             if cause.kind == "outage":
@@ -67,6 +67,21 @@ def compute_statistics(
         return _found(table, d.reason, d.signals, planned.columns, written, partition_written)
 
     return timed(table, work)
+
+
+# Registering a statistics file is a metadata commit Iceberg does not retry (SetStatistics): a writer
+# committing while the sketches are computed makes it fail; computing again on the new snapshot is the fix.
+_ATTEMPTS = 3
+
+
+def _retrying(call: Callable[[], dict]) -> dict:
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            return call()
+        except Exception as err:
+            if attempt == _ATTEMPTS or root_cause(err).kind != "commit_conflict":
+                raise
+    raise AssertionError("unreachable")
 
 
 def _found(

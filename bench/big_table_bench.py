@@ -80,7 +80,9 @@ PRODUCT = """
 import json, sys, time
 from dagster import DagsterInstance
 from icelake_assets.maintenance import post_run, procedures, rewrite
-from icelake_assets.orchestration import maintenance_ops, resources, run_validation
+from icelake_assets.orchestration import resources
+from icelake_assets.orchestration.assets import ops as maintenance_ops
+from icelake_assets.orchestration.assets import validation as run_validation
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets.settings import load_settings
 marks, spans = {"imported": time.time()}, []

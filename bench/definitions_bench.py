@@ -141,7 +141,7 @@ def product_spec(env: dict[str, str], path: Path, timeout: float) -> tuple[Shape
 
 
 def cases(spec: ShapeSpec, spec_path: Path) -> list[Case]:
-    from icelake_assets.orchestration.assets import MAINTENANCE_JOB
+    from icelake_assets.orchestration.assets.graph import MAINTENANCE_JOB
     from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME
 
     assets = len(spec.job(IMPLICIT_ASSET_JOB_NAME).assets)

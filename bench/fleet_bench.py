@@ -45,7 +45,7 @@ from dagster import DagsterEventType, DagsterInstance, RunsFilter
 from bench.loop_bench import sensor, timed_script, unhealed, write_settings
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import age_all_files, append, plant_orphans
-from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
+from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 from icelake_assets.settings import Settings, load_settings
 
 GOAL_RATIO = 2.0

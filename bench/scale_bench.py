@@ -481,7 +481,7 @@ def run_ticks(
     """The cold tick, the ticks that cover the lake after it, an unchanged tick: report rows."""
     from dagster import DagsterInstance
 
-    from icelake_assets.orchestration.sensors import TickCursor
+    from icelake_assets.orchestration.sensors.maintenance import TickCursor
 
     every = {t.key for t in tables}
     degraded = {t.key for t in tables if t.degraded}

@@ -75,7 +75,7 @@ import icelake_assets.orchestration.resources as resources_module
 from bench.report import exit_on_problems
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors import (
+from icelake_assets.orchestration.sensors.maintenance import (
     MAINTENANCE_SENSOR,
     TABLE_TAG,
     TickCursor,
@@ -537,7 +537,7 @@ def main() -> None:
 
         (folder / "dagster").mkdir()
         # No global run cap: every degraded table is requested, which the checks below count (the
-        # launch order under a cap is tested in icelake_assets_tests/orchestration/test_run_model.py).
+        # launch order under a cap is tested in icelake_assets_tests/orchestration/runs/test_model.py).
         no_cap = {"concurrency": {"runs": {"max_concurrent_runs": -1}}}
         with DagsterInstance.local_temp(str(folder / "dagster"), overrides=no_cap) as instance:
             colds = []

@@ -29,7 +29,7 @@ _ACCESS = (
 )
 _CONFLICT = ("CommitFailedException", "CommitStateUnknownException", "ValidationException")
 # The store, the catalog or the Spark driver was down or restarting: not the table's fault, retried
-# soon instead of after the table's failure backoff (orchestration/run_model.py).
+# soon instead of after the table's failure backoff (orchestration/runs/model.py).
 _OUTAGE = (
     "Connection refused",
     "ConnectException",

@@ -81,7 +81,7 @@ def sensor_tick(defs, settings: Settings, instance, sensor: str | None = None, c
     """One real tick of ``sensor`` (default: the maintenance sensor) of ``defs``, as the daemon runs it."""
     from dagster import build_sensor_context, serialize_value
 
-    from icelake_assets.orchestration.sensors import MAINTENANCE_SENSOR
+    from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 
     context = build_sensor_context(
         instance=instance,

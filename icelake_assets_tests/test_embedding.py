@@ -17,12 +17,12 @@ from dagster_pyspark import PySparkResource
 
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.embedding import icelake_definitions
-from icelake_assets.orchestration.checks import CHECKS_JOB
+from icelake_assets.orchestration.checks.asset_checks import CHECKS_JOB
 from icelake_assets.orchestration.resources import IcebergSparkResource
-from icelake_assets.orchestration.sensors import TABLE_TAG
+from icelake_assets.orchestration.sensors.maintenance import TABLE_TAG
 from icelake_assets.settings.asset_keys import AssetKeySettings, use_asset_keys
 from icelake_assets_tests.conftest import catalog_name, dagster_definitions_validate, sensor_tick
-from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch, _lake
+from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, _batch, _lake
 
 USER_POOL = "shop_db"
 

@@ -27,7 +27,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.settings import Settings, load_settings
 from icelake_assets_tests.conftest import catalog_name, new_lake
-from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch, _lake
+from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, _batch, _lake
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENT = "icelake_assets.embedding.IcelakeComponent"

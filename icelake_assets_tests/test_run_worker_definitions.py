@@ -22,7 +22,7 @@ from icelake_assets import definitions
 from icelake_assets.catalog import inventory
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.orchestration import project
-from icelake_assets.orchestration.checks import OVERVIEW_KEY
+from icelake_assets.orchestration.checks.asset_checks import OVERVIEW_KEY
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, RunSelection
 from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME

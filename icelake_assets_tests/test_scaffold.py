@@ -15,7 +15,7 @@ from dagster.components import ScaffoldRequest
 from icelake_assets.scaffold import IcelakeScaffolder, IcelakeScaffoldParams
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import catalog_name
-from icelake_assets_tests.orchestration.test_sensors import _lake
+from icelake_assets_tests.orchestration.sensors.test_maintenance import _lake
 from icelake_assets_tests.test_embedding import SHOP_PYPROJECT
 
 COMPONENT = "icelake_assets.embedding.IcelakeComponent"

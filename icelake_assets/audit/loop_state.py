@@ -4,7 +4,7 @@ many runs wait and how long the oldest has waited (the alerts of a stalled loop,
 The per-process gauges of metrics.py cannot forget a series: in multiprocess mode a value stays in
 its process's file, so a table whose run ended would keep its last in-flight time for ever. The
 loop's state is therefore one snapshot, computed by the maintenance sensor on each tick
-(orchestration/loop_metrics.py) and written whole over the last one (:func:`save_loop_snapshot`);
+(orchestration/sensors/loop_metrics.py) and written whole over the last one (:func:`save_loop_snapshot`);
 every output (the textfile, the HTTP endpoint) exports the snapshot as it is (:class:`LoopCollector`),
 so a table no longer in flight is absent. Dagster-free: plain values in, gauges out."""
 

@@ -1,5 +1,5 @@
 """The one path by which audit records leave a process: appended to the lake's audit table (when the
-audit is enabled) and counted in the metrics, for a maintenance run (orchestration/audit_trail.py)
+audit is enabled) and counted in the metrics, for a maintenance run (orchestration/assets/audit_trail.py)
 and for a sensor tick alike.
 
 Best effort, each part on its own: a locked audit table or a full metrics disk is reported, never

@@ -1,7 +1,7 @@
 """The demo's own pipeline around ``taxi.trips``: a writer asset that appends micro-batches with
 pyiceberg (each commit adds one tiny file per day it touches: the small files maintenance fixes) and
 a consumer asset that aggregates the maintained table with Spark. They exist when the settings name
-their keys in a table's lineage (see orchestration/lineage.py), as the demo's icelake.yaml does."""
+their keys in a table's lineage (see orchestration/assets/lineage.py), as the demo's icelake.yaml does."""
 
 import time
 

@@ -15,7 +15,7 @@ from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.procedures import table_identifier
 from icelake_assets.maintenance.spark_session import spark_config
-from icelake_assets.orchestration.checks import ORPHANS_JOB
+from icelake_assets.orchestration.checks.asset_checks import ORPHANS_JOB
 from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.policies import policy_for

@@ -1,6 +1,6 @@
 """What happens to a table after its maintenance ops, decided free of Dagster: the row-count
 validation (and the cross-engine proof), whether to roll back, each op's effect, the run's outcome,
-and what the audit's validation record says. orchestration/run_validation.py calls these and renders
+and what the audit's validation record says. orchestration/assets/validation.py calls these and renders
 the result in Dagster (metadata, tags, failures)."""
 
 from __future__ import annotations

@@ -25,19 +25,17 @@ from icelake_assets.catalog import inventory
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, discover_lake
 from icelake_assets.maintenance.spark_session import spark_config
-from icelake_assets.orchestration.assets import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
-from icelake_assets.orchestration.checks import (
+from icelake_assets.orchestration.assets.graph import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
+from icelake_assets.orchestration.assets.lineage import Lineage, build_lineage
+from icelake_assets.orchestration.checks.asset_checks import (
     CHECKS_JOB,
     HEALTH_JOB,
     ORPHANS_JOB,
     OVERVIEW_KEY,
     health_definitions,
 )
-from icelake_assets.orchestration.health_sensor import build_health_sensor, build_overview_sensor
-from icelake_assets.orchestration.lake_access import build_catalogs_check, problems_markdown
-from icelake_assets.orchestration.lineage import Lineage, build_lineage
+from icelake_assets.orchestration.checks.lake_access import build_catalogs_check, problems_markdown
 from icelake_assets.orchestration.names import table_asset_key
-from icelake_assets.orchestration.partitions import build_partition_keys_sensor
 from icelake_assets.orchestration.resources import (
     ICELAKE_RESOURCE,
     RUN_STATE_IO_MANAGER,
@@ -45,9 +43,11 @@ from icelake_assets.orchestration.resources import (
     IcebergSparkResource,
     IcelakeResource,
 )
-from icelake_assets.orchestration.schedules import schedule_definitions
-from icelake_assets.orchestration.sensors import build_maintenance_sensor
-from icelake_assets.orchestration.table_groups import TableGroup, group_tables, maintenance_job_name
+from icelake_assets.orchestration.sensors.health import build_health_sensor, build_overview_sensor
+from icelake_assets.orchestration.sensors.maintenance import build_maintenance_sensor
+from icelake_assets.orchestration.sensors.schedules import schedule_definitions
+from icelake_assets.orchestration.tables.partitions import build_partition_keys_sensor
+from icelake_assets.orchestration.tables.table_groups import TableGroup, group_tables, maintenance_job_name
 from icelake_assets.policies import resolve_policies
 from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME, DefinitionsLoadContext, DefinitionsLoadType
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings

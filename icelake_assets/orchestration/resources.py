@@ -24,7 +24,7 @@ from icelake_assets.health.stats import ManifestCache, TableStats, compute_table
 from icelake_assets.maintenance.preflight import preflight
 from icelake_assets.maintenance.resident_spark import Attachment, attach, spark_runs_here
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
-from icelake_assets.orchestration.run_leases import RunLease
+from icelake_assets.orchestration.runs.leases import RunLease
 from icelake_assets.policies import EffectivePolicy, policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 

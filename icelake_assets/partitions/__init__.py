@@ -1,7 +1,7 @@
 """Iceberg partitions, free of Dagster: a table's layout (:mod:`.layout`), the partition values a
 partition of health's stats stands for (:mod:`.values`), the Spark ``where`` of a run's scope
 (:mod:`.filters`, quoted by :mod:`.quoting`), and values as partition key strings (:mod:`.keys`).
-orchestration/partitions.py builds the Dagster partitions definitions and backfill plumbing on them.
+orchestration/tables/partitions.py builds the Dagster partitions definitions and backfill plumbing on them.
 
 Vocabulary:
 

@@ -1,5 +1,5 @@
 """Partition values as partition key strings that Dagster accepts, and back; the naming of a table's
-dimensions. Free of Dagster: orchestration/partitions.py wraps these in Dagster's key and definition
+dimensions. Free of Dagster: orchestration/tables/partitions.py wraps these in Dagster's key and definition
 types."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the maintenance sensor remembers of a table between ticks (its cursor, orchestration/
-sensor_cursor.py) and what it read of the table's runs (orchestration/run_model.py), as plain typed
+sensor_cursor.py) and what it read of the table's runs (orchestration/runs/model.py), as plain typed
 records: the planning core reads them, the sensor fills them."""
 
 from __future__ import annotations

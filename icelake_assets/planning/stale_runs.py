@@ -1,7 +1,7 @@
 """When a run is stale: its worker is gone, whatever killed it (Dagster-free).
 
 Every run of the product holds a *lease* while its worker lives: the worker's host and PID, renewed
-every few seconds (orchestration/run_leases.py writes it into the instance). Dagster's own run
+every few seconds (orchestration/runs/leases.py writes it into the instance). Dagster's own run
 monitoring asks the code server that launched a run whether its worker lives; when the daemon's whole
 process group died (a host crash, ``kill -9`` of the group), the new code server does not know the old
 workers, so their runs stay STARTED forever and hold their pools and the run slots. The sensor reads

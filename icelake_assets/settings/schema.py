@@ -145,7 +145,7 @@ class AutomationSettings(StrictModel):
     orphan_checks_cron: str = "0 4 * * *"
     schedules_default_status: Literal["running", "stopped"] = "running"
     # Tables are spread over this many concurrency pools by a stable hash of their name (a pool admits
-    # one maintenance run at a time, see orchestration/run_model.py) and share one maintenance graph
+    # one maintenance run at a time, see orchestration/runs/model.py) and share one maintenance graph
     # per pool: definitions stay cheap at 10,000 tables. More pools: fewer tables wait on another's run.
     maintenance_pools: int = Field(64, ge=1, le=4096)
     # Which health checks each table's asset carries: "each" (every metadata check, the health summary,

@@ -19,7 +19,7 @@ from dagster._utils.tags import is_valid_tag_key
 
 from icelake_assets.audit import AuditRecord, dagster_tags, trigger_from_tags
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.orchestration.audit_trail import dagster_metadata
+from icelake_assets.orchestration.assets.audit_trail import dagster_metadata
 
 
 class Color(Enum):

@@ -190,8 +190,8 @@ def test_the_sensor_adds_a_new_table_to_the_inventory_and_lists_at_most_every_fe
 ):
     from dagster import DagsterInstance
 
-    from icelake_assets.orchestration import sensors
     from icelake_assets.orchestration.project import build_definitions
+    from icelake_assets.orchestration.sensors import maintenance as sensors
     from icelake_assets_tests.conftest import sensor_tick
 
     settings, cat = _lake(make_lake)

@@ -25,7 +25,7 @@ from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.orchestration.project import build_definitions, table_maintenance_job
-from icelake_assets.orchestration.sensors import TABLE_TAG
+from icelake_assets.orchestration.sensors.maintenance import TABLE_TAG
 from icelake_assets.planning.rewrite import rewrite_options
 from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import load_settings

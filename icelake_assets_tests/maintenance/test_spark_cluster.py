@@ -71,7 +71,7 @@ def _materialize_in_child(config_path: str, table: str, out: str) -> None:
 
 def _degraded_table(make_lake, master: str) -> tuple[Settings, TableRef, int]:
     from icelake_assets.catalog.connection import open_catalog
-    from icelake_assets_tests.orchestration.test_sensors import SCHEMA, _batch
+    from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, _batch
 
     spark = {
         "master": master,

@@ -15,12 +15,12 @@ import pytest
 from dagster import AssetCheckEvaluation, AssetKey, DagsterInstance
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext, DefinitionsLoadType
 
-from icelake_assets.orchestration.checks import HEALTH_CHECK, HEALTH_JOB, OVERVIEW_KEY
-from icelake_assets.orchestration.health_sensor import HEALTH_SENSOR
-from icelake_assets.orchestration.lake_access import CATALOGS_CHECK
+from icelake_assets.orchestration.checks.asset_checks import HEALTH_CHECK, HEALTH_JOB, OVERVIEW_KEY
+from icelake_assets.orchestration.checks.lake_access import CATALOGS_CHECK
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.project import build_definitions, load_definitions
-from icelake_assets.orchestration.sensors import TABLE_TAG
+from icelake_assets.orchestration.sensors.health import HEALTH_SENSOR
+from icelake_assets.orchestration.sensors.maintenance import TABLE_TAG
 from icelake_assets_tests.broken_lake import PASSWORD, PASSWORD_ENV, broken_lake
 from icelake_assets_tests.conftest import sensor_tick
 

@@ -17,7 +17,7 @@ from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.maintenance import runner
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
-from icelake_assets_tests.orchestration.test_sensors import _lake
+from icelake_assets_tests.orchestration.sensors.test_maintenance import _lake
 
 ROOT = Path(__file__).resolve().parents[2]
 # The maintenance job over every unpartitioned table, in a process of its own (as a run worker).

@@ -31,8 +31,8 @@ from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.demo.lake import age_all_files, local_path, plant_orphans
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions, execute_maintenance
-from icelake_assets.orchestration.run_model import pools_by_key, table_runs
-from icelake_assets.orchestration.table_groups import pool_index
+from icelake_assets.orchestration.runs.model import pools_by_key, table_runs
+from icelake_assets.orchestration.runs.pools import pool_index
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
 
 SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "s", StringType()))

@@ -5,7 +5,7 @@ from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.overview import TableHealth
 from icelake_assets.health.score import verdict
 from icelake_assets.health.stats import TableStats
-from icelake_assets.orchestration.check_results import health_result, worst_first
+from icelake_assets.orchestration.checks.results import health_result, worst_first
 from icelake_assets.settings import Policy
 
 MiB = 1_048_576

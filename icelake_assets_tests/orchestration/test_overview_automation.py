@@ -12,10 +12,10 @@ from dagster import (
 )
 
 from icelake_assets.demo.lake import build_demo_lake
-from icelake_assets.orchestration.checks import OVERVIEW_KEY
-from icelake_assets.orchestration.health_sensor import HEALTH_SENSOR, OVERVIEW_SENSOR
+from icelake_assets.orchestration.checks.asset_checks import OVERVIEW_KEY
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.orchestration.sensors.health import HEALTH_SENSOR, OVERVIEW_SENSOR
 from icelake_assets.types import TableRef
 from icelake_assets_tests.conftest import catalog_name, sensor_tick
 

@@ -13,7 +13,7 @@ from icelake_assets.embedding import icelake_definitions
 from icelake_assets.orchestration import project
 from icelake_assets.private_api import DefinitionsLoadContext, DefinitionsLoadType
 from icelake_assets_tests.conftest import catalog_name
-from icelake_assets_tests.orchestration.test_sensors import _lake
+from icelake_assets_tests.orchestration.sensors.test_maintenance import _lake
 
 
 def test_loads_raise_no_warning_from_the_products_code(make_lake, tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """The maintenance sensor's decision rules as a table: metadata, policy and mode in, the outcome, the
 ops that would act and the reason out (planning/table.py: decide_table, then plan_table with what the
 sensor remembers). No lake, no Spark, no Dagster: each
-row runs in microseconds; the sensor's real ticks are tested in orchestration/test_sensors.py."""
+row runs in microseconds; the sensor's real ticks are tested in orchestration/sensors/test_maintenance.py."""
 
 from dataclasses import dataclass, replace
 

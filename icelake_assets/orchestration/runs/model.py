@@ -1,0 +1,300 @@
+"""The run model: at most one maintenance run per table at a time, whatever launched it.
+
+* **Concurrency** is enforced by Dagster, not by our tags: every op of a table's maintenance claims
+  the table's pool (:func:`table_pool`; tables share ``automation.maintenance_pools`` pools by a hash
+  of their name, so 10,000 tables need no 10,000 op definitions), and ``dagster.yaml`` limits every
+  pool to one run (``pools: default_limit: 1, granularity: run``) plus a global cap on runs. Two
+  tables of one pool take turns; a table never runs twice at once. The run queue applies
+  pools to every queued run: sensor runs, schedules, *Materialize* in the UI and backfill runs alike.
+* **No duplicate work**: before requesting a run the sensor asks the instance which tables already
+  have a queued or running maintenance run (by the pools in the run's plan, so runs launched by
+  anyone count) or a backfill in progress over their asset (:func:`table_runs`).
+* **Priority under the global cap**: when more tables want a run than the cap leaves slots for, the
+  sensor requests only the free slots' worth (:func:`free_slots`), best first by the overview's
+  ranking, and defers the others to a later tick; every request carries ``dagster/priority`` so
+  the run queue, too, starts the most beneficial run first.
+* **Retries after failure**: a table whose last maintenance run failed is retried after a backoff
+  that doubles with each failure in a row (:meth:`TableRuns.retry_at`). A run of several tables
+  counts against the tables that failed in it, not against those it maintained (materialized), and
+  the failed table's cause (e.g. access denied) comes back with it from the run's tags.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.orchestration.names import table_asset_key
+from icelake_assets.orchestration.runs.pools import pool_name
+from icelake_assets.private_api import (
+    FINISHED_STATUSES,
+    NOT_FINISHED_STATUSES,
+    BulkActionsFilter,
+    BulkActionStatus,
+)
+
+# First retry of a table whose maintenance failed after this long, then 2x per failure in a row.
+FAILED_RUN_BACKOFF_SECONDS = 600.0
+# A run that failed because the store, the catalog or the Spark driver was down (causes.py "outage")
+# is not the table's failure: retried after this long, 2x per outage in a row, at most the backoff.
+OUTAGE_RETRY_SECONDS = 60.0
+OUTAGE = "outage"
+MAX_BACKOFF_SECONDS = 6 * 3600.0
+# Finished runs older than this do not count (a failure a day ago is retried anyway).
+HISTORY_SECONDS = 24 * 3600.0
+# Run tags of a table that failed in a run: its name, the kind of cause (icelake_assets.causes) and
+# the cause itself, cut to fit a tag.
+# The table a run maintains, on every run the product launches (sensor, schedule, approval); the
+# only way to tell the table of a maintenance *job* run (asset_keys.defined_by_project: no asset).
+TABLE_TAG = "icelake/table"
+FAILURE_TABLE_TAG = "icelake/failure_table"
+FAILURE_KIND_TAG = "icelake/failure_kind"
+FAILURE_CAUSE_TAG = "icelake/failure_cause"
+FAILURE_CAUSE_MAX = 1000
+_IN_FLIGHT_BACKFILLS = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
+
+
+def table_pool(ref: TableRef, pools: int) -> str:
+    """The table's concurrency pool among ``pools`` (``automation.maintenance_pools``): every op of its
+    maintenance claims it (see module docstring and orchestration/tables/table_groups.py)."""
+    return pool_name(ref, pools)
+
+
+@dataclass
+class TableRuns:
+    """What the instance knows about one table's maintenance runs."""
+
+    in_flight: str | None = None  # "run <id>" or "backfill <id>" of a queued or running maintenance
+    last_status: DagsterRunStatus | None = None  # of the latest finished run
+    last_finished: float | None = None  # its end time (epoch s)
+    failures_in_a_row: int = 0
+    last_failure_kind: str | None = None  # of the latest failure, when its run named this table
+    last_failure_cause: str | None = None
+    outages_in_a_row: int = 0  # the latest runs failed for an outage (not counted as failures)
+
+    def failure_reason(self) -> str | None:
+        """What the latest failure's run recorded of its cause, for the sensor's reason (None: nothing)."""
+        if self.outages_in_a_row:
+            return f"the store, catalog or Spark driver was unreachable: {self.last_failure_cause}; retrying soon"
+        if self.last_failure_kind == "access_denied":
+            return (
+                f"access denied: {self.last_failure_cause} (fix the permissions of the maintenance identity)"
+            )
+        return self.last_failure_cause
+
+    def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
+        """When a table whose last run failed may be launched again (None: its last run did not fail).
+        After an outage: soon (OUTAGE_RETRY_SECONDS, doubling per outage in a row, at most the table's
+        own backoff), whatever failures came before it."""
+        if self.last_finished is None:
+            return None
+        if self.outages_in_a_row:
+            wait = OUTAGE_RETRY_SECONDS * 2 ** (self.outages_in_a_row - 1)
+            return self.last_finished + min(wait, max(base_seconds, OUTAGE_RETRY_SECONDS))
+        if not self.failures_in_a_row:
+            return None
+        return self.last_finished + min(base_seconds * 2 ** (self.failures_in_a_row - 1), MAX_BACKOFF_SECONDS)
+
+
+def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
+    found = set(run.run_op_concurrency.all_pools or ()) if run.run_op_concurrency else set()
+    # Runs created before pools existed: their asset selection names the tables.
+    found.update(pools_by_key[k] for k in (run.asset_selection or ()) if k in pools_by_key)
+    return found
+
+
+def _tables_of(
+    run,
+    pools_by_key: Mapping[AssetKey, str],
+    keys_by_pool: Mapping[str, list[AssetKey]],
+    key_by_name: Mapping[str, AssetKey] | None = None,
+):
+    """The tables a run maintains: its asset selection; a maintenance job's run (no asset), the
+    table its tag names; a run of a whole job (no selection), every table of the pools in its plan."""
+    if run.asset_selection:
+        return [k for k in run.asset_selection if k in pools_by_key]
+    if key_by_name and (named := key_by_name.get(run.tags.get(TABLE_TAG, ""))) is not None:
+        return [named]
+    return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
+
+
+def product_run_tables(
+    run, pools_by_key: Mapping[AssetKey, str], names: Mapping[AssetKey, str] | None = None
+) -> tuple[str, ...] | None:
+    """The names of the product's tables a run maintains; ``()`` for a run of the product that names
+    none (health checks, the lake-wide jobs); None for a run that is not the product's (a user's own
+    job in an embedded project: its worker holds no lease, see run_leases.py)."""
+    keys_by_pool: dict[str, list[AssetKey]] = {}
+    for key, pool in pools_by_key.items():
+        keys_by_pool.setdefault(pool, []).append(key)
+    key_by_name = {name: key for key, name in (names or {}).items()}
+    keys = _tables_of(run, pools_by_key, keys_by_pool, key_by_name)
+    if keys:
+        return tuple(names[k] if names and k in names else ".".join(k.path) for k in keys)
+    if run.job_name.startswith("icelake_") or TABLE_TAG in run.tags:
+        return ()
+    return None
+
+
+def table_runs(
+    instance: DagsterInstance,
+    pools_by_key: Mapping[AssetKey, str],
+    now: float | None = None,
+    names: Mapping[AssetKey, str] | None = None,
+) -> dict[AssetKey, TableRuns]:
+    """Per table (asset key), its in-flight run or backfill and its recent finished runs (a run of
+    another table of its pool does not count: the run queue makes the two take turns). Three queries
+    per tick, whatever the number of tables: runs not finished, backfills in progress, runs finished
+    in the last day. ``names``: each table's Iceberg name, as a failed run names it in its tags
+    (default: the key's parts joined by dots, the default asset key scheme)."""
+    now = now or time.time()
+    keys_by_pool: dict[str, list[AssetKey]] = {}
+    for key, pool in pools_by_key.items():
+        keys_by_pool.setdefault(pool, []).append(key)
+    key_by_name = {name: key for key, name in (names or {}).items()}
+    out: dict[AssetKey, TableRuns] = {}
+    for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES)):
+        for key in _tables_of(run, pools_by_key, keys_by_pool, key_by_name):
+            out.setdefault(key, TableRuns()).in_flight = f"run {run.run_id}"
+    for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=_IN_FLIGHT_BACKFILLS)):
+        for key in backfill.asset_selection or ():
+            if key in pools_by_key:
+                entry = out.setdefault(key, TableRuns())
+                entry.in_flight = entry.in_flight or f"backfill {backfill.backfill_id}"
+    since = datetime.fromtimestamp(now - HISTORY_SECONDS, tz=UTC)
+    records = instance.get_run_records(RunsFilter(statuses=FINISHED_STATUSES, updated_after=since))
+    # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
+    for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):
+        run = record.dagster_run
+        tables = _tables_of(run, pools_by_key, keys_by_pool, key_by_name)
+        run_failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+        # A failed run of several tables: those it materialized were maintained (one query per such run).
+        maintained = _materialized(instance, run.run_id) if run_failed and len(tables) > 1 else set()
+        for key in tables:
+            entry = out.setdefault(key, TableRuns())
+            failed = run_failed and key not in maintained
+            entry.last_status = run.status if failed or not run_failed else DagsterRunStatus.SUCCESS
+            entry.last_finished = record.end_time or record.update_timestamp.timestamp()
+            name = names[key] if names and key in names else ".".join(key.path)
+            named = run.tags.get(FAILURE_TABLE_TAG) == name
+            entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
+            entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
+            # An outage is not the table's failure: its streak stays as it was, the outages count apart.
+            outage = failed and entry.last_failure_kind == OUTAGE
+            entry.outages_in_a_row = entry.outages_in_a_row + 1 if outage else 0
+            if not outage:
+                entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0
+    return out
+
+
+def _materialized(instance: DagsterInstance, run_id: str) -> set[AssetKey]:
+    records = instance.get_records_for_run(
+        run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=100_000
+    ).records
+    return {
+        e.asset_key
+        for r in records
+        if (e := r.event_log_entry.dagster_event) is not None and e.asset_key is not None
+    }
+
+
+def failure_tags(table: str, kind: str, cause: str) -> dict[str, str]:
+    """The run tags naming a table that failed in the run and why (read back by :func:`table_runs`)."""
+    return {FAILURE_TABLE_TAG: table, FAILURE_KIND_TAG: kind, FAILURE_CAUSE_TAG: cause[:FAILURE_CAUSE_MAX]}
+
+
+class PoolLimits:
+    """Gives the product's table pools their limit before the sensor queues a run in them.
+
+    * The stand-alone code location's ``dagster.yaml`` sets ``pools: default_limit: 1``: Dagster
+      creates a pool's limit the first time its run queue sees the pool, but after it read the known
+      pools, so on that first pass the new pool blocks nothing and two queued runs of a new table
+      would start together. The pool is created here, at the default, ahead of that.
+    * In a user's project (embedding.py) the deployment's pools are the user's: no default limit is
+      assumed and none is changed. The product's own pools (``icelake/...``) get an explicit limit of
+      one, unless someone set one already (a limit an operator chose is theirs).
+
+    About 10 ms per new pool, once per table, within the sensor's tick budget. A run queued by
+    someone else before the sensor first visits a new table is not covered."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self._instance = instance
+        self._default = instance.global_op_concurrency_default_limit
+        self._known = set(instance.event_log_storage.get_concurrency_keys())
+
+    def ensure(self, pool: str) -> bool:
+        """Create ``pool``'s limit if missing; True when it was created."""
+        if pool in self._known:
+            return False
+        if self._default:
+            self._instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+        else:
+            self._instance.event_log_storage.set_concurrency_slots(pool, 1)
+        self._known.add(pool)
+        return True
+
+
+def run_cap(instance: DagsterInstance) -> int | None:
+    """The instance's global cap on runs in progress (``concurrency.runs.max_concurrent_runs`` of the
+    queued run coordinator); None when runs are not queued or the cap is off (-1)."""
+    config = instance.get_concurrency_config().run_queue_config
+    if config is None or config.max_concurrent_runs < 0:
+        return None
+    return config.max_concurrent_runs
+
+
+def maintenance_runs_in_flight(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str]) -> int:
+    """Queued or running runs that maintain at least one of the tables (launched by anyone)."""
+    wanted = set(pools_by_key.values())
+    return sum(
+        1
+        for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES))
+        if _pools_of(run, pools_by_key) & wanted
+    )
+
+
+def free_slots(
+    instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str], queued_ahead: int | None = None
+) -> tuple[int | None, str]:
+    """How many maintenance runs the sensor may request now, and why: the global cap, plus
+    ``queued_ahead`` runs waiting in the queue (default: as many as the cap, so a slot that frees is
+    refilled by the run queue within seconds instead of at the next sensor tick), minus the
+    maintenance runs queued or in progress. None: no cap, every table that wants a run gets one."""
+    cap = run_cap(instance)
+    if cap is None:
+        return None, "no global run cap"
+    ahead = cap if queued_ahead is None else queued_ahead
+    busy = maintenance_runs_in_flight(instance, pools_by_key)
+    free = max(0, cap + ahead - busy)
+    return free, f"cap {cap} runs + {ahead} queued ahead, {busy} maintenance run(s) in flight: {free} free"
+
+
+def pools_by_key(refs: Iterable[TableRef], pools: int) -> dict[AssetKey, str]:
+    return {table_asset_key(r): table_pool(r, pools) for r in refs}
+
+
+def earlier_run_maintaining(instance: DagsterInstance, run_id: str, key: AssetKey, pool: str) -> str | None:
+    """Another run, started before run ``run_id`` and still running, that maintains the table
+    ``key`` (whose pool is ``pool``): its id, else None.
+
+    Where the deployment applies pools per run (``granularity: run``, the stand-alone dagster.yaml)
+    this never finds one. Where it applies them per op (Dagster's default, a user's deployment) two
+    runs of one table could interleave their ops; the first op of each run asks this, and the later
+    run stops before its first commit. Start time decides (a queued run that starts later yields)."""
+    me = instance.get_run_record_by_id(run_id)
+    mine = me.start_time if me and me.start_time else time.time()
+    started = instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])
+    )
+    for record in started:
+        run = record.dagster_run
+        if run.run_id == run_id or record.start_time is None or record.start_time >= mine:
+            continue
+        if key in _tables_of(run, {key: pool}, {pool: [key]}):
+            return run.run_id
+    return None

@@ -1,0 +1,203 @@
+"""Recovery after a crash, on every tick of the maintenance sensor:
+
+* stale runs: the product's runs whose worker is gone (their leases, run_leases.py; the rule,
+  planning/stale_runs.py) are failed through Dagster's public ``report_run_failed``: their pools and
+  run slots free up, and the run model sees a failure (backoff, then a retry);
+* commits no record spans: the commits of failed runs, found by the run id they carry, are written to
+  the audit (audit/reconcile.py), so the audit covers every maintenance commit."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+from pyiceberg.table import Table
+
+from icelake_assets.audit.reconcile import reconcile
+from icelake_assets.audit.records import AuditRecord
+from icelake_assets.audit.store import AuditLog
+from icelake_assets.audit.writer import write_audit
+from icelake_assets.orchestration.runs.leases import read_leases, worker_alive
+from icelake_assets.orchestration.runs.model import failure_tags
+from icelake_assets.planning import stale_runs
+from icelake_assets.planning.stale_runs import Lease, RunView, stale_reason
+from icelake_assets.private_api import NOT_FINISHED_STATUSES
+from icelake_assets.settings import Settings
+from icelake_assets.types import TableRef
+
+# Tags of a run the product failed because its worker was gone (the failure tags name its table).
+STALE_TAG = "icelake/stale_run"
+WORKER_LOST = "worker_lost"
+
+
+@dataclass(frozen=True)
+class StaleRun:
+    """A run the sensor failed because its worker was gone, and why."""
+
+    run_id: str
+    job_name: str
+    status: str
+    reason: str
+    tables: tuple[str, ...]  # the product's tables it maintained (names), when it names them
+
+
+def _since(instance: DagsterInstance, run: DagsterRun, record) -> float:
+    if record.start_time:
+        return float(record.start_time)
+    stats = instance.get_run_stats(run.run_id)
+    return float(stats.launch_time or record.create_timestamp.timestamp())
+
+
+def fail_stale_runs(
+    instance: DagsterInstance,
+    is_ours: Callable[[DagsterRun], Sequence[str] | None],
+    now: float | None = None,
+    alive: Callable[[Lease], bool] = worker_alive,
+    ttl_seconds: float | None = None,
+    grace_seconds: float | None = None,
+) -> list[StaleRun]:
+    """Fail every run of the product (``is_ours`` gives the table names a run maintains, ``()`` for a
+    run of the product that names no table, None for a run not of the product) whose worker is gone,
+    through Dagster's public ``report_run_failed``: its pools and run slot free up, and the sensor's
+    run model sees a failure (the table's backoff, then a retry). One query of the unfinished runs and
+    one of their leases per call."""
+    now = time.time() if now is None else now
+    host = socket.gethostname()
+    records = instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])
+    )
+    ours = [(r, tables) for r in records if (tables := is_ours(r.dagster_run)) is not None]
+    leases = read_leases(instance, [r.dagster_run.run_id for r, _ in ours])
+    failed: list[StaleRun] = []
+    for record, tables in ours:
+        run = record.dagster_run
+        view = RunView(run.run_id, run.status.value, _since(instance, run, record), leases.get(run.run_id))
+        reason = stale_reason(
+            view,
+            now,
+            host,
+            alive,
+            stale_runs.LEASE_TTL_SECONDS if ttl_seconds is None else ttl_seconds,
+            stale_runs.NO_LEASE_GRACE_SECONDS if grace_seconds is None else grace_seconds,
+        )
+        if reason is None:
+            continue
+        current = instance.get_run_by_id(run.run_id)  # it may have finished meanwhile
+        if current is None or current.status not in NOT_FINISHED_STATUSES:
+            continue
+        message = f"icelake_assets: run {run.run_id} failed by the maintenance sensor: {reason}"
+        # A run of one table names it, so the sensor's backoff reason says what happened to it.
+        named = failure_tags(tables[0], WORKER_LOST, reason) if len(tables) == 1 else {}
+        instance.add_run_tags(run.run_id, {STALE_TAG: WORKER_LOST, **named})
+        instance.report_run_failed(current, message)
+        failed.append(StaleRun(run.run_id, run.job_name, run.status.value, reason, tuple(tables)))
+    return failed
+
+
+RECONCILED_KEY_PREFIX = "icelake/reconciled/"
+# Failed runs looked at per tick (each costs a read of the audit log and of its tables' metadata).
+RECONCILE_PER_TICK = 20
+RECONCILE_WINDOW_SECONDS = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What one tick's reconciliation did: the records it wrote, and the runs it could not settle."""
+
+    records: tuple[AuditRecord, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+def reconcile_failed_runs(
+    instance: DagsterInstance,
+    settings: Settings,
+    load_table: Callable[[TableRef], Table],
+    is_ours: Callable[[DagsterRun], Sequence[str] | None],
+    now: float | None = None,
+) -> Reconciled:
+    """The commits of the product's failed or canceled runs (last day) that their own audit records do
+    not span, written to the audit as ``recovery/reconciled`` records (audit/reconcile.py). Each run
+    is settled once (a key in the instance's key-value store), after its records are written."""
+    if not settings.audit.enabled:
+        return Reconciled()
+    now = time.time() if now is None else now
+    since = datetime.fromtimestamp(now - RECONCILE_WINDOW_SECONDS, tz=UTC)
+    finished = instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED], updated_after=since)
+    )
+    ours = [(r.dagster_run, tables) for r in finished if (tables := is_ours(r.dagster_run))]
+    keys = {RECONCILED_KEY_PREFIX + run.run_id for run, _ in ours}
+    settled = instance.run_storage.get_cursor_values(keys) if keys else {}
+    todo = [(run, t) for run, t in ours if RECONCILED_KEY_PREFIX + run.run_id not in settled]
+    written: list[AuditRecord] = []
+    errors: list[str] = []
+    log = AuditLog.from_settings(settings)
+    for run, tables in todo[:RECONCILE_PER_TICK]:
+        try:
+            audited = log.records(run_id=run.run_id)
+            found = [
+                record
+                for name in tables
+                for record in reconcile(
+                    TableRef.parse(name),
+                    load_table(TableRef.parse(name)),
+                    run.run_id,
+                    audited,
+                    f"it ended {run.status.value.lower()}",
+                )
+            ]
+        except Exception as err:  # a table or the audit unreadable now: tried again next tick
+            errors.append(f"run {run.run_id}: {err}")
+            continue
+        if found:
+            wrote = write_audit(settings, found)
+            if wrote.log_error:
+                errors.append(f"run {run.run_id}: audit not written: {wrote.log_error}")
+                continue
+            written.extend(found)
+        instance.run_storage.set_cursor_values({RECONCILED_KEY_PREFIX + run.run_id: str(len(found))})
+    return Reconciled(tuple(written), tuple(errors))
+
+
+def recover(
+    log: Any,
+    instance: DagsterInstance,
+    settings: Settings,
+    load_table: Callable[[TableRef], Table],
+    is_ours: Callable[[DagsterRun], Sequence[str] | None],
+) -> list[AuditRecord]:
+    """A tick's recovery: stale runs failed (said in ``log``, the tick's; their audit records are
+    returned for the tick to write with its own), then the commits of failed runs reconciled (written
+    here, each run settled once). Never raises: what fails is logged and tried again next tick."""
+    records: list[AuditRecord] = []
+    for run in fail_stale_runs(instance, is_ours):
+        log.warning(
+            f"run {run.run_id} ({run.job_name}, {run.status}) failed: {run.reason}"
+            + (f"; tables {', '.join(run.tables)} go through their backoff and retry" if run.tables else "")
+        )
+        records.extend(
+            AuditRecord(
+                table_name=table,
+                kind="recovery",
+                decision="run_failed",
+                trigger="sensor",
+                reason=f"run {run.run_id} failed: {run.reason}",
+                run_id=run.run_id,
+            )
+            for table in run.tables
+        )
+    try:
+        done = reconcile_failed_runs(instance, settings, load_table, is_ours)
+    except Exception as err:  # the audit or the instance unreachable: the next tick tries again
+        log.error(f"commits of failed runs not reconciled this tick: {err}")
+        return records
+    for record in done.records:
+        log.warning(f"{record.table_name}: reconciled {record.reason}")
+    for error in done.errors:
+        log.error(f"not reconciled this tick: {error}")
+    return records

@@ -1,0 +1,236 @@
+"""The health sensor: every table's checks report from the start, and again after every commit.
+
+Without it a table's checks stay "not evaluated" until the first scheduled or manual check run, and
+the UI shows an empty check summary as if all were fine. Each tick reads every table's metadata
+location (one query per SQL catalog); for each table whose metadata file changed since the last tick
+(a writer's commit, a maintenance run) it evaluates health from pyiceberg metadata (manifests cached)
+and reports the metadata checks, the health summary and the configuration check as check evaluations:
+no run, no Spark, nothing written. The orphan check lists storage: it keeps its own schedule.
+
+A table with a maintenance run in progress waits until the run ends: the run plans its own checks when
+it starts, and an evaluation reported meanwhile (of a half-maintained table) would look newer than the
+run's own final result in the UI.
+"""
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    MetadataValue,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    sensor,
+)
+
+from icelake_assets.audit.metrics import record_health
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
+from icelake_assets.catalog.locations import metadata_locations
+from icelake_assets.orchestration.checks.asset_checks import OVERVIEW_KEY, metadata_check_names
+from icelake_assets.orchestration.checks.configuration import configuration_result
+from icelake_assets.orchestration.checks.health import ORPHAN_CHECK, table_health
+from icelake_assets.orchestration.checks.results import HEALTH_CHECK, metadata_check_results
+from icelake_assets.orchestration.names import table_asset_key
+from icelake_assets.orchestration.resources import IcelakeResource
+from icelake_assets.orchestration.runs.model import TABLE_TAG
+from icelake_assets.policies import configuration_report
+from icelake_assets.settings import ChecksPerTable
+
+HEALTH_SENSOR = "icelake_health_sensor"
+OVERVIEW_SENSOR = "icelake_overview_sensor"
+_IN_PROGRESS = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
+
+
+def tables_being_maintained(instance) -> set[str]:
+    """Tables (by name) with a run in progress, from the table tag every maintenance run carries."""
+    runs = instance.get_runs(filters=RunsFilter(statuses=_IN_PROGRESS))
+    return {run.tags[TABLE_TAG] for run in runs if TABLE_TAG in run.tags}
+
+
+def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
+    assert result.asset_key is not None and result.check_name is not None  # check_result sets both
+    return AssetCheckEvaluation(
+        asset_key=result.asset_key,
+        check_name=result.check_name,
+        passed=result.passed,
+        metadata=result.metadata,
+        severity=result.severity,
+        description=result.description,
+    )
+
+
+def table_check_evaluations(
+    icelake: IcelakeResource,
+    ref: TableRef,
+    fix_job: str | None = None,
+    granularity: ChecksPerTable = "each",
+    instance: DagsterInstance | None = None,
+) -> list[AssetCheckEvaluation]:
+    """What the table's metadata and configuration checks would report now (those it has:
+    ``automation.checks_per_table``). The verdict is the one every surface shows (table_health: the
+    configuration and the recorded orphan check included)."""
+    table = icelake.load_table(ref)
+    effective = icelake.effective_policy(table)
+    health = table_health(icelake, table, ref, instance)
+    record_health(icelake.settings, ref, health.status, health.score.score)
+    key = table_asset_key(ref)
+    results = metadata_check_results(health, key, set(metadata_check_names(granularity)), fix_job=fix_job)
+    if granularity == "each":
+        report = configuration_report(table.metadata.format_version, table.properties, effective)
+        results.append(configuration_result(report, effective, key))
+    return [_evaluation(r) for r in results]
+
+
+# A cursor entry for a table reported as not evaluated (never equal to a metadata location): the table
+# is tried again on every tick, and its failure is reported once per metadata version.
+_FAILED = "failed:"
+
+
+def not_evaluated(ref: TableRef, problem: DiscoveryProblem) -> AssetCheckEvaluation:
+    """The table's health summary failing with the reason it could not be evaluated: a table that
+    cannot be read shows red in the UI with its cause, not its last (stale) result."""
+    return AssetCheckEvaluation(
+        asset_key=table_asset_key(ref),
+        check_name=HEALTH_CHECK,
+        passed=False,
+        severity=AssetCheckSeverity.ERROR,
+        description=f"not evaluated: {problem}",
+        metadata={"error": MetadataValue.text(str(problem))},
+    )
+
+
+def _with_orphan_results(context: SensorEvaluationContext, locations: dict[TableRef, str | None]) -> None:
+    """A table's orphan check evaluated since the last tick changes its verdict (health.table_health
+    reads it) though its metadata did not change: its latest evaluation joins what the cursor compares
+    (one query for every table), so the health summary is reported again, not left Unknown."""
+    keys = {ref: AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK) for ref, loc in locations.items() if loc}
+    if not keys:
+        return
+    latest = context.instance.event_log_storage.get_latest_asset_check_execution_by_key(list(keys.values()))
+    for ref, key in keys.items():
+        record = latest.get(key)
+        if record is not None and record.status.value != "PLANNED":  # evaluated, not just planned
+            locations[ref] = f"{locations[ref]}#orphan_files:{record.id}"
+
+
+def evaluate_health_tick(
+    context: SensorEvaluationContext,
+    icelake: IcelakeResource,
+    tables: Sequence[DiscoveredTable],
+    fix_jobs: Mapping[TableRef, str],
+    budget_seconds: float,
+    granularity: ChecksPerTable = "each",
+) -> SensorResult:
+    started = time.monotonic()
+    try:
+        seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    except ValueError:
+        seen = {}  # an unreadable cursor costs one evaluation of every table
+    locations: dict[TableRef, str | None] = {}
+    down: dict[str, DiscoveryProblem] = {}
+    by_catalog: dict[str, list[TableRef]] = {}
+    for t in tables:
+        by_catalog.setdefault(t.ref.catalog, []).append(t.ref)
+    for name, refs in by_catalog.items():
+        try:
+            locations.update(metadata_locations(icelake.catalog(name), refs))
+        except Exception as err:  # one catalog that is down: an error for its tables only
+            down[name] = DiscoveryProblem.from_error(name, err)
+            context.log.warning(str(down[name]))
+    _with_orphan_results(context, locations)
+    events: list[AssetCheckEvaluation] = []
+    evaluated: list[str] = []
+    failed: list[str] = []
+    left = 0
+    busy = tables_being_maintained(context.instance)
+    for t in tables:
+        name, location = str(t.ref), locations.get(t.ref)
+        if t.ref.catalog in down:
+            failure: DiscoveryProblem | None = down[t.ref.catalog]
+            location = ""
+        elif location is None or seen.get(name) == location or name in busy:
+            continue
+        elif evaluated and time.monotonic() - started > budget_seconds:
+            left += 1  # the next tick goes on where this one stopped: these are still unseen
+            continue
+        else:
+            try:
+                events.extend(
+                    table_check_evaluations(
+                        icelake, t.ref, fix_jobs.get(t.ref), granularity, context.instance
+                    )
+                )
+                failure = None
+            except Exception as err:  # missing, unreadable metadata or manifests: this table only
+                failure = DiscoveryProblem.from_error(t.ref.catalog, err, t.ref)
+                context.log.warning(f"{name}: checks not evaluated: {failure}")
+        if failure is None:
+            seen[name] = location
+            evaluated.append(name)
+        elif seen.get(name) != _FAILED + location:
+            events.append(not_evaluated(t.ref, failure))
+            seen[name] = _FAILED + location
+            failed.append(name)
+    if not events:
+        return SensorResult(skip_reason="no table changed since the last tick", cursor=json.dumps(seen))
+    elapsed = time.monotonic() - started
+    context.log.info(
+        f"checks reported for {len(evaluated)} changed table(s) in {elapsed:.2f}s"
+        + (f", {len(failed)} not evaluated: {', '.join(failed[:20])}" if failed else "")
+        + (f"; {left} left for the next tick" if left else "")
+    )
+    return SensorResult(asset_events=events, cursor=json.dumps(seen))
+
+
+def build_health_sensor(
+    tables: Sequence[DiscoveredTable],
+    fix_jobs: Mapping[TableRef, str],
+    interval_seconds: int,
+    budget_seconds: float,
+    granularity: ChecksPerTable = "each",
+) -> SensorDefinition:
+    # Running by default whatever the maintenance sensor's status: it only reads metadata.
+    @sensor(
+        name=HEALTH_SENSOR,
+        minimum_interval_seconds=interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Reports every table's metadata checks and health summary when its metadata changed "
+        "(pyiceberg only: no run, no Spark, nothing written).",
+    )
+    def health_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
+        return evaluate_health_tick(context, icelake, tables, fix_jobs, budget_seconds, granularity)
+
+    return health_sensor
+
+
+def build_overview_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
+    """Evaluates the lake overview's automation condition (checks.py: after a table's maintenance or
+    checks) every ``interval_seconds``. Running by default like the health sensor: it launches only
+    the overview's runs (pyiceberg metadata, no Spark). Named and running, unlike the
+    ``default_automation_condition_sensor`` Dagster would otherwise add (stopped by default)."""
+    return AutomationConditionSensorDefinition(
+        OVERVIEW_SENSOR,
+        target=AssetSelection.assets(OVERVIEW_KEY),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=interval_seconds,
+        description="Refreshes the lake overview after a table's maintenance run or its checks' report "
+        "(pyiceberg metadata only, no Spark).",
+    )

@@ -1,0 +1,336 @@
+"""The run model with a real Dagster instance: the sensor requests no second run for a table whose
+maintenance is queued or running (launched by anyone), retries a failed one after a backoff, and the
+real run queue (QueuedRunCoordinatorDaemon with the shipped dagster.yaml) never runs two maintenance
+runs of one table at once, whatever launched them. No Spark: runs are queued and launched, not executed."""
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+from dagster import DagsterRunStatus, RunsFilter, instance_for_test
+from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.test_utils import create_test_daemon_workspace_context
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.workspace.load_target import EmptyWorkspaceTarget
+from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+from icelake_assets.audit.store import AuditLog
+from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.orchestration.assets.graph import table_asset_key
+from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.orchestration.runs import model as run_model
+from icelake_assets.orchestration.runs.pools import pool_index
+from icelake_assets.orchestration.sensors.maintenance import RANK_TAG, TABLE_TAG, TRIGGER_TAG
+from icelake_assets_tests.conftest import sensor_tick
+from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, _batch, _lake
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _lake_of(make_lake, names):
+    """Degraded unpartitioned tables ``ns.<name>`` (25 small files each)."""
+    settings, ref, table = _lake(make_lake, files=25)
+    from icelake_assets.catalog.connection import TableRef, open_catalog
+
+    cat = open_catalog(settings, ref.catalog)
+    refs = {"t": ref}
+    pools = settings.automation.maintenance_pools
+    for name in names:
+        # Tables share a pool by hash of their name: pick names whose pools differ (or, for a name
+        # "same_as_<key>", the pool of that table), so the test does not depend on the hash's luck.
+        wanted = refs[name.removeprefix("same_as_")] if name.startswith("same_as_") else None
+        taken = {pool_index(r, pools) for r in refs.values()}
+        candidate = next(
+            r
+            for i in ["", *range(100_000)]
+            if (r := TableRef(ref.catalog, ("ns",), f"{name}{i}"))
+            and (
+                pool_index(r, pools) == pool_index(wanted, pools)
+                if wanted
+                else pool_index(r, pools) not in taken
+            )
+        )
+        t = cat.create_table(candidate.identifier, SCHEMA)
+        for i in range(25):
+            t.append(_batch(i, 2))
+        refs[name] = candidate
+    return settings, refs
+
+
+def _queue(instance, defs, ref, tags):
+    """A queued run of the table's maintenance, as a backfill, the UI or the sensor would create it."""
+    job = defs.resolve_implicit_global_asset_job_def()
+    location = InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(module_name="icelake_assets.definitions"), location_name="icelake"
+    )
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), job.name)
+    return instance.create_run_for_job(
+        job,
+        asset_selection={table_asset_key(ref)},
+        tags=tags,
+        status=DagsterRunStatus.QUEUED,
+        remote_job_origin=origin,
+    )
+
+
+def _tick(defs, settings, instance, cursor=None):
+    return sensor_tick(defs, settings, instance, cursor=cursor)
+
+
+def _outcomes(tick):
+    return {e.asset_key.path[-1]: e.metadata["sensor/outcome"].value for e in tick.asset_events}
+
+
+def test_no_second_run_while_one_is_queued_and_a_failed_run_is_retried_after_a_backoff(
+    make_lake, monkeypatch
+):
+    settings, refs = _lake_of(make_lake, ["u"])
+    defs = build_definitions(settings)
+    with instance_for_test() as instance:
+        # A backfill's run carries no icelake tag: the sensor knows it by the table's pool in its plan.
+        backfill_run = _queue(instance, defs, refs["t"], {"dagster/backfill": "abcdefgh"})
+        first = _tick(defs, settings, instance)
+        assert [r.tags[TABLE_TAG] for r in first.run_requests] == [str(refs["u"])]
+        assert _outcomes(first) == {"t": "in_flight", refs["u"].name: "launched"}
+
+        # Still queued: still nothing for t (it is looked at again, u is unchanged and launched).
+        again = _tick(defs, settings, instance, first.cursor)
+        assert again.run_requests == [] and _outcomes(again) == {"t": "in_flight"}
+
+        instance.report_run_failed(backfill_run)
+        backoff = _tick(defs, settings, instance, again.cursor)
+        assert backoff.run_requests == [] and _outcomes(backoff) == {"t": "backoff"}
+        records = [
+            r for r in AuditLog.from_settings(settings).records(table=str(refs["t"])) if r.kind == "decision"
+        ]
+        assert (
+            records[-1].decision == "deferred"
+            and "maintenance run(s) failed; retrying after" in records[-1].reason
+        )
+
+        monkeypatch.setattr(run_model, "FAILED_RUN_BACKOFF_SECONDS", 0.0)  # the backoff is over
+        retried = _tick(defs, settings, instance, backoff.cursor)
+        assert [r.tags[TABLE_TAG] for r in retried.run_requests] == [str(refs["t"])]
+
+
+@contextmanager
+def _queued_instance():
+    """An instance with the shipped dagster.yaml's concurrency and monitoring, a real run queue and a
+    launcher that records launches without executing them."""
+    shipped = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    overrides = {
+        "concurrency": shipped["concurrency"],
+        "run_monitoring": shipped["run_monitoring"],
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
+        "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
+    }
+    with instance_for_test(overrides=overrides) as instance:
+        yield instance
+
+
+def _dequeue(instance) -> set[str]:
+    """One pass of the daemon's run queue; returns the ids of the runs in progress."""
+    with create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as context:
+        list(QueuedRunCoordinatorDaemon(interval_seconds=1).run_iteration(context))
+    return {
+        r.run_id
+        for r in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]))
+    }
+
+
+def test_the_run_queue_never_overlaps_two_runs_of_one_table_whatever_launched_them(make_lake):
+    settings, refs = _lake_of(make_lake, ["u", "v"])
+    defs = build_definitions(settings)
+    with _queued_instance() as instance:
+        # Run monitoring marks a run whose process died as failed (freeing its pool); never resumed.
+        assert instance.run_monitoring_enabled and instance.run_monitoring_max_resume_run_attempts == 0
+        _tick(defs, settings, instance)  # the sensor's first tick creates the tables' pools
+        backfill = _queue(instance, defs, refs["t"], {"dagster/backfill": "abcdefgh"})
+        sensor = _queue(instance, defs, refs["t"], {TABLE_TAG: str(refs["t"]), TRIGGER_TAG: "sensor"})
+        manual = _queue(instance, defs, refs["u"], {})
+        other = _queue(instance, defs, refs["v"], {})
+        # t's second run waits for its pool; v waits for the global cap of 2 runs.
+        assert _dequeue(instance) == {backfill.run_id, manual.run_id}
+        assert _dequeue(instance) == {backfill.run_id, manual.run_id}
+        instance.report_run_failed(instance.get_run_by_id(manual.run_id))
+        assert _dequeue(instance) == {backfill.run_id, other.run_id}  # a free slot, t still busy
+        instance.report_run_failed(instance.get_run_by_id(backfill.run_id))
+        instance.report_run_failed(instance.get_run_by_id(other.run_id))
+        assert _dequeue(instance) == {sensor.run_id}
+
+
+def test_tables_sharing_a_pool_take_turns_and_other_pools_go_in_parallel(make_lake):
+    """Tables are spread over ``automation.maintenance_pools`` pools by a hash of their name; a pool
+    admits one run at a time, so two tables of one pool never run together (one table never does)."""
+    settings, refs = _lake_of(make_lake, ["same_as_t", "v"])
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+    assert pools[table_asset_key(refs["t"])] == pools[table_asset_key(refs["same_as_t"])]
+    assert pools[table_asset_key(refs["t"])] != pools[table_asset_key(refs["v"])]
+    with _queued_instance() as instance:
+        _tick(defs, settings, instance)  # creates the pools
+        first = _queue(instance, defs, refs["t"], {})
+        neighbour = _queue(instance, defs, refs["same_as_t"], {})
+        other = _queue(instance, defs, refs["v"], {})
+        assert _dequeue(instance) == {first.run_id, other.run_id}
+        _finish(instance, first.run_id)
+        assert _dequeue(instance) == {other.run_id, neighbour.run_id}
+
+
+def _finish(instance, run_id):
+    """The run ended well (as the run worker reports it)."""
+    from dagster import DagsterEvent, DagsterEventType
+
+    run = instance.get_run_by_id(run_id)
+    instance.report_dagster_event(
+        DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name=run.job_name), run_id=run_id
+    )
+
+
+def _ranks(tick):
+    return {
+        e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value, e.metadata["sensor/priority_rank"].value)
+        for e in tick.asset_events
+        if "sensor/priority_rank" in e.metadata
+    }
+
+
+def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_later_ticks(make_lake, capfd):
+    """Cap 2 (shipped dagster.yaml), no runs queued ahead: 4 degraded tables, 2 launched, by benefit."""
+    settings, ref, _ = _lake(make_lake, files=40, automation={"queued_runs_ahead": 0})
+    cat = open_catalog(settings, ref.catalog)
+    refs = {"t": ref}
+    for name, files in (("mid", 32), ("old", 26), ("small", 22)):
+        table = cat.create_table(("ns", name), SCHEMA)
+        for i in range(files):
+            table.append(_batch(i, 2))
+        refs[name] = TableRef(ref.catalog, ("ns",), name)
+    defs = build_definitions(settings)
+    with _queued_instance() as instance:
+        assert run_model.run_cap(instance) == 2
+        first = _tick(defs, settings, instance)
+        # One partition and one manifest per commit: compaction and manifest rewrite save 2 x (files - 1)
+        # file opens per scan.
+        requested = [
+            (r.tags[TABLE_TAG], r.tags["dagster/priority"], r.tags[RANK_TAG]) for r in first.run_requests
+        ]
+        assert requested == [(str(refs["t"]), "78", "1/4"), (str(refs["mid"]), "62", "2/4")]
+        assert _ranks(first) == {
+            "t": ("launched", 1),
+            "mid": ("launched", 2),
+            "old": ("queued_by_priority", 3),
+            "small": ("queued_by_priority", 4),
+        }
+        log = next(line for line in capfd.readouterr().err.splitlines() if "launch order by benefit" in line)
+        assert "cap 2 runs + 0 queued ahead, 0 maintenance run(s) in flight: 2 free" in log
+        assert (
+            log.index("1. " + str(refs["t"]))
+            < log.index("2. " + str(refs["mid"]))
+            < log.index("3. " + str(refs["old"]))
+            < log.index("4. " + str(refs["small"]))
+        )
+        log_ = AuditLog.from_settings(settings)
+        audit = {
+            n: [r for r in log_.records(table=str(ref_)) if r.kind == "decision"] for n, ref_ in refs.items()
+        }
+        assert [r.decision for r in audit["t"]] == ["launched"] and audit["t"][0].reason.startswith(
+            "priority 1 of 4: 78 file opens saved per scan"
+        )
+        assert [r.decision for r in audit["small"]] == ["deferred"]
+        assert audit["small"][0].reason.startswith("priority 4 of 4: 42 file opens saved per scan") and (
+            "the free run slots went to higher-ranked tables" in audit["small"][0].reason
+        )
+        # The daemon submits the two requested runs; both are queued or running.
+        runs = [
+            _queue(instance, defs, refs[n], dict(r.tags))
+            for n, r in zip(("t", "mid"), first.run_requests, strict=True)
+        ]
+
+        # A new table as beneficial as `old` appears (its name sorts first): the older finding ranks first.
+        table = cat.create_table(("ns", "aaa"), SCHEMA)
+        for i in range(26):
+            table.append(_batch(i, 2))
+        refs["aaa"] = TableRef(ref.catalog, ("ns",), "aaa")
+        defs = build_definitions(settings)
+        full = _tick(defs, settings, instance, first.cursor)
+        assert full.run_requests == []  # no free slot while the cap's 2 runs are in flight
+        assert _ranks(full) == {
+            "old": ("queued_by_priority", 1),
+            "aaa": ("queued_by_priority", 2),
+            "small": ("queued_by_priority", 3),
+        }
+        recorded = [
+            r
+            for r in AuditLog.from_settings(settings).records(table=str(refs["small"]))
+            if r.kind == "decision"
+        ]
+        assert len(recorded) == 1  # one audit record per change of decision, not per tick
+
+        for run in runs:
+            _finish(instance, run.run_id)
+        freed = _tick(defs, settings, instance, full.cursor)
+        assert [r.tags[TABLE_TAG] for r in freed.run_requests] == [str(refs["old"]), str(refs["aaa"])]
+        assert _ranks(freed) == {
+            "old": ("launched", 1),
+            "aaa": ("launched", 2),
+            "small": ("queued_by_priority", 3),
+        }
+
+
+def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
+    settings, refs = _lake_of(make_lake, ["u", "v", "w", "x"])
+    defs = build_definitions(settings)
+    with _queued_instance() as instance:
+        assert (
+            run_model.free_slots(
+                instance, run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+            )[0]
+            == 4
+        )
+        tick = _tick(defs, settings, instance)
+        assert len(tick.run_requests) == 4
+        assert sorted(o for o in _outcomes(tick).values()) == ["launched"] * 4 + ["queued_by_priority"]
+    direct = {
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"}
+    }
+    with instance_for_test(overrides=direct) as unqueued:  # no run queue, no cap: every table gets its run
+        assert run_model.run_cap(unqueued) is None
+        assert len(_tick(defs, settings, unqueued).run_requests) == 5
+
+
+def _start(instance, run_id):
+    """The run started (as the run worker reports it): its record gets a start time."""
+    from dagster import DagsterEvent, DagsterEventType
+
+    run = instance.get_run_by_id(run_id)
+    instance.report_dagster_event(
+        DagsterEvent(DagsterEventType.RUN_START.value, job_name=run.job_name), run_id=run_id
+    )
+
+
+def test_where_pools_apply_per_op_a_later_run_of_the_table_stops_before_any_commit(make_lake, tmp_path):
+    """A user's deployment (embedding.py) applies pools per op, Dagster's default: two runs of one
+    table could interleave their ops. The later run's first op finds the earlier one and stops."""
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert instance.get_concurrency_config().pool_config.pool_granularity in (None, "op")
+        earlier = _queue(instance, defs, ref, {TABLE_TAG: str(ref)})
+        _start(instance, earlier.run_id)
+        result = defs.resolve_job_def("icelake_maintenance").execute_in_process(
+            instance=instance, asset_selection=[table_asset_key(ref)], raise_on_error=False
+        )
+        assert not result.success
+        [failure] = [e for e in result.all_events if e.is_step_failure]
+        said = failure.step_failure_data.user_failure_data.description
+        assert (
+            said == f"{ref}: run {earlier.run_id} is maintaining this table; this run stops before any commit"
+        )
+        assert result.dagster_run.run_id != earlier.run_id
+        tags = instance.get_run_by_id(result.run_id).tags
+        assert tags[run_model.FAILURE_KIND_TAG] == "concurrent_run"
+        table = open_catalog(settings, ref.catalog).load_table(ref.identifier)
+        assert len(table.inspect.snapshots()) == 25  # nothing committed
+        # The earlier run does not yield to the later one.
+        assert run_model.earlier_run_maintaining(instance, earlier.run_id, table_asset_key(ref), "p") is None

@@ -1,0 +1,112 @@
+"""The health sensor reports every table's checks on its first tick and then only for the tables
+whose metadata changed (real sensor ticks, a real SQLite catalog, no Spark)."""
+
+import pytest
+from dagster import AssetCheckSeverity, DagsterInstance, DagsterRun, DagsterRunStatus
+from dagster._core.utils import make_new_run_id
+
+from icelake_assets.catalog.connection import open_catalog
+from icelake_assets.demo.lake import add_snapshots, build_demo_lake
+from icelake_assets.orchestration.checks.asset_checks import HEALTH_CHECK, METADATA_CHECKS
+from icelake_assets.orchestration.checks.configuration import CONFIG_CHECK
+from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
+from icelake_assets.orchestration.sensors.health import HEALTH_SENSOR
+from icelake_assets.orchestration.sensors.maintenance import TABLE_TAG
+from icelake_assets_tests.conftest import catalog_name, sensor_tick
+
+
+@pytest.fixture
+def lake(make_lake, tmp_path):
+    settings = make_lake(extra={"automation": {"sensor_default_status": "stopped"}})
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        yield settings, build_definitions(settings), instance
+
+
+def _tick(settings, defs, instance, cursor=None):
+    return sensor_tick(defs, settings, instance, HEALTH_SENSOR, cursor)
+
+
+def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(lake):
+    settings, defs, instance = lake
+    # It reads metadata only, so it runs even where the maintenance sensor starts stopped.
+    assert defs.get_sensor_def(HEALTH_SENSOR).default_status.value == "RUNNING"
+    first = _tick(settings, defs, instance)
+    events = {(e.asset_key.path[-1], e.check_name): e for e in first.asset_events}
+    assert set(events) == {
+        (t, c) for t in ("trips", "clicks", "orders") for c in (*METADATA_CHECKS, HEALTH_CHECK, CONFIG_CHECK)
+    }
+    assert not events[("trips", "small_files")].passed
+    assert events[("clicks", HEALTH_CHECK)].severity is AssetCheckSeverity.ERROR
+    assert f"/guess/{MAINTENANCE_JOB})" in events[("clicks", HEALTH_CHECK)].metadata["summary"].value
+    # The same verdict as the checks' own (orchestration/health.table_health): a table whose orphan
+    # check never ran is Unknown, not Healthy (the old sensor said "Healthy" from the metadata alone).
+    orders = events[("orders", HEALTH_CHECK)]
+    assert not orders.passed and orders.severity is AssetCheckSeverity.WARN
+    assert (
+        orders.description.startswith("Unknown") and "not evaluated yet: orphan_files" in orders.description
+    )
+
+    unchanged = _tick(settings, defs, instance, first.cursor)
+    assert not unchanged.asset_events and "no table changed" in unchanged.skip_message
+
+    clicks = open_catalog(settings, catalog_name(settings)).load_table(("events", "clicks"))
+    add_snapshots(clicks, 1, seed=7)
+    changed = _tick(settings, defs, instance, first.cursor)
+    assert {e.asset_key.path[-1] for e in changed.asset_events} == {"clicks"}
+
+
+def test_an_orphan_check_run_reports_the_tables_verdict_again(lake):
+    """orders holds old orphans: Unknown until its orphan check runs; once it ran (the orphan checks job,
+    no metadata change), the next tick reports its health again, failing on orphan_files, not
+    the stale Unknown (the old sensor compared only metadata files)."""
+    from icelake_assets.orchestration.checks.asset_checks import ORPHANS_JOB
+    from icelake_assets.orchestration.resources import IcelakeResource
+
+    settings, defs, instance = lake
+    first = _tick(settings, defs, instance)
+    orders = {e.check_name: e for e in first.asset_events if e.asset_key.path[-1] == "orders"}
+    assert orders[HEALTH_CHECK].description.startswith("Unknown")
+    job = defs.resolve_job_def(ORPHANS_JOB)
+    result = job.execute_in_process(
+        instance=instance, resources={"icelake": IcelakeResource(config_path=settings.source)}
+    )
+    assert result.success
+    again = _tick(settings, defs, instance, first.cursor)
+    reported = {(e.asset_key.path[-1], e.check_name): e for e in again.asset_events}
+    # Every table's orphan check ran (the job checks them all): each verdict is reported again.
+    assert {t for t, _ in reported} == {"orders", "trips", "clicks"}
+    assert not any(e.description.startswith("Unknown") for (_, c), e in reported.items() if c == HEALTH_CHECK)
+    health = reported[("orders", HEALTH_CHECK)]
+    assert not health.passed and "failing: orphan_files" in health.description
+    assert "orphan_files" in health.description
+    assert not _tick(settings, defs, instance, again.cursor).asset_events  # reported once
+
+
+def test_a_table_under_maintenance_is_reported_once_its_run_ended(lake):
+    settings, defs, instance = lake
+    name = f"{catalog_name(settings)}.events.clicks"
+    run = instance.add_run(
+        DagsterRun(
+            job_name="icelake_maintenance",
+            run_id=make_new_run_id(),
+            status=DagsterRunStatus.STARTED,
+            tags={TABLE_TAG: name},
+        )
+    )
+    during = _tick(settings, defs, instance)
+    assert {e.asset_key.path[-1] for e in during.asset_events} == {"trips", "orders"}
+    instance.report_run_failed(run)  # the run ended (how does not matter)
+    after = _tick(settings, defs, instance, during.cursor)
+    assert {e.asset_key.path[-1] for e in after.asset_events} == {"clicks"}
+
+
+def test_with_summary_checks_the_sensor_reports_only_the_checks_the_tables_carry(make_lake, tmp_path):
+    settings = make_lake(extra={"automation": {"checks_per_table": "summary"}})
+    build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    defs = build_definitions(settings)
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        first = _tick(settings, defs, instance)
+    events = {(e.asset_key.path[-1], e.check_name): e for e in first.asset_events}
+    assert set(events) == {(t, HEALTH_CHECK) for t in ("trips", "clicks", "orders")}
+    assert events[("clicks", HEALTH_CHECK)].severity is AssetCheckSeverity.ERROR

@@ -22,6 +22,13 @@ def tag_session(spark: SparkSession, run_id: str, op: str, attempt: int) -> None
         spark.conf.set(_CONF_PREFIX + key, value)
 
 
+def untag_session(spark: SparkSession) -> None:
+    """The session's later commits name no run (an op ends: the session may serve other work, in
+    this process or, on a process's own driver, the next run's)."""
+    for key in KEYS:
+        spark.conf.unset(_CONF_PREFIX + key)
+
+
 def session_properties(spark: SparkSession) -> dict[str, str]:
     """The properties the session's commits carry (none for a session no op tagged)."""
     out = {}

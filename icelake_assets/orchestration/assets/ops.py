@@ -2,6 +2,7 @@
 maintenance/runner.py, run for every table of the run in turn (orchestration/assets/graph.py assembles
 them into the group's graph), with the retry of failed partitions and the one-run-per-table guard."""
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +33,7 @@ from icelake_assets.catalog.connection import (
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
 from icelake_assets.maintenance import rewrite
-from icelake_assets.maintenance.commit_tags import tag_session
+from icelake_assets.maintenance.commit_tags import tag_session, untag_session
 from icelake_assets.maintenance.preflight import PreflightError
 from icelake_assets.maintenance.result_dicts import op_result_from_dict
 from icelake_assets.maintenance.results import OpResult, RewriteResult
@@ -138,9 +139,12 @@ def op_step(
         extra = work_kwargs(context, dt, state) if work_kwargs else {}
         started = time.perf_counter()
 
+        tagged: list[Any] = []
+
         def spark():  # its commits name this run, op and attempt (maintenance/commit_tags.py)
             session = icelake_spark.session_for(ref, table)
             tag_session(session, context.run_id, name, context.retry_number + 1)
+            tagged.append(session)
             return session
 
         try:
@@ -172,6 +176,10 @@ def op_step(
             tag = str(err) if refused else str(cause)
             context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, tag))
             raise Failure(description=said, allow_retries=False) from err
+        finally:
+            for session in tagged[-1:]:  # one session per run: the op's tags end with the op
+                with contextlib.suppress(Exception):  # a dead JVM has no tags left to clear
+                    untag_session(session)
         outcome = replace(outcome, attempt=context.retry_number + 1)
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")

@@ -72,6 +72,7 @@ class ScanBenefit:
     after: ScanCost
     # Opt-in (loop.scan_probe): a full-scan query's seconds on each snapshot (maintenance/scan_probe.py).
     probe_seconds: tuple[float, float] | None = None
+    probe_query: str | None = None  # the policy's query the probe timed (None: a full scan)
 
     @property
     def files_saved(self) -> int:
@@ -98,7 +99,8 @@ class ScanBenefit:
             f"{human_bytes(a.metadata_bytes)}) in {b.plan_seconds:.2f} → {a.plan_seconds:.2f} s"
         )
         if self.probe_seconds is not None:
-            numbers += f"; a full-scan query took {self.probe_seconds[0]:.2f} → {self.probe_seconds[1]:.2f} s"
+            what = "the policy's query" if self.probe_query else "a full-scan query"
+            numbers += f"; {what} took {self.probe_seconds[0]:.2f} → {self.probe_seconds[1]:.2f} s"
         return ("no benefit to readers: " if self.nil else "") + numbers
 
     def to_dict(self) -> dict[str, object]:
@@ -110,7 +112,10 @@ class ScanBenefit:
             "metadata_bytes_saved": self.metadata_bytes_saved,
             "nil": self.nil,
             **(
-                {"probe_seconds": {"before": self.probe_seconds[0], "after": self.probe_seconds[1]}}
+                {
+                    "probe_seconds": {"before": self.probe_seconds[0], "after": self.probe_seconds[1]},
+                    "probe_query": self.probe_query,
+                }
                 if self.probe_seconds is not None
                 else {}
             ),

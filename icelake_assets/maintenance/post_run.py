@@ -160,15 +160,18 @@ def scan_benefit(
 ) -> ScanBenefit | None:
     """A full scan's cost on the snapshot the run started from and on the current one (proof of
     benefit), when an op acted; None when nothing changed or the run started on an empty table.
-    With ``loop.scan_probe``, a full-scan query is timed on both too, if the table is small enough."""
+    With ``loop.scan_probe``, a full-scan query (or the policy's ``scan_probe_query``) is timed on both
+    too, if the table is small enough."""
     start = ops[0].snapshot_before if ops else None
     if not any(o.acted for o in ops) or start is None:
         return None
     benefit = ScanBenefit(measure_scan_cost(table, start), measure_scan_cost(table))
     bounded = max(benefit.before.data_bytes, benefit.after.data_bytes) <= policy.loop.scan_probe_max_bytes
     if policy.loop.scan_probe and bounded and benefit.after.snapshot_id is not None:
-        probe = probe_scan(spark(), ref, start, benefit.after.snapshot_id)
-        benefit = replace(benefit, probe_seconds=(probe.before_seconds, probe.after_seconds))
+        probe = probe_scan(spark(), ref, start, benefit.after.snapshot_id, policy.loop.scan_probe_query)
+        benefit = replace(
+            benefit, probe_seconds=(probe.before_seconds, probe.after_seconds), probe_query=probe.query
+        )
     return benefit
 
 

@@ -27,13 +27,24 @@ ROUNDS = 2
 class ScanProbe:
     before_seconds: float
     after_seconds: float
+    query: str | None = None  # the policy's query (None: a full scan)
+
+
+FULL_SCAN = "SELECT count(*) AS n FROM {table}"
 
 
 def probe_scan(
-    spark: SparkSession, ref: TableRef, before_snapshot_id: int, after_snapshot_id: int
+    spark: SparkSession,
+    ref: TableRef,
+    before_snapshot_id: int,
+    after_snapshot_id: int,
+    query: str | None = None,
 ) -> ScanProbe:
-    """Time ``SELECT count(*)`` of ``ref`` as of each snapshot (ids are integers: nothing pasted)."""
+    """Time ``query`` (default ``SELECT count(*)``) on ``ref`` as of each snapshot: ``{table}`` becomes
+    the quoted table and ``VERSION AS OF <id>`` (ids are integers: nothing pasted; the query itself
+    comes from the settings file, checked to be one SELECT naming ``{table}`` once)."""
     table = table_identifier(ref)
+    sql = query or FULL_SCAN
     timings: dict[int, list[float]] = {before_snapshot_id: [], after_snapshot_id: []}
     previous = spark.conf.get(PUSH_DOWN, None)
     spark.conf.set(PUSH_DOWN, "false")
@@ -41,7 +52,7 @@ def probe_scan(
         for _ in range(ROUNDS):
             for snapshot_id in timings:
                 started = time.perf_counter()
-                spark.sql(f"SELECT count(*) AS n FROM {table} VERSION AS OF {int(snapshot_id)}").collect()
+                spark.sql(sql.replace("{table}", f"{table} VERSION AS OF {int(snapshot_id)}")).collect()
                 timings[snapshot_id].append(time.perf_counter() - started)
     finally:
         if previous is None:
@@ -51,4 +62,5 @@ def probe_scan(
     return ScanProbe(
         before_seconds=round(min(timings[before_snapshot_id]), 4),
         after_seconds=round(min(timings[after_snapshot_id]), 4),
+        query=query,
     )

@@ -242,6 +242,27 @@ class LoopPolicy(StrictModel):
     # Spark session (maintenance/scan_probe.py), for tables up to scan_probe_max_bytes.
     scan_probe: bool = False
     scan_probe_max_bytes: int = Field(GiB, ge=1, le=MAX_REWRITE_BYTES)
+    # The query the probe times instead of a full scan: one a table's readers run (bench.query_bench's
+    # kinds: a filter on the partition column, a point lookup, an aggregate). A SELECT naming the
+    # table as {table}, which the probe replaces with the quoted table at each snapshot. From the
+    # settings file only (never a table property): whoever edits it is trusted.
+    scan_probe_query: str | None = Field(None, min_length=1, max_length=2000)
+
+    @field_validator("scan_probe_query")
+    @classmethod
+    def _one_select_of_the_table(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        text = value.strip()
+        if not re.match(r"(?i)^(select|with)\b", text):
+            raise ValueError("scan_probe_query must be a SELECT (or WITH ... SELECT) query")
+        if ";" in text:
+            raise ValueError("scan_probe_query must be one statement (no ';')")
+        if text.count("{table}") != 1 or re.search(r"\{(?!table\})", text):
+            raise ValueError(
+                "scan_probe_query must name the table exactly once as {table}, and no other {...}"
+            )
+        return text
 
 
 class LineagePolicy(StrictModel):

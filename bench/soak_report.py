@@ -1,0 +1,163 @@
+"""The chaos soak's report (bench/chaos_soak.py): progress lines while it runs, then the fault log,
+the writers' actions, the figures, the row checks and the assertions as Markdown tables (rich's
+Markdown box), ready for BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from bench.soak_checks import AuditCheck, HealthCheck, Outcome, RowCheck
+from bench.soak_faults import FaultRecord
+
+console = Console(width=200, soft_wrap=True, highlight=False)
+
+
+def say(t0: float, message: str) -> None:
+    """A progress line, stamped with the soak's elapsed time."""
+    elapsed = time.monotonic() - t0
+    console.print(f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] {message}", markup=False)
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """The instance's runs: what the figures count, and each run's window (for the audit check)."""
+
+    counts: Counter  # launched, success, failure, canceled, failed as stale, failed for an outage
+    windows: dict[str, tuple[float, float, str]]  # run id -> (start, end, status)
+
+
+def run_figures(instance) -> RunFigures:
+    from dagster import RunsFilter
+
+    from icelake_assets.orchestration.runs.model import FAILURE_KIND_TAG, OUTAGE, TABLE_TAG
+    from icelake_assets.orchestration.runs.recovery import STALE_TAG
+
+    counts: Counter = Counter()
+    windows = {}
+    for record in instance.get_run_records(RunsFilter()):
+        run = record.dagster_run
+        status = run.status.value
+        start = record.start_time or record.create_timestamp.timestamp()
+        windows[run.run_id] = (start, record.end_time or time.time(), status)
+        if TABLE_TAG not in run.tags:
+            counts["other runs"] += 1  # the overview's asset runs: no table maintained
+            continue
+        counts["launched"] += 1
+        counts[status.lower()] += 1
+        if STALE_TAG in run.tags:
+            counts["failed as stale"] += 1
+        if run.tags.get(FAILURE_KIND_TAG) == OUTAGE:
+            counts["failed for an outage"] += 1
+    return RunFigures(counts, windows)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Everything the final checks found."""
+
+    outcomes: tuple[Outcome, ...]
+    rows: tuple[RowCheck, ...] = ()
+    audits: tuple[AuditCheck, ...] = ()
+    health: tuple[HealthCheck, ...] = ()
+    runs: Counter | None = None
+    audit_kinds: Counter | None = None
+    healed_in: float | None = None  # seconds from the last fault to every table Healthy
+    healed_after_writers: float | None = None  # seconds from the writers' stop to the same
+
+
+@dataclass(frozen=True)
+class WriterLine:
+    name: str
+    table: str
+    actions: Counter  # (op, outcome) -> count
+
+
+def markdown(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    table = RichTable(*columns, title=title, box=box.MARKDOWN, title_justify="left")
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    console.print(table)
+
+
+def report(
+    header: Sequence[str],
+    faults: Sequence[FaultRecord],
+    events: Sequence[str],
+    writers: Sequence[WriterLine],
+    verdict: Verdict,
+) -> bool:
+    """Prints the report; True when every assertion held."""
+    for line in header:
+        console.print(line, markup=False)
+    markdown(
+        "Faults",
+        ["at (s)", "fault", "target PID", "detail"],
+        [[f"{f.at:.0f}", f.kind, f.target or "-", f.detail] for f in faults],
+    )
+    injected = Counter(f.kind for f in faults if f.target is not None)
+    console.print(
+        f"faults injected: {dict(injected)}; skipped (no target): {sum(f.target is None for f in faults)}"
+    )
+    for event in events:
+        console.print(f"event: {event}", markup=False)
+    markdown(
+        "Writers",
+        ["writer", "table", "committed", "failed", "unknown", "actions"],
+        [
+            [w.name, w.table]
+            + [sum(c for (_, st), c in w.actions.items() if st == s) for s in ("ok", "fail", "unknown")]
+            + [", ".join(f"{op} {st} {c}" for (op, st), c in sorted(w.actions.items()))]
+            for w in writers
+        ],
+    )
+    if verdict.runs is not None and verdict.audit_kinds is not None:
+        runs, kinds = verdict.runs, verdict.audit_kinds
+        left = [
+            sum(getattr(a, k) for a in verdict.audits)
+            for k in ("maintenance_commits", "by_own_records", "by_reconciled")
+        ]
+        seconds = lambda s: "not healed" if s is None else f"{s:.0f}"  # noqa: E731
+        markdown(
+            "Figures",
+            ["figure", "value"],
+            [
+                ["maintenance runs launched", runs["launched"]],
+                ["succeeded", runs["success"]],
+                ["failed", runs["failure"]],
+                ["... of which failed as stale by the sensor (worker gone)", runs["failed as stale"]],
+                ["... of which failed for an outage (short retry)", runs["failed for an outage"]],
+                ["canceled", runs["canceled"]],
+                ["audit: ops that acted", kinds["op/acted"]],
+                ["audit: recovery/run_failed", kinds["recovery/run_failed"]],
+                ["audit: recovery/reconciled commits", kinds["recovery/reconciled"]],
+                [
+                    "maintenance commits left in history (own records / reconciled)",
+                    f"{left[0]} ({left[1]} / {left[2]})",
+                ],
+                ["heal time after the last fault (s)", seconds(verdict.healed_in)],
+                ["heal time after the writers stopped (s)", seconds(verdict.healed_after_writers)],
+            ],
+        )
+        markdown(
+            "Health at the end",
+            ["table", "status", "score"],
+            [[h.table, h.status, h.score] for h in verdict.health],
+        )
+    if verdict.rows:
+        markdown("Rows", ["table", "check"], [[r.table, r.describe()] for r in verdict.rows])
+    markdown(
+        "Assertions",
+        ["assertion", "result"],
+        [[o.name, "ok" if o.ok else "FAILED"] for o in verdict.outcomes],
+    )
+    for o in verdict.outcomes:
+        for detail in o.details:
+            console.print(f"FAILED {o.name}: {detail}", markup=False)
+    return all(o.ok for o in verdict.outcomes)

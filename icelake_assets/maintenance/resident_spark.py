@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -146,6 +147,25 @@ def read_driver(folder: Path) -> ResidentDriver | None:
     )
 
 
+def _listens(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
+def usable_driver(folder: Path) -> ResidentDriver | None:
+    """The folder's driver when its gateway answers. A state file whose PID lives but whose gateway
+    refuses (the driver was killed and its PID reused, or its JVM died alone) is removed, so a new
+    driver starts: else every run would fail connecting to it, for good (seen in the chaos soak)."""
+    driver = read_driver(folder)
+    if driver is not None and not _listens(driver.port):
+        (folder / STATE_FILE).unlink(missing_ok=True)
+        return None
+    return driver
+
+
 def _log_tail(folder: Path, lines: int = 30) -> str:
     try:
         return "\n".join((folder / LOG_FILE).read_text(errors="replace").splitlines()[-lines:])
@@ -255,7 +275,7 @@ def attach(
     folder = driver_folder(conf, base)
     group = f"icelake-{os.getpid()}-{int(time.time())}"
     with locked(folder):
-        driver = read_driver(folder)
+        driver = usable_driver(folder)
         started = driver is None
         if driver is None:
             driver = _start(folder, conf, idle_seconds)

@@ -270,3 +270,21 @@ def test_a_run_killed_mid_rewrite_commits_nothing_after_its_death(lake):
     log = (driver_folder(json.loads(conf_file.read_text()), base) / "driver.log").read_text()
     assert f"PID {proc.pid} died while committing rewrite_data_files" in log
     assert run_client(conf_file, base, "out['x'] = spark.sql('SELECT 1').collect()[0][0]")["x"] == 1
+
+
+def test_a_state_file_whose_gateway_refuses_is_dropped_so_a_new_driver_starts(tmp_path):
+    """The driver was killed and its PID reused (here: this live process), or its JVM died alone: the
+    state file names a live PID and a dead port. Every run failed connecting to it, for good."""
+    import socket
+
+    from icelake_assets.maintenance.resident_spark import STATE_FILE, usable_driver
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    folder = tmp_path / "driver"
+    folder.mkdir()
+    state = {"pid": os.getpid(), "port": dead_port, "secret": "x", "started": 0.0, "app_id": "app"}
+    (folder / STATE_FILE).write_text(json.dumps(state))
+    assert read_driver(folder) is not None  # the PID alone says it lives
+    assert usable_driver(folder) is None and not (folder / STATE_FILE).exists()

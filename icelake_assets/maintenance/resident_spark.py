@@ -106,13 +106,19 @@ def driver_folder(conf: Mapping[str, str], base: Path | None = None) -> Path:
 
 
 def pid_alive(pid: int) -> bool:
+    """A running process: not gone, and not a zombie (a killed driver its parent never reaped still
+    answers kill(pid, 0): seen in the chaos soak)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 @contextlib.contextmanager

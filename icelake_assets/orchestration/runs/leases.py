@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from dagster import DagsterInstance
 
+from icelake_assets.maintenance.resident_spark import pid_alive
 from icelake_assets.planning.stale_runs import LEASE_RENEW_SECONDS, Lease
 
 LEASE_KEY_PREFIX = "icelake/run_lease/"
@@ -65,12 +66,8 @@ def process_start(pid: int) -> int | None:
 def worker_alive(lease: Lease) -> bool:
     """Whether the process a lease of this host names still runs: its PID, and its start time when
     the lease has one (a PID reused after the worker died is another process)."""
-    try:
-        os.kill(lease.pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(lease.pid):  # gone, or a zombie nobody reaped
         return False
-    except PermissionError:  # another user's process: it lives
-        pass
     return lease.started is None or process_start(lease.pid) in (None, lease.started)
 
 

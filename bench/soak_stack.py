@@ -91,14 +91,14 @@ class Reaper(threading.Thread):
     def __init__(self, keep: Callable[[], set[int]]) -> None:
         super().__init__(name="soak-reaper", daemon=True)
         self._keep = keep
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.5):
+        while not self._done.wait(0.5):
             reap_orphans(self._keep())
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join(5)
 
 

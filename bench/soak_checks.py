@@ -130,22 +130,10 @@ class FileCheck:
 def check_files(name: str, table) -> FileCheck:
     """Every file of every snapshot (manifest lists, manifests, data and delete files) and the
     metadata log: one listing of the table's location, a lookup for anything outside it."""
-    from icelake_assets.health.orphans import referenced_locations
-    from icelake_assets.health.storage import file_key, filesystem_for, list_files, listed_location
+    from icelake_assets.health.orphans import missing_referenced_files
 
-    table.refresh()
-    referenced = referenced_locations(table)
-    _, _, prefix = filesystem_for(table.io, table.metadata.location)
-    present = {
-        file_key(listed_location(prefix, info.path)).path
-        for info in list_files(table.metadata.location, table.io)
-    }
-    missing = sorted(
-        loc
-        for loc in referenced
-        if file_key(loc).path not in present and not table.io.new_input(loc).exists()
-    )
-    return FileCheck(name, len(referenced), tuple(missing))
+    checked, missing = missing_referenced_files(table)
+    return FileCheck(name, checked, tuple(missing))
 
 
 @dataclass(frozen=True)
@@ -218,26 +206,9 @@ class HealthCheck:
 
 def check_health(settings, catalog, ref, known) -> HealthCheck:
     """The table's health as ``icelake health --orphans`` computes it."""
-    from icelake_assets.catalog.connection import load_table
-    from icelake_assets.health.orphans import scan_table_orphans
-    from icelake_assets.health.stats import compute_table_stats
-    from icelake_assets.planning.health import evaluate
-    from icelake_assets.planning.orphans import orphan_finding
-    from icelake_assets.policies import policy_for
+    from icelake_assets.operate.table_health import table_health
 
-    table = load_table(catalog, ref)
-    policy = policy_for(settings, ref, table.properties)
-    scan = scan_table_orphans(catalog, ref, table, policy.orphans.older_than_hours, known)
-    orphans = orphan_finding(
-        len(scan.orphans),
-        sum(o.size for o in scan.orphans),
-        policy,
-        [o.path for o in scan.orphans],
-        scan.hidden_files,
-        scan.skipped,
-        scan.refused,
-    )
-    health = evaluate(compute_table_stats(table, policy), policy, [orphans], name=str(ref))
+    health = table_health(settings, catalog, ref, known=lambda: known)
     failing = tuple(f"{f.check}: {f.summary}" for f in health.findings if not f.passed)
     return HealthCheck(str(ref), health.status.value, health.score.score, failing)
 

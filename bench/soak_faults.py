@@ -28,6 +28,7 @@ from bench.soak_stack import Daemon, Weed, read_proc
 from icelake_assets.maintenance.resident_spark import STATE_FILE
 from icelake_assets.orchestration.runs.leases import read_leases
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
+from icelake_assets.processes import pid_alive
 
 KINDS = ("run_worker", "daemon_group", "seaweedfs", "spark_driver")
 MEAN_GAP_SECONDS = 60.0
@@ -61,11 +62,6 @@ class FaultRecord:
     target: int | None  # the PID killed (None: skipped, no target in time)
     detail: str
     back_after: float = 0.0  # seconds until the restarted server answered (restarts only)
-
-
-def pid_alive(pid: int) -> bool:
-    proc = read_proc(pid)
-    return proc is not None and proc.state != "Z"
 
 
 def kill9(pid: int, timeout: float = 10.0) -> None:
@@ -117,7 +113,7 @@ class Injector:
                 lease = leases.get(run.run_id)
                 proc = read_proc(lease.pid) if lease and not lease.released else None
                 # The PID must be a live process of the daemon's group: never a reused PID elsewhere.
-                if proc is not None and proc.state != "Z" and proc.pgid == daemon_group:
+                if proc is not None and proc.pgid == daemon_group:
                     out.append((proc.pid, run.run_id, run.tags.get("icelake/table", "?")))
             return out
 
@@ -167,7 +163,7 @@ class Injector:
                 except (OSError, ValueError, KeyError):
                     continue
                 proc = read_proc(pid)
-                if proc is not None and proc.state != "Z" and "resident_driver" in proc.cmdline:
+                if proc is not None and "resident_driver" in proc.cmdline:
                     pids.append(pid)
             return pids
 

@@ -14,19 +14,19 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import yaml
 
-from icelake_assets.demo.local_servers import free_port, free_port_pair, wait_until_ready
-from icelake_assets.demo.seaweedfs import SeaweedFS, weed_binary
+from icelake_assets.demo.local_servers import free_port, free_port_pair, stop_process_group, wait_until_ready
+from icelake_assets.demo.seaweedfs import SERVICE_PORTS, SeaweedFS, mini_args, weed_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,69 +37,47 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class Proc:
     pid: int
-    ppid: int
     pgid: int
-    state: str
-    start: int  # clock ticks after boot: tells a process from a later one that reused its PID
     cmdline: str
 
 
 def read_proc(pid: int) -> Proc | None:
+    """A live process (None: gone, or a zombie)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return Proc(pid, os.getpgid(pid), " ".join(proc.cmdline()))
+    except (psutil.Error, OSError):
         return None
-    fields = stat.rsplit(")", 1)[1].split()  # the command name may hold spaces and parentheses
-    return Proc(pid, int(fields[1]), int(fields[2]), fields[0], int(fields[19]), cmdline.strip())
 
 
-def all_procs() -> dict[int, Proc]:
-    return {int(n): p for n in os.listdir("/proc") if n.isdigit() and (p := read_proc(int(n)))}
-
-
-def descendants(root: int, table: Mapping[int, Proc] | None = None) -> dict[int, Proc]:
+def descendants(root: int) -> dict[int, Proc]:
     """Live (not zombie) descendants of ``root``."""
-    table = all_procs() if table is None else table
-    children: dict[int, list[int]] = {}
-    for proc in table.values():
-        children.setdefault(proc.ppid, []).append(proc.pid)
-    found: dict[int, Proc] = {}
-    todo = [root]
-    while todo:
-        for pid in children.get(todo.pop(), ()):
-            found[pid] = table[pid]
-            todo.append(pid)
-    return {pid: p for pid, p in found.items() if p.state != "Z"}
+    try:
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return {}
+    return {c.pid: p for c in children if (p := read_proc(c.pid)) is not None}
+
+
+def group_members(pgid: int) -> list[Proc]:
+    """The live processes of process group ``pgid``."""
+    return [p for pid in psutil.pids() if (p := read_proc(pid)) is not None and p.pgid == pgid]
 
 
 def reap_orphans(keep: set[int]) -> None:
     """The soak is a child subreaper (orphans of what it started are reparented to it, so none
     escapes the final check): collect the exited ones, but not the children ``keep`` (Popen's own)."""
-    for proc in all_procs().values():
-        if proc.ppid == os.getpid() and proc.state == "Z" and proc.pid not in keep:
-            try:
-                os.waitpid(proc.pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-
-
-class Reaper(threading.Thread):
-    """Reaps the soak's orphans every half second, as init would. Left unreaped, a killed resident
-    driver stays a zombie, which still answers ``kill(pid, 0)``: the runs would take it for alive."""
-
-    def __init__(self, keep: Callable[[], set[int]]) -> None:
-        super().__init__(name="soak-reaper", daemon=True)
-        self._keep = keep
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        while not self._done.wait(0.5):
-            reap_orphans(self._keep())
-
-    def stop(self) -> None:
-        self._done.set()
-        self.join(5)
+    for child in psutil.Process().children():
+        if child.pid in keep:
+            continue
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(child.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError):
+            pass
 
 
 def kill_group(pgid: int) -> None:
@@ -111,18 +89,8 @@ def kill_group(pgid: int) -> None:
 
 def stop_popen(proc: subprocess.Popen | None, timeout: float = 30) -> None:
     """SIGTERM to the process group the child leads, then SIGKILL."""
-    if proc is None or proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    if proc is not None:
+        stop_process_group(proc, timeout)
 
 
 # -- SeaweedFS ---------------------------------------------------------------------------------------
@@ -138,9 +106,7 @@ class Weed:
     catalog_port: int = field(default_factory=free_port)
     # The other services' http/grpc pairs (weed derives some gRPC ports as http + 10000).
     pairs: dict[str, tuple[int, int]] = field(
-        default_factory=lambda: {
-            name: free_port_pair(10000) for name in ("master.port", "volume.port", "filer.port", "admin.port")
-        }
+        default_factory=lambda: {name: free_port_pair(10000) for name in SERVICE_PORTS}
     )
     s3_grpc: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
@@ -157,24 +123,7 @@ class Weed:
 
     def _args(self) -> list[str]:
         ports = {**self.pairs, "s3.port": (self.s3_port, self.s3_grpc)}
-        return [
-            str(weed_binary()),
-            "mini",
-            f"-dir={self.folder / 'data'}",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            "-master.telemetry=false",
-            "-tableBucket=warehouse",
-            "-bucket=lake",
-            "-admin.ui=false",
-            "-webdav=false",
-            "-s3.port.lance=0",
-            f"-s3.port.iceberg={self.catalog_port}",
-            f"-filer.localSocket={self.folder / 'filer.sock'}",
-            f"-s3.localSocket={self.folder / 's3.sock'}",
-            *(f"-{name}={http}" for name, (http, _) in ports.items()),
-            *(f"-{name}.grpc={grpc}" for name, (_, grpc) in ports.items()),
-        ]
+        return mini_args(weed_binary(), self.folder, self.catalog_port, ports)
 
     def start(self, timeout: float = 120) -> int:
         (self.folder / "data").mkdir(parents=True, exist_ok=True)
@@ -278,7 +227,7 @@ class Daemon:
         as when the host dies; (its PID, how many processes the group held)."""
         assert self.proc is not None
         pid = self.proc.pid
-        members = [p for p in all_procs().values() if p.pgid == pid and p.state != "Z"]
+        members = group_members(pid)
         kill_group(pid)
         self.proc.wait()
         return pid, len(members)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 # Only light modules at import: `icelake --help` must not load pyiceberg, pyarrow or Dagster (each
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from icelake_assets.catalog.discovery import DiscoveryProblem
-    from icelake_assets.health.cache import ManifestCache
     from icelake_assets.health.overview import TableHealth
     from icelake_assets.settings import Settings
 
@@ -36,48 +35,6 @@ def _selected_refs(settings: Settings, table: str | None) -> tuple[list[TableRef
     return [t.ref for t in found.tables], list(found.problems)
 
 
-def _table_health(
-    settings: Settings,
-    catalog: Catalog,
-    ref: TableRef,
-    args: argparse.Namespace,
-    cache: ManifestCache,
-    known: Callable[[], KnownTables],
-) -> TableHealth:
-    """One table's health (``known``: every known table, listed once for all, for --orphans)."""
-    from icelake_assets.catalog.connection import load_table
-    from icelake_assets.health.orphans import scan_table_orphans
-    from icelake_assets.health.stats import compute_table_stats
-    from icelake_assets.planning.health import evaluate
-    from icelake_assets.planning.orphans import orphan_finding
-    from icelake_assets.policies import policy_for
-
-    table = load_table(catalog, ref)
-    policy = policy_for(settings, ref, table.properties)
-    extra = []
-    if args.orphans:
-        scan = scan_table_orphans(catalog, ref, table, policy.orphans.older_than_hours, known())
-        extra.append(
-            orphan_finding(
-                len(scan.orphans),
-                sum(o.size for o in scan.orphans),
-                policy,
-                [o.path for o in scan.orphans],
-                scan.hidden_files,
-                scan.skipped,
-                scan.refused,
-            )
-        )
-    # Without --orphans the orphan check is not evaluated: the verdict says Unknown, not Healthy.
-    return evaluate(
-        compute_table_stats(table, policy, cache),
-        policy,
-        extra,
-        name=str(ref),
-        not_evaluated=() if args.orphans else ("orphan_files",),
-    )
-
-
 def cmd_health(args: argparse.Namespace) -> int:
     """Findings of one table or all, as a table; ``--overview`` ranks what to fix first.
 
@@ -88,6 +45,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     from icelake_assets.catalog.discovery import DiscoveryProblem
     from icelake_assets.health.cache import ManifestCache, default_cache_path
     from icelake_assets.health.overview import lake_overview
+    from icelake_assets.operate.table_health import table_health
     from icelake_assets.settings import load_settings
     from icelake_assets.settings.asset_keys import use_asset_keys
 
@@ -118,7 +76,7 @@ def cmd_health(args: argparse.Namespace) -> int:
         if isinstance(catalog, DiscoveryProblem):
             continue
         try:
-            health = _table_health(settings, catalog, ref, args, cache, known)
+            health = table_health(settings, catalog, ref, cache, known if args.orphans else None)
         except Exception as err:  # missing, unreadable metadata or manifests: this table only
             problems.append(
                 DiscoveryProblem.from_error(ref.catalog, err, ref, settings.catalog_properties(ref.catalog))

@@ -17,8 +17,10 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
+from icelake_assets.processes import process_start, same_process
 from icelake_assets_tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,45 +68,28 @@ mutation($params: ExecutionParams!) {
 }
 """
 
-# (pid, start time in clock ticks): a PID alone could name a later process once it is reused.
-ProcKey = tuple[int, int]
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().decode(errors="replace").rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return "?"
+# (pid, start time): a PID alone could name a later process once it is reused.
+ProcKey = tuple[int, float | None]
 
 
 def _descendants(root: int) -> dict[ProcKey, str]:
-    """Every live process under ``root`` (walking /proc parent links), with its command line."""
-    stats = {int(n): s for n in os.listdir("/proc") if n.isdigit() and (s := _stat(int(n))) is not None}
-    children: dict[int, list[int]] = {}
-    for pid, fields in stats.items():
-        children.setdefault(int(fields[1]), []).append(pid)
+    """Every live process under ``root``, with its command line."""
     found: dict[ProcKey, str] = {}
-    todo = [root]
-    while todo:
-        for pid in children.get(todo.pop(), []):
-            todo.append(pid)
-            if stats[pid][0] != "Z":
-                found[(pid, int(stats[pid][19]))] = _cmdline(pid)
+    try:
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return found
+    for child in children:
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                found[(child.pid, process_start(child.pid))] = " ".join(child.cmdline())
+        except psutil.Error:
+            pass
     return found
 
 
 def _alive(key: ProcKey) -> bool:
-    fields = _stat(key[0])
-    return fields is not None and fields[0] != "Z" and int(fields[19]) == key[1]
+    return same_process(*key)
 
 
 def _kill(keys) -> None:

@@ -23,6 +23,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+import psutil
+
 PROG = "run_dagster"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -59,8 +61,7 @@ class Proc:
     pid: int
     ppid: int
     session: int
-    start: int  # clock ticks after boot: tells a process from a later one that reused its PID
-    state: str
+    start: float  # tells a process from a later one that reused its PID
     comm: str  # the kernel's short name: the label when the command line is gone (an exiting process)
     cmdline: str
 
@@ -81,35 +82,29 @@ class Proc:
 
 
 def read_proc(pid: int) -> Proc | None:
+    """A live process (None: gone, or a zombie: it only waits to be reaped, by reap() when it is ours)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return Proc(
+                pid, proc.ppid(), os.getsid(pid), proc.create_time(), proc.name(), " ".join(proc.cmdline())
+            )
+    except (psutil.Error, OSError):
         return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
-    head, tail = stat.rsplit(")", 1)
-    fields = tail.split()
-    comm = head.split("(", 1)[1]
-    return Proc(pid, int(fields[1]), int(fields[3]), int(fields[19]), fields[0], comm, cmdline)
 
 
 def processes_under(root: int, session: int) -> dict[int, Proc]:
     """Live descendants of ``root``, plus any process still in ``session`` (dagster dev's)."""
-    table = {int(n): p for n in os.listdir("/proc") if n.isdigit() and (p := read_proc(int(n))) is not None}
-    children: dict[int, list[int]] = defaultdict(list)
-    for proc in table.values():
-        children[proc.ppid].append(proc.pid)
-    found: dict[int, Proc] = {}
-    todo = [root]
-    while todo:
-        for pid in children.get(todo.pop(), ()):
-            found[pid] = table[pid]
-            todo.append(pid)
-    found.update({p.pid: p for p in table.values() if p.session == session})
-    # A zombie is already dead: it only waits to be reaped (by reap() when it is ours).
-    return {pid: p for pid, p in found.items() if p.state != "Z" and pid != root}
+    pids = {child.pid for child in psutil.Process(root).children(recursive=True)}
+    for pid in psutil.pids():
+        try:
+            if os.getsid(pid) == session:
+                pids.add(pid)
+        except OSError:
+            pass
+    return {pid: proc for pid in pids - {root} if (proc := read_proc(pid)) is not None}
 
 
 def send(proc: Proc, sig: int) -> None:

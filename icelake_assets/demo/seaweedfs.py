@@ -121,6 +121,35 @@ def _s3_config(credentials: tuple[str, str], identities: tuple[S3Identity, ...])
     }
 
 
+# The services of `weed mini` that take an http/gRPC pair (weed derives some gRPC ports as http +
+# 10000; its plugin worker dials the admin's http port + 10000, whatever admin.port.grpc says).
+SERVICE_PORTS = ("master.port", "volume.port", "filer.port", "admin.port")
+
+
+def mini_args(weed: Path, folder: Path, catalog_port: int, ports: dict[str, tuple[int, int]]) -> list[str]:
+    """`weed mini` on 127.0.0.1 with its data in ``folder``: the buckets ``lake`` and ``warehouse`` (an
+    S3 Tables bucket) and the Iceberg REST catalog on ``catalog_port``; ``ports``: service -> (http,
+    gRPC), the S3 service included."""
+    return [
+        str(weed),
+        "mini",
+        f"-dir={folder / 'data'}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-master.telemetry=false",
+        "-tableBucket=warehouse",
+        "-bucket=lake",
+        "-admin.ui=false",
+        "-webdav=false",
+        "-s3.port.lance=0",
+        f"-s3.port.iceberg={catalog_port}",
+        f"-filer.localSocket={folder / 'filer.sock'}",
+        f"-s3.localSocket={folder / 's3.sock'}",
+        *(f"-{name}={http}" for name, (http, _) in ports.items()),
+        *(f"-{name}.grpc={grpc}" for name, (_, grpc) in ports.items()),
+    ]
+
+
 @contextmanager
 def seaweedfs_server(
     credentials: tuple[str, str] | None = None,
@@ -137,32 +166,8 @@ def seaweedfs_server(
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "weed.log"
     s3, catalog = free_port(), free_port()
-    ports = {
-        "master.port": free_port_pair(10000),
-        "volume.port": free_port_pair(10000),
-        "filer.port": free_port_pair(10000),
-        "s3.port": (s3, free_port()),
-        # its plugin worker dials the admin's http port + 10000, whatever admin.port.grpc says
-        "admin.port": free_port_pair(10000),
-    }
-    args = [
-        str(weed),
-        "mini",
-        f"-dir={folder / 'data'}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
-        "-master.telemetry=false",
-        "-tableBucket=warehouse",
-        "-bucket=lake",
-        "-admin.ui=false",
-        "-webdav=false",
-        "-s3.port.lance=0",
-        f"-s3.port.iceberg={catalog}",
-        f"-filer.localSocket={folder / 'filer.sock'}",
-        f"-s3.localSocket={folder / 's3.sock'}",
-        *(f"-{name}={http}" for name, (http, _) in ports.items()),
-        *(f"-{name}.grpc={grpc}" for name, (_, grpc) in ports.items()),
-    ]
+    ports = {name: free_port_pair(10000) for name in SERVICE_PORTS}
+    args = mini_args(weed, folder, catalog, {**ports, "s3.port": (s3, free_port())})
     (folder / "data").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "S3_BUCKET"}
     if credentials is not None:  # the admin identity `weed mini` creates at start

@@ -299,11 +299,10 @@ def find_orphans(
     return scan_orphans(table, name or ".".join(table.name()), older_than_hours, others, now=now).orphans
 
 
-def verify_referenced_files(table: Table) -> int:
-    """After a removal: every file the table's metadata references (all snapshots, statistics, metadata
-    log) still exists. One listing of the location, plus a lookup for files outside it.
-
-    Returns the number of files checked; raises :class:`ReferencedFilesMissingError` naming the missing."""
+def missing_referenced_files(table: Table) -> tuple[int, list[str]]:
+    """Every file the table's metadata references (all snapshots, statistics, metadata log) that does
+    not exist: (how many are referenced, the missing, sorted). One listing of the location, plus a
+    lookup for files outside it."""
     table.refresh()
     referenced = referenced_locations(table)
     _, _, prefix = filesystem_for(table.io, table.metadata.location)
@@ -316,6 +315,14 @@ def verify_referenced_files(table: Table) -> int:
         for loc in referenced
         if file_key(loc).path not in present and not table.io.new_input(loc).exists()
     )
+    return len(referenced), missing
+
+
+def verify_referenced_files(table: Table) -> int:
+    """After a removal: every file the table's metadata references still exists.
+
+    Returns the number of files checked; raises :class:`ReferencedFilesMissingError` naming the missing."""
+    checked, missing = missing_referenced_files(table)
     if missing:
         raise ReferencedFilesMissingError(
             f"{'.'.join(table.name())}: {len(missing)} files referenced by the table's metadata do not exist "
@@ -323,7 +330,7 @@ def verify_referenced_files(table: Table) -> int:
             "may be unreadable: restore these files from a backup or roll back to a snapshot that does not "
             "reference them"
         )
-    return len(referenced)
+    return checked
 
 
 def scan_table_orphans(

@@ -21,8 +21,8 @@ from icelake_assets.maintenance.resident_spark import (
     POLL_S,
     STATE_FILE,
     locked,
-    pid_alive,
 )
+from icelake_assets.processes import pid_alive
 
 
 def _sweep_leases(folder: Path, context) -> tuple[int, list[str]]:

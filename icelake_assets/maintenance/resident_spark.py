@@ -43,6 +43,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from icelake_assets.processes import pid_alive
 from icelake_assets.types import IcelakeError
 
 # The resident process itself (resident_driver.py), started by the first run that needs it.
@@ -103,22 +104,6 @@ def driver_folder(conf: Mapping[str, str], base: Path | None = None) -> Path:
     """One folder per configuration (hashed: values may be secrets)."""
     digest = hashlib.sha256(json.dumps(dict(sorted(conf.items()))).encode()).hexdigest()[:16]
     return (base or default_base()) / digest
-
-
-def pid_alive(pid: int) -> bool:
-    """A running process: not gone, and not a zombie (a killed driver its parent never reaped still
-    answers kill(pid, 0): seen in the chaos soak)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
 
 
 @contextlib.contextmanager

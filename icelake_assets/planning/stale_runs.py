@@ -32,9 +32,10 @@ class Lease:
     pid: int
     renewed_at: float
     released: bool = False  # the run ended (the lease has nothing left to say)
-    # The process's start time (Linux: clock ticks since boot), so a PID reused by another process
-    # after the worker died is not taken for the worker. None where it cannot be read.
-    started: int | None = None
+    # The process's start time (epoch s), so a PID reused by another process after the worker died
+    # is not taken for the worker. None where it cannot be read. Stored as "created": a lease of an
+    # earlier version ("started", clock ticks since boot) is judged by its PID alone.
+    started: float | None = None
 
     def dumps(self) -> str:
         return json.dumps(
@@ -43,7 +44,7 @@ class Lease:
                 "pid": self.pid,
                 "renewed_at": self.renewed_at,
                 "released": self.released,
-                "started": self.started,
+                "created": self.started,
             }
         )
 
@@ -54,13 +55,13 @@ class Lease:
             return None
         try:
             data = json.loads(text)
-            started = data.get("started")
+            started = data.get("created")
             return Lease(
                 str(data["host"]),
                 int(data["pid"]),
                 float(data["renewed_at"]),
                 bool(data["released"]),
-                None if started is None else int(started),
+                None if started is None else float(started),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -288,17 +288,3 @@ def test_a_state_file_whose_gateway_refuses_is_dropped_so_a_new_driver_starts(tm
     (folder / STATE_FILE).write_text(json.dumps(state))
     assert read_driver(folder) is not None  # the PID alone says it lives
     assert usable_driver(folder) is None and not (folder / STATE_FILE).exists()
-
-
-def test_a_zombie_is_not_a_live_driver():
-    """A killed driver its parent never reaped is a zombie: kill(pid, 0) still answers for it."""
-    from icelake_assets.maintenance.resident_spark import pid_alive
-
-    child = subprocess.Popen(["true"])
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert not pid_alive(child.pid)  # a zombie until reaped
-    child.wait()
-    assert pid_alive(os.getpid())

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 
 from dagster import DagsterInstance
 
-from icelake_assets.maintenance.resident_spark import pid_alive
 from icelake_assets.planning.stale_runs import LEASE_RENEW_SECONDS, Lease
+from icelake_assets.processes import process_start, same_process
 
 LEASE_KEY_PREFIX = "icelake/run_lease/"
 
@@ -53,22 +53,10 @@ def read_lease(instance: DagsterInstance, run_id: str) -> Lease | None:
     return read_leases(instance, [run_id]).get(run_id)
 
 
-def process_start(pid: int) -> int | None:
-    """When a process started (clock ticks since boot, /proc), so a reused PID is told apart; None
-    where /proc is not there or the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return int(handle.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def worker_alive(lease: Lease) -> bool:
     """Whether the process a lease of this host names still runs: its PID, and its start time when
     the lease has one (a PID reused after the worker died is another process)."""
-    if not pid_alive(lease.pid):  # gone, or a zombie nobody reaped
-        return False
-    return lease.started is None or process_start(lease.pid) in (None, lease.started)
+    return same_process(lease.pid, lease.started)
 
 
 class RunLease:

@@ -214,8 +214,9 @@ def test_a_run_failed_by_a_catalog_outage_is_retried_after_a_short_wait(make_lak
 
 
 def test_a_pid_reused_by_another_process_is_not_taken_for_the_worker():
-    from icelake_assets.orchestration.runs.leases import process_start, worker_alive
+    from icelake_assets.orchestration.runs.leases import worker_alive
     from icelake_assets.planning.stale_runs import Lease
+    from icelake_assets.processes import process_start
 
     me = os.getpid()
     started = process_start(me)

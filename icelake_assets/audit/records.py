@@ -35,7 +35,7 @@ DECISIONS: dict[str, frozenset[str]] = {
     "validation": frozenset({"passed", "partial", "failed"}),
     "rollback": frozenset({"rolled_back", "refused", "failed"}),
     # What the sensor did after a crash: run_failed, a run whose worker was gone (orchestration/
-    # run_leases.py); reconciled, a commit of a run that never recorded it, matched by its run id.
+    # orchestration/runs/leases.py); reconciled, a commit of a run that never recorded it, matched by its run id.
     "recovery": frozenset({"run_failed", "reconciled"}),
 }
 TRIGGERS: frozenset[str] = frozenset(get_args(Trigger))

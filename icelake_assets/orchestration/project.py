@@ -118,7 +118,7 @@ def build_definitions(
     Every job of the product runs in process (every op of a run shares one Spark JVM instead of one
     per step). ``standalone``: the product is the whole code location, so the in-process executor
     is also the default of the assets' implicit jobs (partition runs and backfills); added to a
-    user's project (orchestration/embedding.py), it sets no executor and leaves the project's own."""
+    user's project (embedding.py), it sets no executor and leaves the project's own."""
     shape = _lake_shape(settings, tables, problems)
     _warn_left_out(shape.problems)
     return _assemble(shape, standalone=standalone, automation=True)

@@ -61,7 +61,7 @@ class IcelakeResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # Every run of the product uses this resource: its worker holds the run's lease while it lives
-        # (run_leases.py), so a run whose worker died is failed by the sensor whatever killed it. The
+        # (runs/leases.py), so a run whose worker died is failed by the sensor whatever killed it. The
         # lease ends with the run (no teardown here: it would make every context of this resource a
         # context manager, sensors' included).
         run = context.run

@@ -1,5 +1,5 @@
 """What the maintenance sensor remembers of a table between ticks (its cursor, orchestration/
-sensor_cursor.py) and what it read of the table's runs (orchestration/runs/model.py), as plain typed
+sensors/cursor.py) and what it read of the table's runs (orchestration/runs/model.py), as plain typed
 records: the planning core reads them, the sensor fills them."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class Seen:
 
 @dataclass(frozen=True)
 class Runs:
-    """The table's maintenance runs as the instance knows them (run_model.TableRuns, converted):
+    """The table's maintenance runs as the instance knows them (runs/model.py's TableRuns, converted):
     ``in_flight``: "run <id>" of one queued or running; ``retry_at``: when a table whose last runs
     failed may launch again (epoch s, None: the last run did not fail)."""
 

@@ -15,7 +15,7 @@ class Outcome(StrEnum):
     DEFERRED = "deferred"  # a writer committed within the quiet period
     HELD = "held"  # the cost guard: over guards.max_rewrite_bytes, awaiting approval
     SKIPPED = "skipped"  # no op past its threshold
-    # What the sensor adds from the instance and the tick (orchestration/sensors/maintenance.py, run_model.py).
+    # What the sensor adds from the instance and the tick (orchestration/sensors/maintenance.py, runs/model.py).
     IN_FLIGHT = "in_flight"  # a run of the table is queued or running
     BACKOFF = "backoff"  # a failed or ineffective run: not relaunched yet
     QUEUED_BY_PRIORITY = "queued_by_priority"  # under the global run cap, a better table went first

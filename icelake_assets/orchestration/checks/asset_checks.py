@@ -230,7 +230,7 @@ def build_health_overview(
     ``left_out``: markdown naming what the load could not read; ``fix_jobs``: each table's maintenance
     job. It refreshes by itself after every maintenance run and health tick
     (:func:`overview_automation_condition`, evaluated by the overview's automation sensor,
-    health_sensor.py), and with the health job's schedule."""
+    sensors/health.py), and with the health job's schedule."""
 
     @asset(
         key=OVERVIEW_KEY,

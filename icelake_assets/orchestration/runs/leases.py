@@ -1,5 +1,5 @@
 """Run leases: every run of the product says, while its worker lives, where that worker is; the
-maintenance sensor fails the runs whose worker is gone (run_recovery.py; planning/stale_runs.py decides).
+maintenance sensor fails the runs whose worker is gone (runs/recovery.py; planning/stale_runs.py decides).
 
 Why not Dagster's run monitoring alone: it asks the code server that launched a run about its worker.
 When the daemon's process group dies with its code server (a host crash), the new code server knows

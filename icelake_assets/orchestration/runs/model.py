@@ -128,7 +128,7 @@ def product_run_tables(
 ) -> tuple[str, ...] | None:
     """The names of the product's tables a run maintains; ``()`` for a run of the product that names
     none (health checks, the lake-wide jobs); None for a run that is not the product's (a user's own
-    job in an embedded project: its worker holds no lease, see run_leases.py)."""
+    job in an embedded project: its worker holds no lease, see runs/leases.py)."""
     keys_by_pool: dict[str, list[AssetKey]] = {}
     for key, pool in pools_by_key.items():
         keys_by_pool.setdefault(pool, []).append(key)

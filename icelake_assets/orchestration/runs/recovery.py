@@ -1,6 +1,6 @@
 """Recovery after a crash, on every tick of the maintenance sensor:
 
-* stale runs: the product's runs whose worker is gone (their leases, run_leases.py; the rule,
+* stale runs: the product's runs whose worker is gone (their leases, runs/leases.py; the rule,
   planning/stale_runs.py) are failed through Dagster's public ``report_run_failed``: their pools and
   run slots free up, and the run model sees a failure (backoff, then a retry);
 * commits no record spans: the commits of failed runs, found by the run id they carry, are written to

@@ -108,7 +108,7 @@ def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
     return found
 
 
-def _tables_of(
+def run_tables(
     run,
     pools_by_key: Mapping[AssetKey, str],
     keys_by_pool: Mapping[str, list[AssetKey]],
@@ -133,7 +133,7 @@ def product_run_tables(
     for key, pool in pools_by_key.items():
         keys_by_pool.setdefault(pool, []).append(key)
     key_by_name = {name: key for key, name in (names or {}).items()}
-    keys = _tables_of(run, pools_by_key, keys_by_pool, key_by_name)
+    keys = run_tables(run, pools_by_key, keys_by_pool, key_by_name)
     if keys:
         return tuple(names[k] if names and k in names else ".".join(k.path) for k in keys)
     if run.job_name.startswith("icelake_") or TABLE_TAG in run.tags:
@@ -159,7 +159,7 @@ def table_runs(
     key_by_name = {name: key for key, name in (names or {}).items()}
     out: dict[AssetKey, TableRuns] = {}
     for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES)):
-        for key in _tables_of(run, pools_by_key, keys_by_pool, key_by_name):
+        for key in run_tables(run, pools_by_key, keys_by_pool, key_by_name):
             out.setdefault(key, TableRuns()).in_flight = f"run {run.run_id}"
     for backfill in instance.get_backfills(filters=BulkActionsFilter(statuses=_IN_FLIGHT_BACKFILLS)):
         for key in backfill.asset_selection or ():
@@ -171,7 +171,7 @@ def table_runs(
     # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
     for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):
         run = record.dagster_run
-        tables = _tables_of(run, pools_by_key, keys_by_pool, key_by_name)
+        tables = run_tables(run, pools_by_key, keys_by_pool, key_by_name)
         run_failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
         # A failed run of several tables: those it materialized were maintained (one query per such run).
         maintained = _materialized(instance, run.run_id) if run_failed and len(tables) > 1 else set()
@@ -295,6 +295,6 @@ def earlier_run_maintaining(instance: DagsterInstance, run_id: str, key: AssetKe
         run = record.dagster_run
         if run.run_id == run_id or record.start_time is None or record.start_time >= mine:
             continue
-        if key in _tables_of(run, {key: pool}, {pool: [key]}):
+        if key in run_tables(run, {key: pool}, {pool: [key]}):
             return run.run_id
     return None

@@ -16,10 +16,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from dagster import AssetKey, DagsterInstance, DagsterRun, DagsterRunStatus, RunRecord, RunsFilter
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunRecord, RunsFilter
 
 from icelake_assets.audit.loop_state import LoopSnapshot, TableInFlight
-from icelake_assets.orchestration.runs import model as run_model
+from icelake_assets.orchestration.runs.model import run_tables
 from icelake_assets.private_api import NOT_FINISHED_STATUSES
 
 # The typical duration: the median of a table's last TYPICAL_RUNS successful runs that maintained it
@@ -30,17 +30,6 @@ TYPICAL_RECORDS = 1000
 TYPICAL_WINDOW_SECONDS = 7 * 24 * 3600.0
 # Runs that wait to start; every other unfinished status holds a run slot.
 WAITING = frozenset({DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED})
-
-
-def run_tables(
-    run: DagsterRun,
-    pools_by_key: Mapping[AssetKey, str],
-    keys_by_pool: Mapping[str, list[AssetKey]],
-    key_by_name: Mapping[str, AssetKey],
-) -> list[AssetKey]:
-    """The tables ``run`` maintains, by the run model's own rule (its asset selection, its table tag,
-    else the tables of the pools in its plan), so the sensor and these gauges agree on "in flight"."""
-    return run_model._tables_of(run, pools_by_key, keys_by_pool, key_by_name)
 
 
 def loop_snapshot(

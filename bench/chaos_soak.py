@@ -38,22 +38,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType
-
 from bench import soak_checks as checks
 from bench.soak_faults import FaultRecord, Injector, plan_faults
+from bench.soak_lake import CATALOG, KEY, NAMESPACE, SENSOR_INTERVAL, TABLES, create_tables, write_settings
 from bench.soak_report import Verdict, WriterLine, console, report, run_figures, say
 from bench.soak_stack import ROOT, Daemon, Reaper, Weed, descendants, kill_group, reap_orphans, stop_popen
 from bench.soak_writers import WRITERS, ledger_path, read_ledger, start_writer, table_ledgers
-from icelake_assets.demo.s3_lake import catalog_properties, lake_environment
+from icelake_assets.demo.s3_lake import lake_environment
 
-# Two names: with a namespace named like its catalog, Iceberg's procedures read the product's table
-# argument `soak`.`t` as catalog soak, table t, and every maintenance run fails (found by the first
-# soaks: BENCHMARKS.md, "Chaos soak").
-CATALOG, NAMESPACE = "soak", "chaos"
-SENSOR_INTERVAL = 15
 HEAL_LIMIT_SECONDS = 600.0  # every table Healthy this long after the last fault (issue 31)
 # Past the limit the soak goes on watching this long, to tell "late" from "never".
 HEAL_OVERTIME_SECONDS = 900.0
@@ -61,50 +53,6 @@ QUIET_CHECKS = 2  # healed: healthy and nothing in flight at this many polls in 
 POLL_SECONDS = SENSOR_INTERVAL  # ... one sensor interval apart (the reconciling tick in between)
 RUNS_GRACE_SECONDS = 300.0  # then how long runs still in flight may take to end
 WARM_UP_SECONDS = 300.0  # the faults start once a first maintenance run started (at most this late)
-KEY = "soak-admin"
-# Thresholds small enough that the writers trip them within a minute or two.
-POLICY = {
-    "mode": "enforce",
-    "guards": {"quiet_period_minutes": 0},
-    "sensor": {"interval_seconds": SENSOR_INTERVAL},
-    "small_files": {"max_files_per_partition": 8, "min_input_files": 2},
-    "snapshots": {"max_count": 15, "min_keep": 3, "min_age_hours": 0},
-    "manifests": {"max_count": 8},
-}
-MOR = {"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read"}
-
-
-TABLES = ("mor_deletes", "cow_deletes", "evolving")
-
-
-def write_settings(folder: Path, weed: Weed) -> Path:
-    data = yaml.safe_load((ROOT / "icelake.yaml").read_text())
-    data["catalogs"] = {CATALOG: catalog_properties(weed.server)}
-    data["policies"] = {"catalogs": {CATALOG: POLICY}}
-    data["automation"] = {
-        **data.get("automation", {}),
-        "sensor_default_status": "running",
-        "schedules_default_status": "stopped",  # the checks' schedules would only take run slots
-    }
-    data["metrics"] = {"textfile_dir": str(folder / "metrics")}
-    path = folder / "icelake.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def create_tables(settings) -> None:
-    from icelake_assets.catalog.connection import open_catalog
-
-    catalog = open_catalog(settings, CATALOG)
-    catalog.create_namespace_if_not_exists(NAMESPACE)
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=False),
-        NestedField(2, "payload", StringType(), required=False),
-        NestedField(3, "written_ms", LongType(), required=False),
-    )
-    for name in TABLES:
-        props = {"format-version": "2", **(MOR if name == "mor_deletes" else {})}
-        catalog.create_table((NAMESPACE, name), schema=schema, properties=props)
 
 
 @dataclass

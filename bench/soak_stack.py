@@ -14,11 +14,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +79,24 @@ def reap_orphans(keep: set[int]) -> None:
                 os.waitpid(child.pid, os.WNOHANG)
         except (psutil.Error, ChildProcessError):
             pass
+
+
+class Reaper(threading.Thread):
+    """Reaps the soak's orphans every half second, as init would. Left unreaped, a killed resident
+    driver stays a zombie, which still answers ``kill(pid, 0)``: the runs would take it for alive."""
+
+    def __init__(self, keep: Callable[[], set[int]]) -> None:
+        super().__init__(name="soak-reaper", daemon=True)
+        self._keep = keep
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(0.5):
+            reap_orphans(self._keep())
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(5)
 
 
 def kill_group(pgid: int) -> None:

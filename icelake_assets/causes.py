@@ -58,6 +58,11 @@ _OUTAGE = (
     "Answer from Java side is empty",
     "Error while sending or receiving",
     "CatalogUnavailableError",
+    # The shared Spark driver was stopped or killed while a run used it (seen in the chaos soak: the
+    # run had attached a moment before; the next run starts a new driver).
+    "Cannot call methods on a stopped SparkContext",
+    "SparkContext was shut down",
+    "SparkContext has been shutdown",
 )
 _MAX_MESSAGE = 500
 

@@ -56,6 +56,10 @@ def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_faul
         "org.apache.iceberg.exceptions.RESTException: Unable to process: 503 Service Unavailable",
         "org.apache.iceberg.exceptions.NotAuthorizedException: Not authorized: token expired",
         "py4j.protocol.Py4JNetworkError: Answer from Java side is empty",
+        # The shared driver killed the moment after a run attached (the chaos soak: a table failure
+        # with its 600 s backoff before).
+        "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.",
+        "org.apache.spark.SparkException: Job 19 cancelled because SparkContext was shut down",
     ):
         assert root_cause(RuntimeError(text)).kind == "outage", text
     assert root_cause(RuntimeError("java.nio.file.AccessDeniedException: /lake: Permission denied")).kind == (

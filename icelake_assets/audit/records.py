@@ -34,9 +34,10 @@ DECISIONS: dict[str, frozenset[str]] = {
     "op": frozenset({"acted", "skipped", "failed"}),
     "validation": frozenset({"passed", "partial", "failed"}),
     "rollback": frozenset({"rolled_back", "refused", "failed"}),
-    # What the sensor did after a crash: run_failed, a run whose worker was gone (orchestration/
-    # orchestration/runs/leases.py); reconciled, a commit of a run that never recorded it, matched by its run id.
-    "recovery": frozenset({"run_failed", "reconciled"}),
+    # What the sensor did after a crash (orchestration/runs/recovery.py): run_failed, a run in progress
+    # whose worker was gone; worker_lost, a run Dagster failed after its worker was killed; reconciled,
+    # a commit of a run that never recorded it, matched by its run id.
+    "recovery": frozenset({"run_failed", "worker_lost", "reconciled"}),
 }
 TRIGGERS: frozenset[str] = frozenset(get_args(Trigger))
 

@@ -120,6 +120,34 @@ def stale_reason(
     return None
 
 
+def lost_worker_reason(
+    lease: Lease | None,
+    now: float,
+    host: str,
+    worker_alive: Callable[[Lease], bool],
+    ttl_seconds: float = LEASE_TTL_SECONDS,
+) -> str | None:
+    """Why a run that ended failed without naming a cause lost its worker, or None when it did not.
+
+    Dagster fails a run whose worker was killed while its code server lived (run monitoring), naming
+    no cause the product knows. Its lease tells: a worker that ends, failing or not, releases its
+    lease at exit; one killed (``kill -9``, out of memory) leaves it unreleased, naming a process of
+    this host that is gone, or a process of another host silent for ``ttl_seconds``."""
+    if lease is None or lease.released:
+        return None
+    if lease.host == host:
+        if worker_alive(lease):
+            return None  # still exiting: its lease is released in a moment
+        return f"its worker (PID {lease.pid} on {lease.host}) died before its run ended (killed, or out of memory)"
+    silent = now - lease.renewed_at
+    if silent > ttl_seconds:
+        return (
+            f"its worker (PID {lease.pid} on {lease.host}) died before its run ended: its lease was not "
+            f"released and not renewed for {silent:.0f} s"
+        )
+    return None
+
+
 # Seconds a maintenance run may take before Dagster's run monitoring stops it (``dagster/max_runtime``),
 # a backstop behind the leases: generous, from the bytes the run plans to rewrite.
 MAX_RUNTIME_FLOOR_SECONDS = 3600

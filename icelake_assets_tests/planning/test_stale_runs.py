@@ -7,6 +7,7 @@ from icelake_assets.planning.stale_runs import (
     NO_LEASE_GRACE_SECONDS,
     Lease,
     RunView,
+    lost_worker_reason,
     max_runtime_seconds,
     stale_reason,
 )
@@ -49,6 +50,20 @@ def test_a_run_without_a_lease_gets_a_grace_then_is_stale_starting_or_started():
 def test_queued_and_finished_runs_are_never_stale():
     for status in ("QUEUED", "NOT_STARTED", "SUCCESS", "FAILURE", "CANCELING"):
         assert stale_reason(_view(status, since=0), NOW, "here", lambda p: False) is None
+
+
+def test_a_failed_run_lost_its_worker_when_its_lease_was_never_released_and_the_worker_is_gone():
+    gone, lives = (lambda lease: False), (lambda lease: True)
+    killed = Lease("here", 4242, NOW - 5)
+    said = lost_worker_reason(killed, NOW, "here", gone)
+    assert said is not None and "PID 4242 on here" in said and "died before its run ended" in said
+    assert lost_worker_reason(killed, NOW, "here", lives) is None  # still exiting
+    assert lost_worker_reason(Lease("here", 4242, NOW - 5, released=True), NOW, "here", gone) is None
+    assert lost_worker_reason(None, NOW, "here", gone) is None  # no lease: nothing says it was killed
+    elsewhere = Lease("elsewhere", 1, NOW - LEASE_TTL_SECONDS - 5)
+    assert "not renewed" in (lost_worker_reason(elsewhere, NOW, "here", gone) or "")
+    fresh = Lease("elsewhere", 1, NOW - 5)
+    assert lost_worker_reason(fresh, NOW, "here", gone) is None
 
 
 def test_a_lease_reads_back_and_garbage_reads_as_none():

@@ -13,6 +13,7 @@ Dagster's daemons keep their cursors in): a renewal is one small upsert, never a
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import threading
@@ -88,6 +89,9 @@ class RunLease:
 
     def start(self) -> RunLease:
         self._renew()
+        # A worker that ends (its run done, failed or not) says so at exit: a lease left unreleased by a
+        # worker that is gone means it was killed (runs/recovery.py, mark_lost_workers).
+        atexit.register(self.release)
         self._thread = threading.Thread(
             target=self._loop, name=f"icelake-lease-{self._run_id[:8]}", daemon=True
         )
@@ -110,7 +114,10 @@ class RunLease:
         return run is None or run.is_finished
 
     def release(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
+        atexit.unregister(self.release)
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._renew(released=True)

@@ -44,6 +44,11 @@ FAILED_RUN_BACKOFF_SECONDS = 600.0
 # is not the table's failure: retried after this long, 2x per outage in a row, at most the backoff.
 OUTAGE_RETRY_SECONDS = 60.0
 OUTAGE = "outage"
+# A run whose worker died under it (killed, out of memory, its host gone: runs/recovery.py tags it)
+# did not fail for its table either: retried as soon, doubling per loss in a row up to
+# MAX_BACKOFF_SECONDS (a table whose runs keep killing their worker, e.g. out of memory, backs off).
+WORKER_LOST = "worker_lost"
+INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST})
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
@@ -75,11 +80,14 @@ class TableRuns:
     failures_in_a_row: int = 0
     last_failure_kind: str | None = None  # of the latest failure, when its run named this table
     last_failure_cause: str | None = None
-    outages_in_a_row: int = 0  # the latest runs failed for an outage (not counted as failures)
+    # The latest runs were interrupted: an outage or a lost worker (not counted as failures).
+    interruptions_in_a_row: int = 0
 
     def failure_reason(self) -> str | None:
         """What the latest failure's run recorded of its cause, for the sensor's reason (None: nothing)."""
-        if self.outages_in_a_row:
+        if self.interruptions_in_a_row and self.last_failure_kind == WORKER_LOST:
+            return f"the run's worker was lost: {self.last_failure_cause}; retrying soon"
+        if self.interruptions_in_a_row:
             return f"the store, catalog or Spark driver was unreachable: {self.last_failure_cause}; retrying soon"
         if self.last_failure_kind == "access_denied":
             return (
@@ -89,13 +97,16 @@ class TableRuns:
 
     def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
         """When a table whose last run failed may be launched again (None: its last run did not fail).
-        After an outage: soon (OUTAGE_RETRY_SECONDS, doubling per outage in a row, at most the table's
-        own backoff), whatever failures came before it."""
+        After an interruption: soon (OUTAGE_RETRY_SECONDS, doubling per interruption in a row, at most
+        the table's own backoff after an outage, MAX_BACKOFF_SECONDS after a lost worker), whatever
+        failures came before it."""
         if self.last_finished is None:
             return None
-        if self.outages_in_a_row:
-            wait = OUTAGE_RETRY_SECONDS * 2 ** (self.outages_in_a_row - 1)
-            return self.last_finished + min(wait, max(base_seconds, OUTAGE_RETRY_SECONDS))
+        if self.interruptions_in_a_row:
+            wait = OUTAGE_RETRY_SECONDS * 2 ** min(self.interruptions_in_a_row - 1, 30)
+            lost = self.last_failure_kind == WORKER_LOST
+            cap = MAX_BACKOFF_SECONDS if lost else max(base_seconds, OUTAGE_RETRY_SECONDS)
+            return self.last_finished + min(wait, cap)
         if not self.failures_in_a_row:
             return None
         return self.last_finished + min(base_seconds * 2 ** (self.failures_in_a_row - 1), MAX_BACKOFF_SECONDS)
@@ -184,10 +195,10 @@ def table_runs(
             named = run.tags.get(FAILURE_TABLE_TAG) == name
             entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
             entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
-            # An outage is not the table's failure: its streak stays as it was, the outages count apart.
-            outage = failed and entry.last_failure_kind == OUTAGE
-            entry.outages_in_a_row = entry.outages_in_a_row + 1 if outage else 0
-            if not outage:
+            # An interruption is not the table's failure: its streak stays as it was, they count apart.
+            interrupted = failed and entry.last_failure_kind in INTERRUPTIONS
+            entry.interruptions_in_a_row = entry.interruptions_in_a_row + 1 if interrupted else 0
+            if not interrupted:
                 entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0
     return out
 

@@ -2,7 +2,9 @@
 
 * stale runs: the product's runs whose worker is gone (their leases, runs/leases.py; the rule,
   planning/stale_runs.py) are failed through Dagster's public ``report_run_failed``: their pools and
-  run slots free up, and the run model sees a failure (backoff, then a retry);
+  run slots free up, and the run model sees a lost worker (a short wait, then a retry);
+* lost workers: the product's runs that Dagster failed after their worker was killed (its code server
+  lived) are tagged the same way, so their tables too are retried soon, not after a failure backoff;
 * commits no record spans: the commits of failed runs, found by the run id they carry, are written to
   the audit (audit/reconcile.py), so the audit covers every maintenance commit."""
 
@@ -23,16 +25,16 @@ from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.audit.writer import write_audit
 from icelake_assets.orchestration.runs.leases import read_leases, worker_alive
-from icelake_assets.orchestration.runs.model import failure_tags
+from icelake_assets.orchestration.runs.model import FAILURE_KIND_TAG, WORKER_LOST, failure_tags
 from icelake_assets.planning import stale_runs
-from icelake_assets.planning.stale_runs import Lease, RunView, stale_reason
+from icelake_assets.planning.stale_runs import Lease, RunView, lost_worker_reason, stale_reason
 from icelake_assets.private_api import NOT_FINISHED_STATUSES
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
 
-# Tags of a run the product failed because its worker was gone (the failure tags name its table).
+# Tags of a run the product failed, or found failed, because its worker was gone (the failure tags
+# name its table).
 STALE_TAG = "icelake/stale_run"
-WORKER_LOST = "worker_lost"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,46 @@ def fail_stale_runs(
     return failed
 
 
+def ended_runs(
+    instance: DagsterInstance, is_ours: Callable[[DagsterRun], Sequence[str] | None], now: float | None = None
+) -> list[tuple[DagsterRun, Sequence[str]]]:
+    """The product's runs that failed or were canceled in the last day, with the tables each maintains."""
+    now = time.time() if now is None else now
+    since = datetime.fromtimestamp(now - RECONCILE_WINDOW_SECONDS, tz=UTC)
+    finished = instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED], updated_after=since)
+    )
+    return [(r.dagster_run, tables) for r in finished if (tables := is_ours(r.dagster_run))]
+
+
+def mark_lost_workers(
+    instance: DagsterInstance,
+    failed: Sequence[tuple[DagsterRun, Sequence[str]]],
+    now: float | None = None,
+    alive: Callable[[Lease], bool] = worker_alive,
+) -> list[StaleRun]:
+    """Tag the ``failed`` runs of the product (with the tables each maintains) that Dagster failed
+    after their worker was killed while its code server lived: no failure cause of the product's, a
+    lease never released (planning/stale_runs.py, ``lost_worker_reason``). Tagged as the stale runs
+    are, the run model retries their tables soon instead of after a failure backoff. One read of the
+    candidates' leases per call; a tagged run is not a candidate again."""
+    now = time.time() if now is None else now
+    host = socket.gethostname()
+    candidates = [
+        (r, tables) for r, tables in failed if FAILURE_KIND_TAG not in r.tags and STALE_TAG not in r.tags
+    ]
+    leases = read_leases(instance, [run.run_id for run, _ in candidates])
+    lost: list[StaleRun] = []
+    for run, tables in candidates:
+        reason = lost_worker_reason(leases.get(run.run_id), now, host, alive, stale_runs.LEASE_TTL_SECONDS)
+        if reason is None:
+            continue
+        named = failure_tags(tables[0], WORKER_LOST, reason) if len(tables) == 1 else {}
+        instance.add_run_tags(run.run_id, {STALE_TAG: WORKER_LOST, FAILURE_KIND_TAG: WORKER_LOST, **named})
+        lost.append(StaleRun(run.run_id, run.job_name, run.status.value, reason, tuple(tables)))
+    return lost
+
+
 RECONCILED_KEY_PREFIX = "icelake/reconciled/"
 # Failed runs looked at per tick (each costs a read of the audit log and of its tables' metadata).
 RECONCILE_PER_TICK = 20
@@ -119,18 +161,14 @@ def reconcile_failed_runs(
     load_table: Callable[[TableRef], Table],
     is_ours: Callable[[DagsterRun], Sequence[str] | None],
     now: float | None = None,
+    ended: Sequence[tuple[DagsterRun, Sequence[str]]] | None = None,
 ) -> Reconciled:
     """The commits of the product's failed or canceled runs (last day) that their own audit records do
     not span, written to the audit as ``recovery/reconciled`` records (audit/reconcile.py). Each run
     is settled once (a key in the instance's key-value store), after its records are written."""
     if not settings.audit.enabled:
         return Reconciled()
-    now = time.time() if now is None else now
-    since = datetime.fromtimestamp(now - RECONCILE_WINDOW_SECONDS, tz=UTC)
-    finished = instance.get_run_records(
-        RunsFilter(statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED], updated_after=since)
-    )
-    ours = [(r.dagster_run, tables) for r in finished if (tables := is_ours(r.dagster_run))]
+    ours = ended_runs(instance, is_ours, now) if ended is None else ended
     keys = {RECONCILED_KEY_PREFIX + run.run_id for run, _ in ours}
     settled = instance.run_storage.get_cursor_values(keys) if keys else {}
     todo = [(run, t) for run, t in ours if RECONCILED_KEY_PREFIX + run.run_id not in settled]
@@ -178,21 +216,16 @@ def recover(
     for run in fail_stale_runs(instance, is_ours):
         log.warning(
             f"run {run.run_id} ({run.job_name}, {run.status}) failed: {run.reason}"
-            + (f"; tables {', '.join(run.tables)} go through their backoff and retry" if run.tables else "")
+            + (f"; tables {', '.join(run.tables)} are retried soon" if run.tables else "")
         )
-        records.extend(
-            AuditRecord(
-                table_name=table,
-                kind="recovery",
-                decision="run_failed",
-                trigger="sensor",
-                reason=f"run {run.run_id} failed: {run.reason}",
-                run_id=run.run_id,
-            )
-            for table in run.tables
-        )
+        records.extend(_recovery_records(run, "run_failed", f"run {run.run_id} failed: {run.reason}"))
     try:
-        done = reconcile_failed_runs(instance, settings, load_table, is_ours)
+        ended = ended_runs(instance, is_ours)
+        failed = [(run, tables) for run, tables in ended if run.status == DagsterRunStatus.FAILURE]
+        for run in mark_lost_workers(instance, failed):
+            log.warning(f"run {run.run_id} ({run.job_name}) failed: {run.reason}")
+            records.extend(_recovery_records(run, "worker_lost", f"run {run.run_id} failed: {run.reason}"))
+        done = reconcile_failed_runs(instance, settings, load_table, is_ours, ended=ended)
     except Exception as err:  # the audit or the instance unreachable: the next tick tries again
         log.error(f"commits of failed runs not reconciled this tick: {err}")
         return records
@@ -201,3 +234,17 @@ def recover(
     for error in done.errors:
         log.error(f"not reconciled this tick: {error}")
     return records
+
+
+def _recovery_records(run: StaleRun, decision: str, reason: str) -> list[AuditRecord]:
+    return [
+        AuditRecord(
+            table_name=table,
+            kind="recovery",
+            decision=decision,
+            trigger="sensor",
+            reason=reason,
+            run_id=run.run_id,
+        )
+        for table in run.tables
+    ]

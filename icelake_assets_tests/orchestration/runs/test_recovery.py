@@ -6,6 +6,7 @@ the reason, an audit record and the table's normal backoff, then relaunched."""
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,52 +45,116 @@ def _maintenance_run(make_lake, monkeypatch):
 MODULE = "icelake_assets.definitions"
 
 
+def _start_and_kill_worker(instance, create_run, tmp_path) -> tuple[str, int]:
+    """A real run worker started for a new run, then killed with its process group once it holds its
+    lease (as a host dies, or the OOM killer strikes): (the run id, the worker's PID)."""
+    run_id, command = create_run(instance)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ICELAKE_SPARK_STATE_DIR": str(tmp_path / "spark")}
+    worker = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while read_lease(instance, run_id) is None or instance.get_run_by_id(run_id).status != (
+            DagsterRunStatus.STARTED
+        ):
+            assert worker.poll() is None, "the run worker ended before it took its lease"
+            assert time.monotonic() < deadline, "the run worker took no lease within 120 s"
+            time.sleep(0.1)
+        lease = read_lease(instance, run_id)
+        assert lease is not None and lease.pid == worker.pid and not lease.released
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker and whatever it started
+        worker.wait()
+    return run_id, worker.pid
+
+
+def _retried_soon(defs, settings, instance, tick, ref, monkeypatch) -> None:
+    """The table is launched again once the short wait after an interruption is over, while a table
+    failure's backoff (an hour here) would still hold it (on the old code it did)."""
+    monkeypatch.setattr(run_model, "FAILED_RUN_BACKOFF_SECONDS", 3600.0)
+    monkeypatch.setattr(run_model, "OUTAGE_RETRY_SECONDS", 0.0)
+    again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
+    assert [r.tags[TABLE_TAG] for r in again.run_requests] == [str(ref)]
+    assert int(again.run_requests[0].tags["dagster/max_runtime"]) >= 3600
+
+
 def test_a_run_whose_worker_died_with_its_code_server_is_failed_by_the_next_tick_and_relaunched(
     make_lake, tmp_path, monkeypatch
 ):
     settings, ref, defs, create_run = _maintenance_run(make_lake, monkeypatch)
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
-        run_id, command = create_run(instance)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "ICELAKE_SPARK_STATE_DIR": str(tmp_path / "spark")}
-        worker = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 120
-            while read_lease(instance, run_id) is None or instance.get_run_by_id(run_id).status != (
-                DagsterRunStatus.STARTED
-            ):
-                assert worker.poll() is None, "the run worker ended before it took its lease"
-                assert time.monotonic() < deadline, "the run worker took no lease within 120 s"
-                time.sleep(0.1)
-            lease = read_lease(instance, run_id)
-            assert lease is not None and lease.pid == worker.pid and not lease.released
-        finally:
-            os.killpg(worker.pid, signal.SIGKILL)  # the worker and whatever it started, as a host dies
-            worker.wait()
+        run_id, pid = _start_and_kill_worker(instance, create_run, tmp_path)
         # Nobody is left to fail it: the run stays STARTED, holding its table's pool and a run slot.
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTED
 
         tick = sensor_tick(defs, settings, instance)
         run = instance.get_run_by_id(run_id)
         assert run.status == DagsterRunStatus.FAILURE, "the sensor left the dead run in progress"
-        assert run.tags[run_recovery.STALE_TAG] == run_recovery.WORKER_LOST
+        assert run.tags[run_recovery.STALE_TAG] == run_model.WORKER_LOST
         assert _outcomes(tick) == {"t": "backoff"} and tick.run_requests == []
         [recovered] = [
             r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "recovery"
         ]
         assert recovered.decision == "run_failed" and recovered.run_id == run_id
-        assert f"PID {worker.pid}" in recovered.reason and "is gone" in recovered.reason
+        assert f"PID {pid}" in recovered.reason and "is gone" in recovered.reason
+        _retried_soon(defs, settings, instance, tick, ref, monkeypatch)
 
-        monkeypatch.setattr(run_model, "FAILED_RUN_BACKOFF_SECONDS", 0.0)  # the backoff is over
-        again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
-        assert [r.tags[TABLE_TAG] for r in again.run_requests] == [str(ref)]
-        assert int(again.run_requests[0].tags["dagster/max_runtime"]) >= 3600
+
+def test_a_run_dagster_failed_after_its_worker_was_killed_is_retried_soon(make_lake, tmp_path, monkeypatch):
+    """The worker killed while its code server lives: Dagster's run monitoring fails the run, naming no
+    cause of the product's. Its unreleased lease tells the sensor the worker was lost (the chaos soak:
+    each such kill put the table in a failure backoff, doubling, 20 minutes after two)."""
+    settings, ref, defs, create_run = _maintenance_run(make_lake, monkeypatch)
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run_id, pid = _start_and_kill_worker(instance, create_run, tmp_path)
+        instance.report_run_failed(instance.get_run_by_id(run_id))  # as Dagster's run monitoring does
+
+        tick = sensor_tick(defs, settings, instance)
+        run = instance.get_run_by_id(run_id)
+        assert run.tags[run_model.FAILURE_KIND_TAG] == run_model.WORKER_LOST
+        assert f"PID {pid}" in run.tags[run_model.FAILURE_CAUSE_TAG]
+        records = [
+            r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "recovery"
+        ]
+        assert [(r.decision, r.run_id) for r in records] == [("worker_lost", run_id)]
+        _retried_soon(defs, settings, instance, tick, ref, monkeypatch)
+        sensor_tick(defs, settings, instance, cursor=tick.cursor)  # tagged once, recorded once
+        records = [
+            r for r in AuditLog.from_settings(settings).records(table=str(ref)) if r.kind == "recovery"
+        ]
+        assert len(records) == 1
+
+
+def test_a_worker_that_ends_releases_its_lease_so_its_failed_run_is_not_taken_for_a_lost_one(tmp_path):
+    """A worker that exits (its run failed by an error of the table) says so: the run keeps its
+    failure, and its table the failure backoff."""
+    script = (
+        "import sys\n"
+        "from dagster import DagsterInstance\n"
+        "from icelake_assets.orchestration.runs.leases import RunLease\n"
+        "instance = DagsterInstance.from_config(sys.argv[1])\n"
+        "RunLease(instance, sys.argv[2], renew_seconds=3600).start()\n"
+        "raise SystemExit(1)  # as a run worker whose run failed\n"
+    )
+
+    @job
+    def noop():
+        pass
+
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run = instance.create_run_for_job(noop, status=DagsterRunStatus.STARTED)
+        code = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path), run.run_id], cwd=ROOT, timeout=120
+        ).returncode
+        assert code == 1
+        lease = read_lease(instance, run.run_id)
+        assert lease is not None and lease.released
 
 
 def test_a_run_stuck_starting_without_a_worker_is_failed_after_the_grace(make_lake, tmp_path, monkeypatch):
@@ -175,21 +240,36 @@ def test_the_commits_of_a_failed_run_that_no_record_spans_are_reconciled_once_by
 
 
 def test_an_outage_is_retried_soon_and_is_not_counted_as_the_tables_failure():
-    from icelake_assets.orchestration.runs.model import OUTAGE_RETRY_SECONDS, TableRuns
+    from icelake_assets.orchestration.runs.model import (
+        MAX_BACKOFF_SECONDS,
+        OUTAGE_RETRY_SECONDS,
+        WORKER_LOST,
+        TableRuns,
+    )
 
     after_outage = TableRuns(
-        last_finished=1000.0, failures_in_a_row=2, outages_in_a_row=1, last_failure_cause="x"
+        last_finished=1000.0, failures_in_a_row=2, interruptions_in_a_row=1, last_failure_cause="x"
     )
     assert after_outage.retry_at(600.0) == 1000.0 + OUTAGE_RETRY_SECONDS
     assert (
-        TableRuns(last_finished=1000.0, outages_in_a_row=3).retry_at(600.0)
+        TableRuns(last_finished=1000.0, interruptions_in_a_row=3).retry_at(600.0)
         == 1000.0 + 4 * OUTAGE_RETRY_SECONDS
     )
     assert (
-        TableRuns(last_finished=1000.0, outages_in_a_row=9).retry_at(600.0) == 1600.0
+        TableRuns(last_finished=1000.0, interruptions_in_a_row=9).retry_at(600.0) == 1600.0
     )  # at most the backoff
     assert "unreachable" in (after_outage.failure_reason() or "")
     assert TableRuns(last_finished=1000.0, failures_in_a_row=2).retry_at(600.0) == 2200.0
+    # A lost worker: as soon, but a table whose runs keep losing theirs (out of memory) backs off further.
+    lost = TableRuns(
+        last_finished=1000.0, failures_in_a_row=2, interruptions_in_a_row=1, last_failure_kind=WORKER_LOST
+    )
+    assert lost.retry_at(600.0) == 1000.0 + OUTAGE_RETRY_SECONDS
+    assert "worker was lost" in (lost.failure_reason() or "")
+    lost.interruptions_in_a_row = 5
+    assert lost.retry_at(600.0) == 1000.0 + 16 * OUTAGE_RETRY_SECONDS  # past the 600 s of an outage
+    lost.interruptions_in_a_row = 40
+    assert lost.retry_at(600.0) == 1000.0 + MAX_BACKOFF_SECONDS
 
 
 def test_a_run_failed_by_a_catalog_outage_is_retried_after_a_short_wait(make_lake, tmp_path, monkeypatch):

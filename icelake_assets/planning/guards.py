@@ -99,9 +99,9 @@ def run_guard(runs: Runs | None, now: float) -> tuple[str, str] | None:
     if runs.retry_at is not None and runs.retry_at > now:
         cause = runs.failure_reason
         failed = (
-            f"the last {runs.failures_in_a_row} maintenance run(s) failed"
-            if runs.failures_in_a_row
-            else "the last maintenance run failed for an outage (not the table's failure)"
+            "the last maintenance run was interrupted (not the table's failure)"
+            if runs.interrupted or not runs.failures_in_a_row
+            else f"the last {runs.failures_in_a_row} maintenance run(s) failed"
         )
         return "backoff", (
             f"{failed}; retrying after "

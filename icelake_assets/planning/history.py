@@ -31,6 +31,7 @@ class Runs:
     failures_in_a_row: int = 0
     retry_at: float | None = None
     failure_reason: str | None = None
+    interrupted: bool = False  # the latest runs failed for an outage or a lost worker, not the table
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,19 @@ NOW = 1_800_000_000.0
             "the last 3 maintenance run(s) failed; retrying after 2027-01-15 08:00:05 UTC (last failure: denied)",
             id="backoff",
         ),
+        pytest.param(
+            # Two failures of the table, then a killed worker: the wait is the interruption's, and so
+            # is the reason (it said "the last 2 maintenance run(s) failed", or "an outage").
+            Runs(
+                failures_in_a_row=2,
+                retry_at=NOW + 5,
+                failure_reason="the run's worker was lost",
+                interrupted=True,
+            ),
+            "backoff",
+            "the last maintenance run was interrupted (not the table's failure); retrying after",
+            id="interrupted after failures",
+        ),
         pytest.param(Runs(failures_in_a_row=3, retry_at=NOW), None, "", id="backoff over"),
     ],
 )

@@ -95,7 +95,11 @@ def _runs(state: TableRuns | None, backoff_seconds: float) -> Runs | None:
     if state is None:
         return None
     return Runs(
-        state.in_flight, state.failures_in_a_row, state.retry_at(backoff_seconds), state.failure_reason()
+        state.in_flight,
+        state.failures_in_a_row,
+        state.retry_at(backoff_seconds),
+        state.failure_reason(),
+        state.interruptions_in_a_row > 0,
     )
 
 

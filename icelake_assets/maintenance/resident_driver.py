@@ -25,22 +25,29 @@ from icelake_assets.maintenance.resident_spark import (
 from icelake_assets.processes import pid_alive
 
 
-def _sweep_leases(folder: Path, context) -> tuple[int, list[str]]:
+def _sweep_leases(folder: Path, context, owner: int) -> tuple[int, list[str]]:
     """Cancel the job groups of leaseholders that died; the number of live leases, and what the dead
-    ones were committing (their procedure goes on in the JVM: the caller must stop it)."""
+    ones of this resident (``owner``, its PID) were committing (their procedure goes on in the JVM:
+    the caller must stop it). A dead run of an earlier resident, killed with its JVM, left its lease
+    behind: its work died with that JVM, so the lease is only removed (a new driver stopped itself at
+    once for such leases, failing the run that had just started it: seen in the chaos soak)."""
     live, doomed = 0, []
     for lease in (folder / LEASES).glob("*"):
         if lease.name.isdigit() and pid_alive(int(lease.name)):
             live += 1
             continue
         try:
-            group, *state = lease.read_text().splitlines() or [""]
+            head, *state = lease.read_text().splitlines() or [""]
         except OSError:
             continue
-        if group.strip():
-            context.cancelJobGroup(group.strip())
+        group, _, holder = head.strip().partition(" ")
+        if holder != str(owner):
+            lease.unlink(missing_ok=True)
+            continue
+        if group:
+            context.cancelJobGroup(group)
             print(
-                f"{time.strftime('%H:%M:%S')} PID {lease.name} is gone: cancelled job group {group.strip()}",
+                f"{time.strftime('%H:%M:%S')} PID {lease.name} is gone: cancelled job group {group}",
                 flush=True,
             )
         if state and state[0].startswith(BUSY):
@@ -126,7 +133,7 @@ def serve(folder: Path, idle_seconds: float) -> None:
     while not stopping:
         deaths.wait(folder, POLL_S)
         with locked(folder):
-            live, doomed = _sweep_leases(folder, context)
+            live, doomed = _sweep_leases(folder, context, os.getpid())
             if doomed:
                 # Under the lock: no run attaches to a driver about to die.
                 (folder / STATE_FILE).unlink(missing_ok=True)

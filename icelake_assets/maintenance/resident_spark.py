@@ -225,8 +225,10 @@ def _connect(driver: ResidentDriver):  # -> pyspark.sql.SparkSession
 
 
 # This process's lease on a resident (set by attach): committing() marks it.
+# A lease's first line: the run's job group and the PID of the resident it attached to (a lease left by
+# a run of an earlier resident, killed with its JVM, names that one: its work died with it).
 _LEASE: Path | None = None
-_GROUP = ""
+_HEAD = ""
 BUSY = "committing"
 
 
@@ -238,12 +240,12 @@ def committing(what: str) -> Iterator[None]:
     if lease is None:
         yield
         return
-    lease.write_text(f"{_GROUP}\n{BUSY} {what}\n")
+    lease.write_text(f"{_HEAD}\n{BUSY} {what}\n")
     try:
         yield
     finally:
         with contextlib.suppress(OSError):
-            lease.write_text(_GROUP)
+            lease.write_text(_HEAD)
 
 
 def spark_runs_here() -> bool:
@@ -272,9 +274,10 @@ def attach(
             driver = _start(folder, conf, idle_seconds)
         leases = folder / LEASES
         leases.mkdir(exist_ok=True, mode=0o700)
-        (leases / str(os.getpid())).write_text(group)
-    global _LEASE, _GROUP
-    _LEASE, _GROUP = leases / str(os.getpid()), group
+        head = f"{group} {driver.pid}"
+        (leases / str(os.getpid())).write_text(head)
+    global _LEASE, _HEAD
+    _LEASE, _HEAD = leases / str(os.getpid()), head
     atexit.register(release, folder)
     try:
         session = _connect(driver)

@@ -272,6 +272,23 @@ def test_a_run_killed_mid_rewrite_commits_nothing_after_its_death(lake):
     assert run_client(conf_file, base, "out['x'] = spark.sql('SELECT 1').collect()[0][0]")["x"] == 1
 
 
+def test_a_new_driver_is_not_stopped_by_the_lease_of_a_run_killed_with_an_earlier_one(lake):
+    """A run killed while committing, its driver killed too (the chaos soak: both at once), left its
+    lease. Its work died with that driver's JVM: the next driver removes the lease and serves. It
+    stopped itself at once, failing the run that had just started it, and every run after it."""
+    _, _, conf_file, base = lake
+    folder = driver_folder(json.loads(conf_file.read_text()), base)
+    (folder / "leases").mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (folder / "leases" / str(dead.pid)).write_text("icelake-1-1 4194304\ncommitting expire_snapshots\n")
+    body = "time.sleep(3)\nout['x'] = spark.sql('SELECT 1').collect()[0][0]"
+    result = run_client(conf_file, base, body)
+    assert result["started"] and result["x"] == 1
+    assert not (folder / "leases" / str(dead.pid)).exists()
+    assert "died while committing" not in (folder / "driver.log").read_text()
+
+
 def test_a_state_file_whose_gateway_refuses_is_dropped_so_a_new_driver_starts(tmp_path):
     """The driver was killed and its PID reused (here: this live process), or its JVM died alone: the
     state file names a live PID and a dead port. Every run failed connecting to it, for good."""

@@ -106,6 +106,28 @@ def test_a_validation_mismatch_rolls_back_to_the_before_snapshot(make_lake, monk
     ]
 
 
+def test_a_validation_that_loses_the_spark_driver_fails_as_an_outage_naming_the_table(make_lake, monkeypatch):
+    """The chaos soak: the shared driver was killed while a run validated its rewrite; the run failed
+    naming no cause, and its table waited the 600 s failure backoff instead of an outage's minute."""
+    settings = make_lake()
+    _table_with_files(settings, "small", 25)
+
+    def driver_gone(spark, ref, snap=None):
+        raise RuntimeError("java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.")
+
+    monkeypatch.setattr(validation, "count_rows", driver_gone)
+    defs = build_definitions(settings)
+    instance = DagsterInstance.ephemeral()
+    result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert failure.step_key.endswith(".validate")
+    name = f"{catalog_name(settings)}.ns.small"
+    assert f"{name} validate failed: IllegalStateException" in str(failure.event_specific_data.error)
+    tags = instance.get_run_by_id(result.run_id).tags
+    assert tags["icelake/failure_kind"] == "outage" and tags["icelake/failure_table"] == name
+
+
 def test_table_names_are_validated():
     assert TableRef.parse("ns.t", default_catalog="c") == TableRef("c", ("ns",), "t")
     # Iceberg allows any string as a name ("c.ns.t;drop" is a legal table): only the shape is checked.

@@ -21,6 +21,7 @@ from icelake_assets.catalog.connection import (
     TableRef,
     current_snapshot_id as _current_snapshot_id,
 )
+from icelake_assets.causes import root_cause
 from icelake_assets.maintenance import post_run
 from icelake_assets.maintenance.results import RewriteResult
 from icelake_assets.orchestration.assets.audit_trail import run_records, write_run_audit
@@ -156,6 +157,9 @@ def validate_op(group: TableGroup):
             except Failure as failure:
                 failures.append(failure)
                 continue
+            except Exception as err:  # e.g. the Spark driver or the store gone mid-validation
+                failures.append(_unvalidated(context, dt.ref, err))
+                continue
             if not context.has_assets_def:
                 record_maintained(context, dt.ref, metadata)
             yield Output(None, output_name=dt.ref.safe_name, metadata=metadata)
@@ -169,6 +173,20 @@ def validate_op(group: TableGroup):
             )
 
     return validate
+
+
+def _unvalidated(context: OpExecutionContext, ref: TableRef, err: Exception) -> Failure:
+    """A validation that could not finish: the run fails naming the table and the cause, with the
+    cause's kind in the run's tags (an outage is retried soon, not after the table's backoff). The
+    run's commits carry its id: the sensor reconciles them into the audit, rows checked against
+    their parent (runs/recovery.py)."""
+    cause = root_cause(err)
+    context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, str(cause)))
+    return Failure(
+        description=f"{ref} validate failed: {cause}; the run's commits are reconciled into the audit "
+        "by the sensor, their rows checked against their parent",
+        allow_retries=False,
+    )
 
 
 def _fail_partitions(

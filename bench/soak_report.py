@@ -29,7 +29,7 @@ def say(t0: float, message: str) -> None:
 class RunFigures:
     """The instance's runs: what the figures count, and each run's window (for the audit check)."""
 
-    counts: Counter  # launched, success, failure, canceled, failed as stale, failed for an outage
+    counts: Counter  # launched, success, failure, canceled, worker lost, failed for an outage
     windows: dict[str, tuple[float, float, str]]  # run id -> (start, end, status)
 
 
@@ -52,7 +52,7 @@ def run_figures(instance) -> RunFigures:
         counts["launched"] += 1
         counts[status.lower()] += 1
         if STALE_TAG in run.tags:
-            counts["failed as stale"] += 1
+            counts["worker lost"] += 1
         if run.tags.get(FAILURE_KIND_TAG) == OUTAGE:
             counts["failed for an outage"] += 1
     return RunFigures(counts, windows)
@@ -131,11 +131,15 @@ def report(
                 ["maintenance runs launched", runs["launched"]],
                 ["succeeded", runs["success"]],
                 ["failed", runs["failure"]],
-                ["... of which failed as stale by the sensor (worker gone)", runs["failed as stale"]],
+                ["... of which lost their worker (killed: short retry)", runs["worker lost"]],
                 ["... of which failed for an outage (short retry)", runs["failed for an outage"]],
                 ["canceled", runs["canceled"]],
                 ["audit: ops that acted", kinds["op/acted"]],
-                ["audit: recovery/run_failed", kinds["recovery/run_failed"]],
+                ["audit: recovery/run_failed (in progress, worker gone)", kinds["recovery/run_failed"]],
+                [
+                    "audit: recovery/worker_lost (failed by Dagster, worker killed)",
+                    kinds["recovery/worker_lost"],
+                ],
                 ["audit: recovery/reconciled commits", kinds["recovery/reconciled"]],
                 [
                     "maintenance commits left in history (own records / reconciled)",

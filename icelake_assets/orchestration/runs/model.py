@@ -44,11 +44,13 @@ FAILED_RUN_BACKOFF_SECONDS = 600.0
 # is not the table's failure: retried after this long, 2x per outage in a row, at most the backoff.
 OUTAGE_RETRY_SECONDS = 60.0
 OUTAGE = "outage"
-# A run whose worker died under it (killed, out of memory, its host gone: runs/recovery.py tags it)
-# did not fail for its table either: retried as soon, doubling per loss in a row up to
-# MAX_BACKOFF_SECONDS (a table whose runs keep killing their worker, e.g. out of memory, backs off).
+# A run whose worker died under it (killed, out of memory, its host gone: runs/recovery.py tags it),
+# or whose commit conflicted with a writer's (Iceberg refused it: nothing of it committed), did not
+# fail for its table either: retried as soon, doubling per interruption in a row up to
+# MAX_BACKOFF_SECONDS (a table whose runs keep losing their worker or meeting writers backs off).
 WORKER_LOST = "worker_lost"
-INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST})
+COMMIT_CONFLICT = "commit_conflict"
+INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST, COMMIT_CONFLICT})
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
@@ -87,6 +89,8 @@ class TableRuns:
         """What the latest failure's run recorded of its cause, for the sensor's reason (None: nothing)."""
         if self.interruptions_in_a_row and self.last_failure_kind == WORKER_LOST:
             return f"the run's worker was lost: {self.last_failure_cause}; retrying soon"
+        if self.interruptions_in_a_row and self.last_failure_kind == COMMIT_CONFLICT:
+            return f"a writer's commit conflicted with the run's: {self.last_failure_cause}; retrying soon"
         if self.interruptions_in_a_row:
             return f"the store, catalog or Spark driver was unreachable: {self.last_failure_cause}; retrying soon"
         if self.last_failure_kind == "access_denied":
@@ -98,14 +102,14 @@ class TableRuns:
     def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
         """When a table whose last run failed may be launched again (None: its last run did not fail).
         After an interruption: soon (OUTAGE_RETRY_SECONDS, doubling per interruption in a row, at most
-        the table's own backoff after an outage, MAX_BACKOFF_SECONDS after a lost worker), whatever
-        failures came before it."""
+        the table's own backoff after an outage, MAX_BACKOFF_SECONDS after a lost worker or a
+        conflict), whatever failures came before it."""
         if self.last_finished is None:
             return None
         if self.interruptions_in_a_row:
             wait = OUTAGE_RETRY_SECONDS * 2 ** min(self.interruptions_in_a_row - 1, 30)
-            lost = self.last_failure_kind == WORKER_LOST
-            cap = MAX_BACKOFF_SECONDS if lost else max(base_seconds, OUTAGE_RETRY_SECONDS)
+            own = self.last_failure_kind in (WORKER_LOST, COMMIT_CONFLICT)
+            cap = MAX_BACKOFF_SECONDS if own else max(base_seconds, OUTAGE_RETRY_SECONDS)
             return self.last_finished + min(wait, cap)
         if not self.failures_in_a_row:
             return None

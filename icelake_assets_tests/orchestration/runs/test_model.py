@@ -334,3 +334,24 @@ def test_where_pools_apply_per_op_a_later_run_of_the_table_stops_before_any_comm
         assert len(table.inspect.snapshots()) == 25  # nothing committed
         # The earlier run does not yield to the later one.
         assert run_model.earlier_run_maintaining(instance, earlier.run_id, table_asset_key(ref), "p") is None
+
+
+def test_a_commit_conflict_with_a_writer_is_retried_soon_not_after_the_tables_backoff(make_lake, tmp_path):
+    """Iceberg refused the run's commit because a writer's came first (the chaos soak: "Missing
+    required files to delete" while a writer deleted rows): nothing of it committed, the table is
+    not at fault. It waited the table's 600 s failure backoff."""
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    cause = "ValidationException: Missing required files to delete: s3://warehouse/t/data/a.parquet"
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        tags = {TABLE_TAG: str(ref), **run_model.failure_tags(str(ref), "commit_conflict", cause)}
+        run = _queue(instance, defs, ref, tags)
+        _start(instance, run.run_id)
+        instance.report_run_failed(instance.get_run_by_id(run.run_id))
+        pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+        state = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+        assert state.failures_in_a_row == 0 and state.interruptions_in_a_row == 1
+        assert state.last_finished is not None
+        assert state.retry_at(600.0) == state.last_finished + run_model.OUTAGE_RETRY_SECONDS
+        assert "conflicted" in (state.failure_reason() or "")

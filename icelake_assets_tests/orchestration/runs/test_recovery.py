@@ -287,7 +287,7 @@ def test_a_run_failed_by_a_catalog_outage_is_retried_after_a_short_wait(make_lak
         [observation] = tick.asset_events
         reason = observation.metadata["sensor/reason"].value
         assert observation.metadata["sensor/outcome"].value == "backoff"
-        assert "outage" in reason and "unreachable" in reason
+        assert "interrupted (not the table's failure)" in reason and "unreachable" in reason
         monkeypatch.setattr(run_model, "OUTAGE_RETRY_SECONDS", 0.0)
         again = sensor_tick(defs, settings, instance, cursor=tick.cursor)
         assert [r.tags[TABLE_TAG] for r in again.run_requests] == [str(ref)]

@@ -45,7 +45,8 @@ FAILED_RUN_BACKOFF_SECONDS = 600.0
 OUTAGE_RETRY_SECONDS = 60.0
 OUTAGE = "outage"
 # A run whose worker died under it (killed, out of memory, its host gone: runs/recovery.py tags it),
-# or whose commit conflicted with a writer's (Iceberg refused it: nothing of it committed), did not
+# or whose commit conflicted with a writer's (Iceberg refused it; one of unknown state, should it have
+# landed, is reconciled by its run id), did not
 # fail for its table either: retried as soon, doubling per interruption in a row up to
 # MAX_BACKOFF_SECONDS (a table whose runs keep losing their worker or meeting writers backs off).
 WORKER_LOST = "worker_lost"

@@ -46,12 +46,17 @@ OUTAGE_RETRY_SECONDS = 60.0
 OUTAGE = "outage"
 # A run whose worker died under it (killed, out of memory, its host gone: runs/recovery.py tags it),
 # or whose commit conflicted with a writer's (Iceberg refused it; one of unknown state, should it have
-# landed, is reconciled by its run id), did not
-# fail for its table either: retried as soon, doubling per interruption in a row up to
-# MAX_BACKOFF_SECONDS (a table whose runs keep losing their worker or meeting writers backs off).
+# landed, is reconciled by its run id), did not fail for its table either: retried as soon.
 WORKER_LOST = "worker_lost"
 COMMIT_CONFLICT = "commit_conflict"
 INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST, COMMIT_CONFLICT})
+# The wait after an interruption doubles per interruption in a row up to this (as Kubernetes' crash
+# loop backoff does): a lake under repeated faults is retried within minutes of the last one (the
+# chaos soak: doubling on, a table interrupted five times in a row waited 16 minutes).
+INTERRUPTION_MAX_WAIT_SECONDS = 300.0
+# A table whose runs lose their worker this many times in a row is failing after all (its runs run
+# out of memory, say): the next losses count as its failures, with the table's backoff.
+LOST_WORKERS_BEFORE_FAILURE = 10
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
@@ -83,8 +88,9 @@ class TableRuns:
     failures_in_a_row: int = 0
     last_failure_kind: str | None = None  # of the latest failure, when its run named this table
     last_failure_cause: str | None = None
-    # The latest runs were interrupted: an outage or a lost worker (not counted as failures).
+    # The latest runs were interrupted: an outage, a lost worker, a conflict (not counted as failures).
     interruptions_in_a_row: int = 0
+    lost_workers_in_a_row: int = 0
 
     def failure_reason(self) -> str | None:
         """What the latest failure's run recorded of its cause, for the sensor's reason (None: nothing)."""
@@ -103,14 +109,13 @@ class TableRuns:
     def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
         """When a table whose last run failed may be launched again (None: its last run did not fail).
         After an interruption: soon (OUTAGE_RETRY_SECONDS, doubling per interruption in a row, at most
-        the table's own backoff after an outage, MAX_BACKOFF_SECONDS after a lost worker or a
-        conflict), whatever failures came before it."""
+        INTERRUPTION_MAX_WAIT_SECONDS or the table's own backoff if shorter), whatever failures came
+        before it."""
         if self.last_finished is None:
             return None
         if self.interruptions_in_a_row:
             wait = OUTAGE_RETRY_SECONDS * 2 ** min(self.interruptions_in_a_row - 1, 30)
-            own = self.last_failure_kind in (WORKER_LOST, COMMIT_CONFLICT)
-            cap = MAX_BACKOFF_SECONDS if own else max(base_seconds, OUTAGE_RETRY_SECONDS)
+            cap = min(max(base_seconds, OUTAGE_RETRY_SECONDS), INTERRUPTION_MAX_WAIT_SECONDS)
             return self.last_finished + min(wait, cap)
         if not self.failures_in_a_row:
             return None
@@ -201,7 +206,11 @@ def table_runs(
             entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
             entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
             # An interruption is not the table's failure: its streak stays as it was, they count apart.
+            lost = failed and entry.last_failure_kind == WORKER_LOST
+            entry.lost_workers_in_a_row = entry.lost_workers_in_a_row + 1 if lost else 0
             interrupted = failed and entry.last_failure_kind in INTERRUPTIONS
+            if lost and entry.lost_workers_in_a_row > LOST_WORKERS_BEFORE_FAILURE:
+                interrupted = False  # its runs keep losing their worker: the table's failure now
             entry.interruptions_in_a_row = entry.interruptions_in_a_row + 1 if interrupted else 0
             if not interrupted:
                 entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0

@@ -355,3 +355,24 @@ def test_a_commit_conflict_with_a_writer_is_retried_soon_not_after_the_tables_ba
         assert state.last_finished is not None
         assert state.retry_at(600.0) == state.last_finished + run_model.OUTAGE_RETRY_SECONDS
         assert "conflicted" in (state.failure_reason() or "")
+
+
+def test_a_table_whose_runs_keep_losing_their_worker_is_failing_after_all(make_lake, tmp_path):
+    """One lost worker is not the table's failure; a run that loses its worker every time (out of
+    memory, say) is: past LOST_WORKERS_BEFORE_FAILURE in a row, the losses count as failures."""
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+    tags = {TABLE_TAG: str(ref), **run_model.failure_tags(str(ref), run_model.WORKER_LOST, "its worker died")}
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for n in range(run_model.LOST_WORKERS_BEFORE_FAILURE + 2):
+            run = _queue(instance, defs, ref, tags)
+            _start(instance, run.run_id)
+            instance.report_run_failed(instance.get_run_by_id(run.run_id))
+            state = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+            if n < run_model.LOST_WORKERS_BEFORE_FAILURE:
+                assert (state.interruptions_in_a_row, state.failures_in_a_row) == (n + 1, 0)
+        assert state.failures_in_a_row == 2 and state.interruptions_in_a_row == 0
+        assert state.last_finished is not None
+        assert state.retry_at(600.0) == state.last_finished + 1200.0

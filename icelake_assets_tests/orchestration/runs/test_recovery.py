@@ -241,7 +241,7 @@ def test_the_commits_of_a_failed_run_that_no_record_spans_are_reconciled_once_by
 
 def test_an_outage_is_retried_soon_and_is_not_counted_as_the_tables_failure():
     from icelake_assets.orchestration.runs.model import (
-        MAX_BACKOFF_SECONDS,
+        INTERRUPTION_MAX_WAIT_SECONDS,
         OUTAGE_RETRY_SECONDS,
         WORKER_LOST,
         TableRuns,
@@ -256,20 +256,23 @@ def test_an_outage_is_retried_soon_and_is_not_counted_as_the_tables_failure():
         == 1000.0 + 4 * OUTAGE_RETRY_SECONDS
     )
     assert (
-        TableRuns(last_finished=1000.0, interruptions_in_a_row=9).retry_at(600.0) == 1600.0
-    )  # at most the backoff
+        TableRuns(last_finished=1000.0, interruptions_in_a_row=9).retry_at(600.0)
+        == 1000.0 + INTERRUPTION_MAX_WAIT_SECONDS
+    )  # at most five minutes
     assert "unreachable" in (after_outage.failure_reason() or "")
     assert TableRuns(last_finished=1000.0, failures_in_a_row=2).retry_at(600.0) == 2200.0
-    # A lost worker: as soon, but a table whose runs keep losing theirs (out of memory) backs off further.
+    # A lost worker: as soon, doubling in a row up to five minutes, as a crash loop backs off (the
+    # chaos soak: doubling on, a table interrupted five times in a row waited 16 minutes).
     lost = TableRuns(
         last_finished=1000.0, failures_in_a_row=2, interruptions_in_a_row=1, last_failure_kind=WORKER_LOST
     )
     assert lost.retry_at(600.0) == 1000.0 + OUTAGE_RETRY_SECONDS
     assert "worker was lost" in (lost.failure_reason() or "")
+    lost.interruptions_in_a_row = 3
+    assert lost.retry_at(600.0) == 1000.0 + 4 * OUTAGE_RETRY_SECONDS
     lost.interruptions_in_a_row = 5
-    assert lost.retry_at(600.0) == 1000.0 + 16 * OUTAGE_RETRY_SECONDS  # past the 600 s of an outage
-    lost.interruptions_in_a_row = 40
-    assert lost.retry_at(600.0) == 1000.0 + MAX_BACKOFF_SECONDS
+    assert lost.retry_at(600.0) == 1000.0 + INTERRUPTION_MAX_WAIT_SECONDS
+    assert lost.retry_at(120.0) == 1000.0 + 120.0  # a table's own backoff, when shorter
 
 
 def test_a_run_failed_by_a_catalog_outage_is_retried_after_a_short_wait(make_lake, tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +55,15 @@ def _since(instance: DagsterInstance, run: DagsterRun, record) -> float:
     return float(stats.launch_time or record.create_timestamp.timestamp())
 
 
+def _ours(
+    run: DagsterRun, is_ours: Callable[[DagsterRun], Sequence[str] | None], leases: Mapping[str, Lease]
+) -> Sequence[str] | None:
+    tables = is_ours(run)
+    if tables is None and run.run_id in leases:
+        return ()
+    return tables
+
+
 def fail_stale_runs(
     instance: DagsterInstance,
     is_ours: Callable[[DagsterRun], Sequence[str] | None],
@@ -73,8 +82,10 @@ def fail_stale_runs(
     records = instance.get_run_records(
         RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])
     )
-    ours = [(r, tables) for r in records if (tables := is_ours(r.dagster_run)) is not None]
-    leases = read_leases(instance, [r.dagster_run.run_id for r, _ in ours])
+    # A run holding a lease is the product's whatever its job (only the product's resource takes one):
+    # the overview asset's runs, say, which name no table and no job of the product's.
+    leases = read_leases(instance, [r.dagster_run.run_id for r in records])
+    ours = [(r, tables) for r in records if (tables := _ours(r.dagster_run, is_ours, leases)) is not None]
     failed: list[StaleRun] = []
     for record, tables in ours:
         run = record.dagster_run

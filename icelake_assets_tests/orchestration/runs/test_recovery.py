@@ -309,3 +309,29 @@ def test_a_pid_reused_by_another_process_is_not_taken_for_the_worker():
     dead = subprocess.Popen(["true"])
     dead.wait()
     assert not worker_alive(Lease("h", dead.pid, 0.0))
+
+
+def test_a_run_holding_a_lease_is_the_products_whatever_its_job(tmp_path):
+    """The overview asset's run (Dagster's __ASSET_JOB, no table, no job of the product's) killed with
+    the daemon's process group stayed STARTED for good, holding a run slot (the chaos soak): it holds
+    a lease, so it is the product's, and is failed when its worker is gone."""
+    import socket
+
+    from icelake_assets.orchestration.runs.leases import lease_key
+    from icelake_assets.planning.stale_runs import Lease
+
+    @job
+    def __ASSET_JOB():  # noqa: N802 - named as Dagster names its asset jobs
+        pass
+
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        leased = instance.create_run_for_job(__ASSET_JOB, status=DagsterRunStatus.STARTED)
+        other = instance.create_run_for_job(__ASSET_JOB, status=DagsterRunStatus.STARTED)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        lease = Lease(socket.gethostname(), dead.pid, time.time())
+        instance.run_storage.set_cursor_values({lease_key(leased.run_id): lease.dumps()})
+        failed = run_recovery.fail_stale_runs(instance, lambda run: None)
+        assert [f.run_id for f in failed] == [leased.run_id]
+        assert instance.get_run_by_id(leased.run_id).status == DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(other.run_id).status == DagsterRunStatus.STARTED  # not ours

@@ -63,6 +63,9 @@ _OUTAGE = (
     "Cannot call methods on a stopped SparkContext",
     "SparkContext was shut down",
     "SparkContext has been shutdown",
+    # The shared driver killed by a signal while it started (a negative exit status): not a bad
+    # configuration, which exits with a status of its own (the chaos soak: a table failure before).
+    "driver exited while starting (exit -",
 )
 _MAX_MESSAGE = 500
 

@@ -60,9 +60,13 @@ def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_faul
         # with its 600 s backoff before).
         "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.",
         "org.apache.spark.SparkException: Job 19 cancelled because SparkContext was shut down",
+        "ResidentSparkError: the resident Spark driver exited while starting (exit -9); driver.log:",
     ):
         assert root_cause(RuntimeError(text)).kind == "outage", text
     assert root_cause(RuntimeError("java.nio.file.AccessDeniedException: /lake: Permission denied")).kind == (
         "access_denied"
     )
     assert root_cause(ValueError("bad partition value")).kind == "error"
+    # A driver that exits by itself while starting (a bad configuration) is not an outage.
+    said = "ResidentSparkError: the resident Spark driver exited while starting (exit 1); driver.log:"
+    assert root_cause(RuntimeError(said)).kind == "error"

@@ -28,6 +28,7 @@ import yaml
 
 from icelake_assets.demo.local_servers import free_port, free_port_pair, stop_process_group, wait_until_ready
 from icelake_assets.demo.seaweedfs import SERVICE_PORTS, SeaweedFS, mini_args, weed_binary
+from icelake_assets.processes import live_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,12 +45,9 @@ class Proc:
 
 def read_proc(pid: int) -> Proc | None:
     """A live process (None: gone, or a zombie)."""
+    proc = live_process(pid)
     try:
-        proc = psutil.Process(pid)
-        with proc.oneshot():
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return Proc(pid, os.getpgid(pid), " ".join(proc.cmdline()))
+        return None if proc is None else Proc(pid, os.getpgid(pid), " ".join(proc.cmdline()))
     except (psutil.Error, OSError):
         return None
 

@@ -16,6 +16,15 @@ import psutil
 START_TOLERANCE_SECONDS = 0.05
 
 
+def live_process(pid: int) -> psutil.Process | None:
+    """The process ``pid`` while it runs (None: gone, or a zombie that only waits to be reaped)."""
+    try:
+        proc = psutil.Process(pid)
+        return None if proc.status() == psutil.STATUS_ZOMBIE else proc
+    except psutil.Error:
+        return None
+
+
 def pid_alive(pid: int) -> bool:
     """A running process: not gone, and not a zombie. A process of another user counts as running."""
     try:

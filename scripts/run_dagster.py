@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from icelake_assets.processes import live_process
+
 PROG = "run_dagster"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -83,11 +85,11 @@ class Proc:
 
 def read_proc(pid: int) -> Proc | None:
     """A live process (None: gone, or a zombie: it only waits to be reaped, by reap() when it is ours)."""
+    proc = live_process(pid)
     try:
-        proc = psutil.Process(pid)
+        if proc is None:
+            return None
         with proc.oneshot():
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return None
             return Proc(
                 pid, proc.ppid(), os.getsid(pid), proc.create_time(), proc.name(), " ".join(proc.cmdline())
             )

@@ -135,17 +135,9 @@ def lost_worker_reason(
     this host that is gone, or a process of another host silent for ``ttl_seconds``."""
     if lease is None or lease.released:
         return None
-    if lease.host == host:
-        if worker_alive(lease):
-            return None  # still exiting: its lease is released in a moment
-        return f"its worker (PID {lease.pid} on {lease.host}) died before its run ended (killed, or out of memory)"
-    silent = now - lease.renewed_at
-    if silent > ttl_seconds:
-        return (
-            f"its worker (PID {lease.pid} on {lease.host}) died before its run ended: its lease was not "
-            f"released and not renewed for {silent:.0f} s"
-        )
-    return None
+    # The worker is gone by the rule of a run in progress (its PID here, its renewals elsewhere).
+    gone = stale_reason(RunView("", "STARTED", now, lease), now, host, worker_alive, ttl_seconds)
+    return None if gone is None else f"{gone}: it died before its run ended (killed, or out of memory)"
 
 
 # Seconds a maintenance run may take before Dagster's run monitoring stops it (``dagster/max_runtime``),

@@ -63,9 +63,8 @@ _OUTAGE = (
     "Cannot call methods on a stopped SparkContext",
     "SparkContext was shut down",
     "SparkContext has been shutdown",
-    # The shared driver killed by a signal while it started (a negative exit status): not a bad
-    # configuration, which exits with a status of its own (the chaos soak: a table failure before).
-    "driver exited while starting (exit -",
+    # The shared driver killed by a signal while it started (the chaos soak: a table failure before).
+    "ResidentDriverKilledError",
 )
 _MAX_MESSAGE = 500
 

@@ -60,7 +60,7 @@ def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_faul
         # with its 600 s backoff before).
         "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.",
         "org.apache.spark.SparkException: Job 19 cancelled because SparkContext was shut down",
-        "ResidentSparkError: the resident Spark driver exited while starting (exit -9); driver.log:",
+        "ResidentDriverKilledError: the resident Spark driver exited while starting (exit -9); driver.log:",
     ):
         assert root_cause(RuntimeError(text)).kind == "outage", text
     assert root_cause(RuntimeError("java.nio.file.AccessDeniedException: /lake: Permission denied")).kind == (
@@ -70,3 +70,12 @@ def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_faul
     # A driver that exits by itself while starting (a bad configuration) is not an outage.
     said = "ResidentSparkError: the resident Spark driver exited while starting (exit 1); driver.log:"
     assert root_cause(RuntimeError(said)).kind == "error"
+
+
+def test_a_driver_killed_while_starting_is_an_outage_one_that_exits_by_itself_is_not():
+    from icelake_assets.causes import root_cause
+    from icelake_assets.maintenance.resident_spark import ResidentDriverKilledError, ResidentSparkError
+
+    said = "the resident Spark driver exited while starting (exit {}); driver.log:"
+    assert root_cause(ResidentDriverKilledError(said.format(-9))).kind == "outage"
+    assert root_cause(ResidentSparkError(said.format(1))).kind == "error"

@@ -60,6 +60,11 @@ class ResidentSparkError(IcelakeError, RuntimeError):
     """The resident Spark driver could not be started or reached."""
 
 
+class ResidentDriverKilledError(ResidentSparkError):
+    """The resident driver was killed by a signal while it started: an outage (causes.py), not a bad
+    configuration, which makes it exit with a status of its own."""
+
+
 @dataclass(frozen=True)
 class ResidentDriver:
     """A live resident driver, as its state file describes it."""
@@ -186,7 +191,8 @@ def _start(folder: Path, conf: Mapping[str, str], idle_seconds: float) -> Reside
         if driver is not None and driver.pid == proc.pid:
             return driver
         if proc.poll() is not None:
-            raise ResidentSparkError(
+            killed = proc.returncode < 0
+            raise (ResidentDriverKilledError if killed else ResidentSparkError)(
                 f"the resident Spark driver exited while starting (exit {proc.returncode}); "
                 f"{folder / LOG_FILE}:\n{_log_tail(folder)}"
             )

@@ -5,6 +5,9 @@ An op that acted is
 * ``effective`` when the finding that triggered it passes afterwards (for a rewrite: none of the
   partitions it named is still a compaction candidate);
 * ``partial`` when some of its partitions were fixed and others were not;
+* ``overtaken`` when its finding fails again because others committed on top of it (a writer's new
+  files or snapshots landed after the op, during the run): not the same nothing again, so the sensor
+  judges the table afresh rather than holding the plan;
 * ``ineffective`` when it committed nothing, or its finding still fails (with the reason);
 * ``failed`` when it was denied access to the table's storage: not a plan that does nothing, a
   permission to fix (the run fails and is retried after its backoff, not held as ineffective).
@@ -14,7 +17,7 @@ ineffective plan on an unchanged table until the policy changes or a backoff pas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -43,8 +46,8 @@ from icelake_assets.planning.snapshots import snapshot_finding
 from icelake_assets.planning.statistics import statistics_finding
 from icelake_assets.settings import Policy
 
-Effect = Literal["effective", "partial", "ineffective", "failed"]
-_RANK = {"effective": 0, "partial": 1, "ineffective": 2, "failed": 3}
+Effect = Literal["effective", "partial", "overtaken", "ineffective", "failed"]
+_RANK = {"effective": 0, "partial": 1, "overtaken": 2, "ineffective": 3, "failed": 4}
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,12 @@ class OpEffect:
         return asdict(self)
 
 
-def _finding_effect(op: str, finding: Finding, progress: str) -> OpEffect:
+def _finding_effect(op: str, finding: Finding, progress: str, others: int = 0) -> OpEffect:
+    """``others``: commits made on top of the op by others than its run (writers)."""
     if finding.passed:
         return OpEffect(op, "effective", f"{finding.check} passes: {finding.summary}", finding.check)
+    if others:
+        return _overtaken(op, finding.check, progress, others, finding.summary)
     return OpEffect(
         op,
         "ineffective",
@@ -70,7 +76,17 @@ def _finding_effect(op: str, finding: Finding, progress: str) -> OpEffect:
     )
 
 
-def _rewrite_effect(res: RewriteResult, after: TableStats, policy: Policy) -> OpEffect:
+def _overtaken(op: str, check: str, progress: str, others: int, summary: str) -> OpEffect:
+    return OpEffect(
+        op,
+        "overtaken",
+        f"{check} fails again after {op} ({progress}): {others} commit(s) by others landed on top of "
+        f"it during the run, so the next state is judged afresh: {summary}",
+        check,
+    )
+
+
+def _rewrite_effect(res: RewriteResult, after: TableStats, policy: Policy, others: int = 0) -> OpEffect:
     named = [*res.partitions_rewritten, *res.partitions_failed]
     finding = small_files_finding(after, policy)
     if res.snapshots_committed == 0 and res.error_kind == "access_denied":
@@ -118,14 +134,13 @@ def _rewrite_effect(res: RewriteResult, after: TableStats, policy: Policy) -> Op
     detail = (
         f"{still[0]} still holds {worst.data_files} files ({worst.small_files} small)" if worst else still[0]
     )
-    return OpEffect(
-        "rewrite_data_files",
-        effect,
+    why = (
         f"{len(still)} of {len(named)} partitions are still compaction candidates ({progress}; "
-        f"e.g. {detail}; max {policy.small_files.max_files_per_partition} files per partition)",
-        finding.check,
-        still,
+        f"e.g. {detail}; max {policy.small_files.max_files_per_partition} files per partition)"
     )
+    if effect == "ineffective" and others:
+        return replace(_overtaken(res.op, finding.check, progress, others, why), still_failing=still)
+    return OpEffect("rewrite_data_files", effect, why, finding.check, still)
 
 
 def _position_effect(res: RewriteResult, after: TableStats, policy: Policy) -> OpEffect | None:
@@ -162,7 +177,7 @@ def _worst(effects: Sequence[OpEffect]) -> OpEffect:
     return OpEffect(worst.op, worst.effect, "; ".join(e.reason for e in effects), worst.check, still)
 
 
-def _statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy) -> OpEffect:
+def _statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy, others: int) -> OpEffect:
     """Effective when the statistics finding passes on statistics of the current snapshot itself."""
     finding = statistics_finding(after, policy)
     if res.error:
@@ -177,30 +192,34 @@ def _statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy)
         )
     why = finding.summary if not finding.passed else f"the statistics are of snapshot {facts.snapshot_id}"
     return _finding_effect(
-        res.op, replace(finding, severity=Severity.WARN, summary=why), "statistics written"
+        res.op, replace(finding, severity=Severity.WARN, summary=why), "statistics written", others
     )
 
 
-def verify_effects(ops: Sequence[OpResult], after: TableStats, policy: Policy) -> list[OpEffect]:
-    """The effect of every op that acted, judged on ``after``."""
+def verify_effects(
+    ops: Sequence[OpResult], after: TableStats, policy: Policy, others: Mapping[str, int] | None = None
+) -> list[OpEffect]:
+    """The effect of every op that acted, judged on ``after``. ``others``: per op, the commits others
+    made on top of it (post_run.commits_by_others); a finding they made fail again is ``overtaken``."""
     effects = []
     for o in ops:
         if not o.acted:
             continue
         op = o.op
+        n = (others or {}).get(op, 0)
         if isinstance(o, RewriteResult):
             parts = [
                 *(
-                    [_rewrite_effect(o, after, policy)]
+                    [_rewrite_effect(o, after, policy, n)]
                     if o.partitions_rewritten or o.partitions_failed
                     else []
                 ),
                 *([e] if (e := _position_effect(o, after, policy)) is not None else []),
             ]
-            effects.append(_worst(parts or [_rewrite_effect(o, after, policy)]))
+            effects.append(_worst(parts or [_rewrite_effect(o, after, policy, n)]))
         elif isinstance(o, ExpireResult):
             progress = f"{o.snapshots_before} → {o.snapshots_after} snapshots"
-            effects.append(_finding_effect(op, snapshot_finding(after, policy), progress))
+            effects.append(_finding_effect(op, snapshot_finding(after, policy), progress, n))
         elif isinstance(o, ManifestResult):
             before = o.manifests_before
             now = o.manifests_after if o.manifests_after is not None else after.manifests
@@ -211,9 +230,9 @@ def verify_effects(ops: Sequence[OpResult], after: TableStats, policy: Policy) -
                 why = f"the manifest count did not drop ({before} → {now})"
                 effects.append(OpEffect(op, "ineffective", why, finding.check))
             else:
-                effects.append(_finding_effect(op, finding, f"{before} → {now} manifests"))
+                effects.append(_finding_effect(op, finding, f"{before} → {now} manifests", n))
         elif isinstance(o, StatisticsResult):
-            effects.append(_statistics_effect(o, after, policy))
+            effects.append(_statistics_effect(o, after, policy, n))
         elif isinstance(o, OrphanResult):
             found, removed = o.scan.orphans_found, o.orphans_removed
             effect: Effect = "effective" if removed >= found else ("partial" if removed else "ineffective")

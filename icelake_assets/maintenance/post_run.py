@@ -10,12 +10,14 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import ancestors_of
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding
 from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
 from icelake_assets.health.stats import TableStats
+from icelake_assets.maintenance.commit_tags import run_of
 from icelake_assets.maintenance.cross_engine import CrossEngineError, cross_engine_check
 from icelake_assets.maintenance.effect import (
     OUTCOME_SNAPSHOT_TAG,
@@ -240,10 +242,29 @@ class RunReport:
         }
 
 
-def judge(merged_ops: Sequence[OpResult], after: TableStats, policy: Policy) -> RunReport:
+def commits_by_others(table: Table, ops: Sequence[OpResult], run_id: str) -> dict[str, int]:
+    """Per op that acted: the commits on the table's current branch after the op's end that name
+    another run than ``run_id`` or none (writers). An op whose end is not on that branch any more
+    counts none: what came after it cannot be told."""
+    chain = [
+        (s.snapshot_id, run_of(s.summary)) for s in ancestors_of(table.current_snapshot(), table.metadata)
+    ]
+    at = {snapshot_id: i for i, (snapshot_id, _) in enumerate(chain)}
+    out = {}
+    for o in ops:
+        end = at.get(o.snapshot_after) if o.acted and o.snapshot_after is not None else None
+        if end is not None:
+            out[o.op] = sum(1 for _, run in chain[:end] if run != run_id)
+    return out
+
+
+def judge(
+    merged_ops: Sequence[OpResult], after: TableStats, policy: Policy, others: dict[str, int] | None = None
+) -> RunReport:
     """The closed loop, on metadata only (incremental cache): each op's effect on ``after``.
-    ``merged_ops``: one result per op, a retried op's attempts folded into one."""
-    effects = verify_effects(merged_ops, after, policy)
+    ``merged_ops``: one result per op, a retried op's attempts folded into one; ``others``: the
+    commits others made on top of each op (:func:`commits_by_others`)."""
+    effects = verify_effects(merged_ops, after, policy, others)
     return RunReport(
         effects=tuple(effects),
         outcome=run_outcome(effects),

@@ -136,3 +136,37 @@ def test_a_position_delete_compaction_is_judged_on_the_delete_files_check():
     both = replace(_rewrite(), position_deletes=compacted)
     [effect] = verify_effects([both], replace(after(6), compaction_candidates=["a"]), POLICY)
     assert effect.effect == "partial" and "position deletes compacted" in effect.reason
+
+
+def _retention_failing() -> TableStats:
+    """40 snapshots (max 15, none too young to go): the snapshot_retention finding fails."""
+    from icelake_assets.health.retention import SnapshotPoint
+
+    points = tuple(SnapshotPoint(i, i - 1 if i > 1 else None, 1_000 * i) for i in range(1, 41))
+    return replace(
+        _after([]),
+        current_snapshot_id=40,
+        snapshots=40,
+        snapshot_points=points,
+        oldest_snapshot_age_hours=1.0,
+        evaluated_at=3_600.0,
+    )
+
+
+def test_an_op_whose_finding_fails_again_under_writers_commits_is_overtaken_not_held():
+    """The soak's heal phase: expiry left 15 snapshots, writers committed 25 more during the run and
+    then stopped. Judged ineffective, the table was held for 24 h with nothing of the run's to blame."""
+    policy = Policy.model_validate({"snapshots": {"max_count": 15, "min_keep": 3, "min_age_hours": 0}})
+    expire = ExpireResult(acted=True, reason="r", snapshots_before=236, snapshots_after=15, snapshot_after=15)
+    alone = verify_effects([expire], _retention_failing(), policy)[0]
+    assert alone.effect == "ineffective"  # nobody else committed: the op itself left it failing
+    moved = verify_effects([expire], _retention_failing(), policy, {"expire_snapshots": 25})[0]
+    assert moved.effect == "overtaken" and "25 commit(s) by others" in moved.reason
+    assert run_outcome([moved]) == "overtaken" and run_outcome([moved, alone]) == "ineffective"
+    last = {OUTCOME_TAG: "overtaken", OUTCOME_SNAPSHOT_TAG: "40", POLICY_HASH_TAG: policy_hash(policy)}
+    assert relaunch_hold(last, 40, policy, age_hours=0.1) is None
+    # A rewrite whose partitions writers filled again is overtaken too; one that committed nothing is not.
+    rewrite = verify_effects([_rewrite()], _after(["a", "b"]), POLICY, {"rewrite_data_files": 4})[0]
+    assert rewrite.effect == "overtaken" and rewrite.still_failing == ("a", "b")
+    nothing = verify_effects([_rewrite(committed=0)], _after([]), POLICY, {"rewrite_data_files": 4})[0]
+    assert nothing.effect == "ineffective"

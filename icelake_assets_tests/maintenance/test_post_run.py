@@ -1,6 +1,7 @@
 """The post-run decisions without Dagster or a lake: the baseline, row checks, rollback advice, each
 op's effect and how the run ends (with Spark: orchestration/test_maintenance_run.py)."""
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 from icelake_assets.catalog.connection import TableRef
@@ -147,3 +148,30 @@ def test_orphans_left_by_the_run_are_its_finding():
         post_run.scan_benefit(None, [EXPIRE.__class__(acted=False, reason="no")], POLICY, lambda: None, REF)
         is None
     )
+
+
+def test_commits_by_others_are_the_ones_on_top_of_each_op_that_name_another_run(tmp_path):
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from icelake_assets.types import SNAPSHOT_RUN_ID
+
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("ns")
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    table = catalog.create_table(("ns", "t"), schema=rows.schema)
+    table.append(rows)  # a writer
+    expired_at = table.current_snapshot().snapshot_id
+    table.append(rows, snapshot_properties={SNAPSHOT_RUN_ID: "run-1"})  # this run's own commit
+    rewrote_at = table.current_snapshot().snapshot_id
+    table.append(rows)  # writers, during the run
+    table.append(rows, snapshot_properties={SNAPSHOT_RUN_ID: "run-0"})  # no run of ours now
+    expire = ExpireResult(acted=True, reason="r", snapshot_after=expired_at)
+    rewrite = replace(REWRITE, snapshot_after=rewrote_at)
+    lost = ExpireResult(acted=True, reason="r", snapshot_after=12345)  # not on the branch any more
+    skipped = RewriteResult(acted=False, reason="r", snapshot_after=expired_at)
+    assert post_run.commits_by_others(table, [expire, rewrite], "run-1") == {
+        "expire_snapshots": 2,
+        "rewrite_data_files": 2,
+    }
+    assert post_run.commits_by_others(table, [lost, skipped], "run-1") == {}

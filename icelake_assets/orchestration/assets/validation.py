@@ -79,7 +79,9 @@ def _validate_table(
     assert result is not None  # no result: the mismatch above raised
     after_stats = icelake.stats(table, policy)
     context.log.info(f"{ref} validated: {result.rows_before} rows before, {result.rows_after} after")
-    report = post_run.judge(state.merged_ops(), after_stats, policy)
+    merged = state.merged_ops()
+    others = post_run.commits_by_others(table, merged, context.run_id)
+    report = post_run.judge(merged, after_stats, policy, others)
     scanned = report.scanned_orphans
     health = table_health(icelake, table, ref, context.instance, after_stats, report.orphans_removed, scanned)
     # A run that did nothing points to the last one that did (its before/after stays findable).
@@ -97,8 +99,11 @@ def _validate_table(
     state = replace(state, ops=post_run.with_effects(state.ops, effects))
     if tags := report.outcome_tags(ref, result.after_snapshot_id, policy):
         context.instance.add_run_tags(context.run_id, tags)
-    for e in report.ineffective:
-        context.log.warning(f"{ref} {e.op} ineffective: {e.reason}")
+    for e in report.effects:
+        if e.effect in ("ineffective", "overtaken"):
+            (context.log.warning if e.effect == "ineffective" else context.log.info)(
+                f"{ref} {e.op} {e.effect}: {e.reason}"
+            )
     failure = report.failure
     records = run_records(
         context,

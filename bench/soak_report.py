@@ -162,6 +162,6 @@ def report(
         [[o.name, "ok" if o.ok else "FAILED"] for o in verdict.outcomes],
     )
     for o in verdict.outcomes:
-        for detail in o.details:
-            console.print(f"FAILED {o.name}: {detail}", markup=False)
+        for detail in o.details:  # a passed assertion may say how (the heal time)
+            console.print(f"{'ok' if o.ok else 'FAILED'} {o.name}: {detail}", markup=False)
     return all(o.ok for o in verdict.outcomes)

@@ -97,3 +97,16 @@ def test_the_soak_s_modules_import_together():
     import bench.chaos_soak as soak
 
     assert callable(soak.main) and soak.Reaper is not None
+
+
+def test_the_report_says_failed_only_of_an_assertion_that_failed(capsys):
+    from bench.soak_checks import Outcome
+    from bench.soak_report import Verdict, report
+
+    healed = Outcome("health: healed in time", True, ("every table Healthy 246 s after the last fault",))
+    lost = Outcome("rows: ledgers", False, ("t: 1 id lost",))
+    assert report([], [], [], [], Verdict((healed,))) is True
+    out = capsys.readouterr().out
+    assert "ok health: healed in time: every table Healthy 246 s" in out and "FAILED" not in out
+    assert report([], [], [], [], Verdict((healed, lost))) is False
+    assert "FAILED rows: ledgers: t: 1 id lost" in capsys.readouterr().out

@@ -63,6 +63,9 @@ _OUTAGE = (
     "Cannot call methods on a stopped SparkContext",
     "SparkContext was shut down",
     "SparkContext has been shutdown",
+    # A run's call landing on a driver whose SparkContext is stopping (the chaos soak: two table
+    # failures, past the lake's 10 minutes to heal): Spark's environment is gone.
+    'SparkEnv$.get()" is null',
     # The shared driver killed by a signal while it started (the chaos soak: a table failure before).
     "ResidentDriverKilledError",
 )

@@ -61,6 +61,8 @@ def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_faul
         "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.",
         "org.apache.spark.SparkException: Job 19 cancelled because SparkContext was shut down",
         "ResidentDriverKilledError: the resident Spark driver exited while starting (exit -9); driver.log:",
+        'java.lang.NullPointerException: Cannot invoke "org.apache.spark.SparkEnv.blockManager()" because '
+        'the return value of "org.apache.spark.SparkEnv$.get()" is null',
     ):
         assert root_cause(RuntimeError(text)).kind == "outage", text
     assert root_cause(RuntimeError("java.nio.file.AccessDeniedException: /lake: Permission denied")).kind == (

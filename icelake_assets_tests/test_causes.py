@@ -1,4 +1,5 @@
-"""Root causes of Spark/JVM errors: the last ``Caused by:`` of the Java trace, with its kind."""
+"""Root causes of Spark/JVM errors: the last ``Caused by:`` of the Java trace, with its kind (read from
+the classes of the whole cause chain; messages only where no class says anything)."""
 
 from icelake_assets.causes import root_cause
 
@@ -54,7 +55,6 @@ def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_faul
     for text in (
         "java.net.ConnectException: Connection refused",
         "org.apache.iceberg.exceptions.RESTException: Unable to process: 503 Service Unavailable",
-        "org.apache.iceberg.exceptions.NotAuthorizedException: Not authorized: token expired",
         "py4j.protocol.Py4JNetworkError: Answer from Java side is empty",
         # The shared driver killed the moment after a run attached (the chaos soak: a table failure
         # with its 600 s backoff before).
@@ -81,3 +81,156 @@ def test_a_driver_killed_while_starting_is_an_outage_one_that_exits_by_itself_is
     said = "the resident Spark driver exited while starting (exit {}); driver.log:"
     assert root_cause(ResidentDriverKilledError(said.format(-9))).kind == "outage"
     assert root_cause(ResidentSparkError(said.format(1))).kind == "error"
+
+
+# What Spark gives for a REST catalog answering 401 (Iceberg's Java client, the token refused).
+NOT_AUTHORIZED = """An error occurred while calling o45.sql.
+: org.apache.iceberg.exceptions.NotAuthorizedException: Not authorized: Credentials have expired
+\tat org.apache.iceberg.rest.ErrorHandlers$DefaultErrorHandler.accept(ErrorHandlers.java:212)
+\tat org.apache.iceberg.rest.HTTPClient.throwFailure(HTTPClient.java:240)
+\tat org.apache.iceberg.rest.RESTSessionCatalog.loadTable(RESTSessionCatalog.java:461)
+"""
+
+
+class FakeCaptured(Exception):
+    """Stands in for pyspark's captured exceptions, which keep the JVM trace in ``stackTrace``."""
+
+    def __init__(self, desc: str, trace: str) -> None:
+        super().__init__(desc)
+        self.stackTrace = trace
+
+
+def _raised(outer: BaseException, inner: BaseException) -> BaseException:
+    """``outer`` raised from ``inner``, as the code wrapping a driver's error does."""
+    try:
+        try:
+            raise inner
+        except BaseException as err:
+            raise outer from err
+    except BaseException as err:
+        return err
+
+
+def test_a_catalog_refusing_the_identity_is_auth_not_an_outage():
+    from pyiceberg.exceptions import ForbiddenError, OAuthError, UnauthorizedError
+
+    from icelake_assets.catalog.connection import CatalogUnavailableError, TableUnreadableError
+
+    spark = Exception(NOT_AUTHORIZED)
+    assert root_cause(spark).kind == "auth" and root_cause(spark).exception == "NotAuthorizedException"
+    captured = FakeCaptured("[INTERNAL_ERROR] loading the table failed", NOT_AUTHORIZED.split("\n", 1)[1][2:])
+    assert root_cause(captured).kind == "auth"
+    # pyiceberg's REST client, raised for real and wrapped as catalog/connection.py does.
+    refused = UnauthorizedError("NotAuthorizedException: Credentials have expired")
+    loading = TableUnreadableError("catalog 'lake' failed to load table lake.ns.t: UnauthorizedError: ...")
+    assert root_cause(_raised(loading, refused)).kind == "auth"
+    listing = CatalogUnavailableError.of("lake", "cannot be listed: ForbiddenError: not allowed")
+    assert root_cause(_raised(listing, ForbiddenError("not allowed"))).kind == "auth"
+    assert root_cause(_raised(RuntimeError("token"), OAuthError("invalid_client: bad secret"))).kind == "auth"
+    for text in (
+        "org.apache.iceberg.exceptions.ForbiddenException: Forbidden: principal may not load table ns.t",
+        "org.apache.iceberg.exceptions.RESTException: Unable to process: HTTP 401 Unauthorized",
+        "org.apache.iceberg.exceptions.BadRequestException: Malformed request: invalid_grant: expired",
+    ):
+        assert root_cause(RuntimeError(text)).kind == "auth", text
+    # The store refusing a file is the data's permissions, not the catalog's credentials.
+    for text in (
+        "software.amazon.awssdk.services.s3.model.S3Exception: Access Denied (Service: S3, Status Code: 403)",
+        "java.nio.file.AccessDeniedException: s3a://lake/t/data/0.parquet: getFileStatus: 403 Forbidden",
+        "OSError: When reading information for key 't/x.parquet': AWS Error ACCESS_DENIED during HeadObject",
+    ):
+        assert root_cause(RuntimeError(text)).kind == "access_denied", text
+
+
+def test_a_rest_exception_is_an_error_unless_its_status_says_the_catalog_is_down():
+    from pyiceberg.exceptions import RESTError, ServerError, ServiceUnavailableError
+
+    rest = "org.apache.iceberg.exceptions.RESTException: Unable to process: {}"
+    assert root_cause(RuntimeError(rest.format("Invalid table metadata: missing field"))).kind == "error"
+    assert root_cause(RESTError("RESTError 422: Received unexpected JSON Payload")).kind == "error"
+    for said in ("Status Code: 503", "<html><title>502 Bad Gateway</title></html>", "504 Gateway Timeout"):
+        assert root_cause(RuntimeError(rest.format(said))).kind == "outage", said
+    assert root_cause(ServerError("ServerError: RestError: Internal Server Error")).kind == "outage"
+    assert root_cause(ServiceUnavailableError("ServiceUnavailableError: down")).kind == "outage"
+    # The client's own failure to connect, under Iceberg's catch-all.
+    refused = (
+        "org.apache.iceberg.exceptions.RESTException: Error occurred while processing GET request\n"
+        "Caused by: java.net.ConnectException: Connection refused"
+    )
+    assert root_cause(RuntimeError(refused)).kind == "outage"
+
+
+def test_a_validation_exception_is_the_tables_error_unless_a_concurrent_commit_caused_it():
+    from pyiceberg.exceptions import ValidationException
+
+    java = "org.apache.iceberg.exceptions.ValidationException: {}"
+    dropped = "Cannot find source column for sort field: 1000: identity(4) ASC NULLS FIRST"
+    assert root_cause(RuntimeError(java.format(dropped))).kind == "error"
+    assert root_cause(RuntimeError(java.format("Conflicting partition fields: ['d', 'd']"))).kind == "error"
+    for said in (
+        "Found conflicting files that can contain records matching true: [s3://lake/t/data/a.parquet]",
+        "Found new conflicting delete files that can apply to records matching true: [d.parquet]",
+        "Cannot commit, found new delete for replaced data file: GenericDataFile{...}",
+        "Missing required files to delete: s3://warehouse/t/data/a.parquet",
+    ):
+        assert root_cause(RuntimeError(java.format(said))).kind == "commit_conflict", said
+    try:
+        raise ValidationException("Data files were concurrently deleted: ['a.parquet']")
+    except ValidationException as err:
+        assert root_cause(err).kind == "commit_conflict"
+    stale = "org.apache.iceberg.exceptions.CommitFailedException: Cannot commit: stale metadata"
+    assert root_cause(RuntimeError(stale)).kind == "commit_conflict"
+    # A commit whose state is unknown (a 504 to the commit) is reconciled as a commit, not an outage.
+    unknown = (
+        "org.apache.iceberg.exceptions.CommitStateUnknownException: Service failed: 504: timeout\n"
+        "Caused by: org.apache.iceberg.exceptions.ServiceFailureException: Service failed: 504: timeout"
+    )
+    assert root_cause(RuntimeError(unknown)).kind == "commit_conflict"
+
+
+def test_timed_out_in_a_message_is_not_an_outage_a_timeout_class_is():
+    from requests.exceptions import ReadTimeout
+
+    assert root_cause(ValueError("the partition scan timed out after 30 s")).kind == "error"
+    assert root_cause(RuntimeError("java.lang.RuntimeException: job timed out")).kind == "error"
+    assert root_cause(TimeoutError("timed out")).kind == "outage"
+    assert root_cause(ReadTimeout("HTTPConnectionPool(host='rest', port=8181): Read timed out.")).kind == (
+        "outage"
+    )
+    read = (
+        "org.apache.spark.SparkException: Job aborted\n"
+        "Caused by: java.net.SocketTimeoutException: Read timed out"
+    )
+    assert root_cause(RuntimeError(read)).kind == "outage"
+
+
+def test_the_whole_chain_is_read_by_class():
+    import json
+
+    from icelake_assets.catalog.connection import CatalogUnavailableError, TableUnreadableError
+
+    # Raised while handling a refused connection (no ``from``): the context says it.
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except OSError:
+            raise RuntimeError("listing the table's files failed")  # noqa: B904
+    except RuntimeError as err:
+        assert root_cause(err).kind == "outage" and root_cause(err).exception == "RuntimeError"
+    # ``from None`` says the context does not matter.
+    try:
+        try:
+            raise ConnectionResetError(104, "reset")
+        except OSError:
+            raise ValueError("bad partition value") from None
+    except ValueError as err:
+        assert root_cause(err).kind == "error"
+    assert root_cause(CatalogUnavailableError.of("lake", "is down: no answer")).kind == "outage"
+    # A catalog error by inheritance whose cause is the table's: a truncated metadata.json.
+    try:
+        json.loads("{")
+    except ValueError as bad:
+        unreadable = _raised(TableUnreadableError("catalog 'lake' failed to load table lake.ns.t: ..."), bad)
+    assert root_cause(unreadable).kind == "error"
+    # A class a message quotes (ours wrap as "Type: message").
+    assert root_cause(RuntimeError("ResidentDriverKilledError: exited (exit -9)")).kind == "outage"

@@ -16,14 +16,17 @@
 * **Retries after failure**: a table whose last maintenance run failed is retried after a backoff
   that doubles with each failure in a row (:meth:`TableRuns.retry_at`). A run of several tables
   counts against the tables that failed in it, not against those it maintained (materialized), and
-  the failed table's cause (e.g. access denied) comes back with it from the run's tags.
+  the failed table's cause (e.g. access denied) comes back with it from the run's tags. A run
+  *interrupted* by something other than its table (an outage, a lost worker, a conflicting commit,
+  the catalog refusing a token) is retried soon instead, but every kind of interruption has a cap:
+  past it, in a row, the next ones count as the table's failures (:data:`INTERRUPTIONS_BEFORE_FAILURE`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
@@ -49,14 +52,30 @@ OUTAGE = "outage"
 # landed, is reconciled by its run id), did not fail for its table either: retried as soon.
 WORKER_LOST = "worker_lost"
 COMMIT_CONFLICT = "commit_conflict"
-INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST, COMMIT_CONFLICT})
+# The catalog refused the maintenance identity (causes.py "auth"): once, a token that went stale when
+# the catalog restarted (the chaos soak restarts its REST catalog; the next run gets a new one).
+AUTH = "auth"
 # The wait after an interruption doubles per interruption in a row up to this (as Kubernetes' crash
 # loop backoff does): a lake under repeated faults is retried within minutes of the last one (the
 # chaos soak: doubling on, a table interrupted five times in a row waited 16 minutes).
 INTERRUPTION_MAX_WAIT_SECONDS = 300.0
-# A table whose runs lose their worker this many times in a row is failing after all (its runs run
-# out of memory, say): the next losses count as its failures, with the table's backoff.
+# Every kind of interruption is capped: a table whose runs are interrupted by one kind this many
+# times in a row is failing after all, and the next ones count as its failures, with its backoff.
+# Runs that lose their worker every time run out of memory, say.
 LOST_WORKERS_BEFORE_FAILURE = 10
+# Retried 1, 2, 4, then every 5 minutes: about 50 minutes of a store, catalog or driver down, more
+# than twice the longest streak the chaos soak saw (5), before the table's failure state shows it.
+OUTAGES_BEFORE_FAILURE = 12
+# A conflict is retried on a fresh snapshot and lands unless writers keep committing: five in a row
+# (about 17 minutes) says the table's writers leave maintenance no window (its quiet period is short).
+CONFLICTS_BEFORE_FAILURE = 5
+# A token gone stale is replaced by the next run's: a second refusal in a row is wrong credentials.
+AUTH_FAILURES_BEFORE_FAILURE = 1
+# Interruptions of mixed kinds (an outage, then a lost worker, ...): at most this many in a row, so
+# no mix of kinds is retried every few minutes forever (above every kind's own cap).
+INTERRUPTIONS_BEFORE_FAILURE = 20
+INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST, COMMIT_CONFLICT, AUTH})
+ANY_INTERRUPTION = "any"  # the key of TableRuns.streaks counting interruptions of any kind
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
@@ -88,23 +107,31 @@ class TableRuns:
     failures_in_a_row: int = 0
     last_failure_kind: str | None = None  # of the latest failure, when its run named this table
     last_failure_cause: str | None = None
-    # The latest runs were interrupted: an outage, a lost worker, a conflict (not counted as failures).
+    # The latest runs were interrupted: an outage, a lost worker, a conflict, a refused token (within
+    # their caps: not counted as failures).
     interruptions_in_a_row: int = 0
-    lost_workers_in_a_row: int = 0
+    # Runs in a row that the latest kind of interruption ended, by kind (another kind starts its own
+    # streak), and under ANY_INTERRUPTION those that any kind ended; counted on past the caps.
+    streaks: dict[str, int] = field(default_factory=dict)
 
     def failure_reason(self) -> str | None:
         """What the latest failure's run recorded of its cause, for the sensor's reason (None: nothing)."""
-        if self.interruptions_in_a_row and self.last_failure_kind == WORKER_LOST:
-            return f"the run's worker was lost: {self.last_failure_cause}; retrying soon"
-        if self.interruptions_in_a_row and self.last_failure_kind == COMMIT_CONFLICT:
-            return f"a writer's commit conflicted with the run's: {self.last_failure_cause}; retrying soon"
+        kind, cause = self.last_failure_kind, self.last_failure_cause
+        if kind == AUTH:
+            said = f"the catalog refused the maintenance identity's credentials: {cause}"
+            said += " (fix them in icelake.yaml)"
+            return f"{said}; retrying once soon" if self.interruptions_in_a_row else said
         if self.interruptions_in_a_row:
-            return f"the store, catalog or Spark driver was unreachable: {self.last_failure_cause}; retrying soon"
-        if self.last_failure_kind == "access_denied":
+            what = _INTERRUPTED.get(kind or OUTAGE, _INTERRUPTED[OUTAGE])
+            return f"{what}: {cause}; retrying soon"
+        if kind in _INTERRUPTED:  # past its cap
+            runs = self.streaks.get(ANY_INTERRUPTION, 0)
             return (
-                f"access denied: {self.last_failure_cause} (fix the permissions of the maintenance identity)"
+                f"{_INTERRUPTED[kind]}: {cause} (interrupted {runs} runs in a row: the table's failure now)"
             )
-        return self.last_failure_cause
+        if kind == "access_denied":
+            return f"access denied: {cause} (fix the permissions of the maintenance identity)"
+        return cause
 
     def retry_at(self, base_seconds: float = FAILED_RUN_BACKOFF_SECONDS) -> float | None:
         """When a table whose last run failed may be launched again (None: its last run did not fail).
@@ -120,6 +147,36 @@ class TableRuns:
         if not self.failures_in_a_row:
             return None
         return self.last_finished + min(base_seconds * 2 ** (self.failures_in_a_row - 1), MAX_BACKOFF_SECONDS)
+
+
+_INTERRUPTED = {
+    WORKER_LOST: "the run's worker was lost",
+    COMMIT_CONFLICT: "a writer's commit conflicted with the run's",
+    OUTAGE: "the store, catalog or Spark driver was unreachable",
+}
+
+
+def _caps() -> dict[str, int]:
+    # Read at each call, so a test may change a cap.
+    return {
+        OUTAGE: OUTAGES_BEFORE_FAILURE,
+        WORKER_LOST: LOST_WORKERS_BEFORE_FAILURE,
+        COMMIT_CONFLICT: CONFLICTS_BEFORE_FAILURE,
+        AUTH: AUTH_FAILURES_BEFORE_FAILURE,
+    }
+
+
+def _interrupted(entry: TableRuns, kind: str | None, caps: Mapping[str, int]) -> bool:
+    """Counts the run that ended with ``kind`` (None: it did not fail) in the table's streaks; True
+    when it was an interruption within its caps (not the table's failure)."""
+    if kind not in INTERRUPTIONS:
+        entry.streaks = {}
+        return False
+    streaks = entry.streaks
+    entry.streaks = {ANY_INTERRUPTION: streaks.get(ANY_INTERRUPTION, 0) + 1, kind: streaks.get(kind, 0) + 1}
+    return (
+        entry.streaks[kind] <= caps[kind] and entry.streaks[ANY_INTERRUPTION] <= INTERRUPTIONS_BEFORE_FAILURE
+    )
 
 
 def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
@@ -189,6 +246,7 @@ def table_runs(
                 entry.in_flight = entry.in_flight or f"backfill {backfill.backfill_id}"
     since = datetime.fromtimestamp(now - HISTORY_SECONDS, tz=UTC)
     records = instance.get_run_records(RunsFilter(statuses=FINISHED_STATUSES, updated_after=since))
+    caps = _caps()
     # Oldest first, so the latest finished run of a table sets its status and resets its failure count.
     for record in sorted(records, key=lambda r: r.end_time or r.update_timestamp.timestamp()):
         run = record.dagster_run
@@ -205,12 +263,9 @@ def table_runs(
             named = run.tags.get(FAILURE_TABLE_TAG) == name
             entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
             entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
-            # An interruption is not the table's failure: its streak stays as it was, they count apart.
-            lost = failed and entry.last_failure_kind == WORKER_LOST
-            entry.lost_workers_in_a_row = entry.lost_workers_in_a_row + 1 if lost else 0
-            interrupted = failed and entry.last_failure_kind in INTERRUPTIONS
-            if lost and entry.lost_workers_in_a_row > LOST_WORKERS_BEFORE_FAILURE:
-                interrupted = False  # its runs keep losing their worker: the table's failure now
+            # An interruption is not the table's failure: its streak stays as it was, they count apart
+            # (past its cap an interruption is the table's failure: its runs keep being interrupted).
+            interrupted = _interrupted(entry, entry.last_failure_kind if failed else None, caps)
             entry.interruptions_in_a_row = entry.interruptions_in_a_row + 1 if interrupted else 0
             if not interrupted:
                 entry.failures_in_a_row = entry.failures_in_a_row + 1 if failed else 0

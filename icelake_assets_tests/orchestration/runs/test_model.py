@@ -6,6 +6,7 @@ runs of one table at once, whatever launched them. No Spark: runs are queued and
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import yaml
 from dagster import DagsterRunStatus, RunsFilter, instance_for_test
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
@@ -376,3 +377,118 @@ def test_a_table_whose_runs_keep_losing_their_worker_is_failing_after_all(make_l
         assert state.failures_in_a_row == 2 and state.interruptions_in_a_row == 0
         assert state.last_finished is not None
         assert state.retry_at(600.0) == state.last_finished + 1200.0
+
+
+def _failed_run(instance, defs, ref, kind, cause):
+    """A maintenance run of the table that failed naming it, its kind and cause (as the op tags it)."""
+    tags = {TABLE_TAG: str(ref), **run_model.failure_tags(str(ref), kind, cause)}
+    run = _queue(instance, defs, ref, tags)
+    _start(instance, run.run_id)
+    instance.report_run_failed(instance.get_run_by_id(run.run_id))
+
+
+def _refused_by_spark():
+    from icelake_assets_tests.test_causes import NOT_AUTHORIZED
+
+    return Exception(NOT_AUTHORIZED)
+
+
+def _refused_by_pyiceberg():
+    from pyiceberg.exceptions import UnauthorizedError
+
+    from icelake_assets.catalog.connection import TableUnreadableError
+
+    try:
+        try:
+            raise UnauthorizedError("NotAuthorizedException: Credentials have expired")
+        except UnauthorizedError as err:
+            raise TableUnreadableError("catalog 'lake' failed to load table: UnauthorizedError") from err
+    except TableUnreadableError as err:
+        return err
+
+
+@pytest.mark.parametrize("refused", [_refused_by_spark, _refused_by_pyiceberg])
+def test_a_catalog_that_refuses_the_identity_twice_in_a_row_is_the_tables_failure(
+    make_lake, tmp_path, refused
+):
+    """A wrong credential (a 401 every time) was taken for an outage and retried every few minutes
+    forever. The first refusal may be a token gone stale when the catalog restarted: retried once
+    soon; the second in a row is the table's failure, with its backoff and the fix in the reason."""
+    from icelake_assets.causes import root_cause
+
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+    cause = root_cause(refused())
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _failed_run(instance, defs, ref, cause.kind, str(cause))
+        first = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+        assert (first.interruptions_in_a_row, first.failures_in_a_row) == (1, 0)
+        assert first.last_finished is not None
+        assert first.retry_at(600.0) == first.last_finished + run_model.OUTAGE_RETRY_SECONDS
+        assert "retrying once soon" in (first.failure_reason() or "")
+
+        _failed_run(instance, defs, ref, cause.kind, str(cause))
+        second = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+        assert (second.interruptions_in_a_row, second.failures_in_a_row) == (0, 1)
+        assert second.last_finished is not None
+        assert second.retry_at(600.0) == second.last_finished + 600.0
+        reason = second.failure_reason() or ""
+        assert reason == (
+            f"the catalog refused the maintenance identity's credentials: {cause} (fix them in icelake.yaml)"
+        )
+        assert "Credentials have expired" in reason
+
+
+@pytest.mark.parametrize(
+    ("kind", "cap"),
+    [(run_model.OUTAGE, "OUTAGES_BEFORE_FAILURE"), (run_model.COMMIT_CONFLICT, "CONFLICTS_BEFORE_FAILURE")],
+)
+def test_outages_and_conflicts_past_their_cap_count_as_the_tables_failures(make_lake, tmp_path, kind, cap):
+    """Every kind of interruption is capped, not only lost workers: a catalog down for good, or
+    writers that leave maintenance no window, end in the table's failure state and its backoff."""
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+    limit = getattr(run_model, cap)
+    assert 1 < limit < run_model.INTERRUPTIONS_BEFORE_FAILURE
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for n in range(limit + 2):
+            _failed_run(instance, defs, ref, kind, "catalog 'lake' unreachable")
+            state = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+            if n < limit:
+                assert (state.interruptions_in_a_row, state.failures_in_a_row) == (n + 1, 0)
+        assert (state.interruptions_in_a_row, state.failures_in_a_row) == (0, 2)
+        assert state.last_finished is not None
+        assert state.retry_at(600.0) == state.last_finished + 1200.0
+        assert f"interrupted {limit + 2} runs in a row" in (state.failure_reason() or "")
+        # A run that succeeds ends the streaks: the next interruption is retried soon again.
+        run = _queue(instance, defs, ref, {TABLE_TAG: str(ref)})
+        _start(instance, run.run_id)
+        _finish(instance, run.run_id)
+        _failed_run(instance, defs, ref, kind, "catalog 'lake' unreachable")
+        state = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+        assert (state.interruptions_in_a_row, state.failures_in_a_row) == (1, 0)
+
+
+def test_interruptions_of_mixed_kinds_are_capped_too(make_lake, tmp_path, monkeypatch):
+    """Kinds that take turns (an outage, a lost worker, an outage...) never reach their own caps: the
+    streak of any kind has one as well."""
+    monkeypatch.setattr(run_model, "INTERRUPTIONS_BEFORE_FAILURE", 3)
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+    kinds = [run_model.OUTAGE, run_model.WORKER_LOST, run_model.OUTAGE, run_model.WORKER_LOST]
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        seen = []
+        for kind in kinds:
+            _failed_run(instance, defs, ref, kind, "gone")
+            state = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+            seen.append((state.interruptions_in_a_row, state.failures_in_a_row))
+        assert seen == [(1, 0), (2, 0), (3, 0), (0, 1)]
+        assert "the run's worker was lost: gone (interrupted 4 runs in a row" in (
+            state.failure_reason() or ""
+        )

@@ -66,6 +66,7 @@ def icelake_definitions(
     # Here, not at the top: `dg list components` and `dg scaffold defs` import this module (the
     # registry entry point), and the definitions' code (pyiceberg, pyarrow) costs them 2 s.
     from icelake_assets.orchestration.project import build_definitions
+    from icelake_assets.orchestration.sensors.recovery import build_recovery_sensor
 
     if isinstance(config, Settings):
         settings = config
@@ -88,7 +89,10 @@ def icelake_definitions(
     if overrides:
         keys = type(keys).model_validate({**keys.model_dump(), **overrides})
         settings = settings.model_copy(update={"asset_keys": keys})
-    return build_definitions(settings, standalone=False)
+    # A user's workspace has no recovery location of the product's: the recovery sensor comes along.
+    return Definitions.merge(
+        build_definitions(settings, standalone=False), Definitions(sensors=[build_recovery_sensor()])
+    )
 
 
 @scaffold_with(IcelakeScaffolder)

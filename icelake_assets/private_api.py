@@ -79,6 +79,20 @@ PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
         "_dataframe_to_data_files",
         "Transaction.append writes and commits in one step",
     ),
+    # A step raises it to end its run CANCELED (what Dagster's own interrupt raises): a terminated run
+    # whose worker fenced itself (maintenance/fencing.py) ends as Terminate says, not as a failure.
+    "DagsterExecutionInterruptedError": (
+        "dagster._core.errors",
+        "DagsterExecutionInterruptedError",
+        "the interrupt error is not exported",
+    ),
+    # The run storage's key-value table: the storage sets and gets keys, but deletes none (the
+    # product's run keys are removed once their run is settled: runs/housekeeping.py).
+    "KeyValueStoreTable": (
+        "dagster._core.storage.runs.schema",
+        "KeyValueStoreTable",
+        "the storage has no delete for its key-value store",
+    ),
     "check_pyarrow_schema_compatible": (
         "pyiceberg.io.pyarrow",
         "_check_pyarrow_schema_compatible",

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
 import time
 
 import psutil
+import pytest
 
-from icelake_assets.planning.stale_runs import Lease
-from icelake_assets.processes import pid_alive, process_start, same_process
+from icelake_assets.processes import host_identity, pid_alive, same_process, same_process_ticks, start_ticks
 
 
 def _zombie() -> subprocess.Popen:
@@ -34,18 +36,33 @@ def test_a_zombie_is_not_alive():
     assert pid_alive(os.getpid())
 
 
-def test_a_start_time_tells_a_reused_pid_apart():
+def test_start_ticks_tell_a_reused_pid_apart_and_ignore_the_wall_clock():
     me = os.getpid()
-    started = process_start(me)
-    assert started is not None and abs(started - psutil.Process(me).create_time()) < 0.01
-    assert same_process(me, started)
-    assert same_process(me, None)
-    assert not same_process(me, started + 1)  # the same PID, another process
+    ticks = start_ticks(me)
+    assert ticks is not None and ticks > 0
+    assert same_process_ticks(me, ticks)
+    assert same_process_ticks(me, None)
+    assert not same_process_ticks(me, ticks + 1)  # the same PID, another process
+    # psutil's start time is boot time plus these ticks: they agree to the tick.
+    hz = os.sysconf("SC_CLK_TCK")
+    assert abs(psutil.boot_time() + ticks / hz - psutil.Process(me).create_time()) < 2 / hz + 1
 
 
-def test_a_lease_keeps_its_start_time_and_an_earlier_version_s_is_not_misread():
-    lease = Lease("h", 7, 12.5, started=1767225600.25)
-    assert Lease.loads(lease.dumps()) == lease
-    # Before, "started" held clock ticks since boot: read as a start time it would fail a live run.
-    old = '{"host": "h", "pid": 7, "renewed_at": 12.5, "released": false, "started": 4242}'
-    assert Lease.loads(old) == Lease("h", 7, 12.5)
+def test_the_host_identity_names_the_pid_namespace():
+    """A process in a PID namespace of its own (a container with host networking) has the host's name
+    but another identity: its PIDs mean nothing here."""
+    import shutil
+
+    mine = host_identity()
+    assert mine.startswith(socket.gethostname() + "/") and "pid:[" in mine
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("unshare needs root here")
+    code = "from icelake_assets.processes import host_identity; print(host_identity())"
+    out = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert out.split("/")[:2] == mine.split("/")[:2] and out != mine

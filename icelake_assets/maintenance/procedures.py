@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import Row, SparkSession
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance import commit_tags, resident_spark, spark_actions
+from icelake_assets.maintenance import commit_tags, fencing, spark_actions
 from icelake_assets.partitions.quoting import quote_identifier, sql_string
 
 
@@ -49,7 +49,7 @@ def call_procedure(spark: SparkSession, ref: TableRef, procedure: str, **args: A
     }
     rendered = ", ".join(f"{name} => {sql_value(value)}" for name, value in named.items())
     sql = f"CALL {quote_identifier(ref.catalog)}.system.{procedure}({rendered})"
-    with resident_spark.committing(procedure):
+    with fencing.committing(procedure):
         return spark.sql(sql).collect()
 
 
@@ -140,7 +140,7 @@ def remove_dangling_deletes(spark: SparkSession, ref: TableRef) -> dict[str, Any
             rewrite.deleteFile(f)
         for key, value in commit_tags.session_properties(spark).items():
             rewrite.set(key, value)
-        with resident_spark.committing("remove_dangling_deletes"):
+        with fencing.committing("remove_dangling_deletes"):
             rewrite.commit()
         spark.sql(f"REFRESH TABLE {table_identifier(ref)}")
     return out

@@ -17,7 +17,7 @@ from icelake_assets.catalog.connection import TableRef, current_snapshot_id as _
 from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
 from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance import plan, procedures
+from icelake_assets.maintenance import fencing, plan, procedures
 from icelake_assets.maintenance.results import (
     ExpireResult,
     ManifestResult,
@@ -152,6 +152,7 @@ def remove_orphan_files(
         removed, errors = [], []
         for orphan in orphans:
             try:
+                fencing.check(f"{ref} remove_orphan_files")  # each deletion is a commit
                 table.io.delete(orphan.path)
                 removed.append(orphan.path)
             except FileNotFoundError:

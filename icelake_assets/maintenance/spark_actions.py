@@ -7,8 +7,9 @@ its run by time alone. The actions behind the procedures take ``snapshotProperty
 call them through py4j as the procedures do (Iceberg 1.10's RewriteDataFilesProcedure,
 RewriteManifestsProcedure, RewritePositionDeleteFilesProcedure: the same table load, options,
 strategy, sort order, ``where`` translation, result rows, cache refresh), plus the properties.
-Every call is marked as committing in the run's lease on the shared driver (resident_spark.py): a
-run that dies in the middle of one cannot go on committing through the driver.
+Every call is checked against the run's fence and marked as committing in the run's lease on the
+shared driver (fencing.py, resident_spark.py): a run that dies or is fenced in the middle of one cannot
+go on committing through the driver.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance import commit_tags, resident_spark
+from icelake_assets.maintenance import commit_tags, fencing
 from icelake_assets.partitions.quoting import quote_identifier
 
 
@@ -63,7 +64,7 @@ def _refresh(spark: SparkSession, ref: TableRef) -> None:
 def _acting(spark: SparkSession, ref: TableRef, what: str) -> Iterator[tuple[Any, Any]]:
     """The table and Iceberg's SparkActions for one committing action, marked committing on the shared
     driver while it runs; Spark's cache of the table refreshed after it."""
-    with resident_spark.committing(what):
+    with fencing.committing(what):
         yield (
             load_iceberg_table(spark, ref),
             _jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(_jsession(spark)),

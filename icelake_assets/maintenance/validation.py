@@ -26,6 +26,7 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.maintenance import fencing
 from icelake_assets.maintenance.procedures import count_rows
 from icelake_assets.types import IcelakeError
 
@@ -243,6 +244,7 @@ def rollback_if_safe(table: Table, before_snapshot_id: int | None) -> RollbackOu
             "rollback would not refuse a writer committing meanwhile",
         )
     try:
+        fencing.check("rollback")
         table.manage_snapshots().rollback_to_snapshot(before_snapshot_id).commit()
     except CommitFailedException as err:
         return RollbackOutcome(False, f"a writer committed while rolling back ({err})")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource, DagsterInstance, DagsterRun, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
 from pydantic import PrivateAttr
@@ -16,15 +18,18 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
+from icelake_assets import private_api
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog, table_ref
 from icelake_assets.catalog.known_tables import known_tables
 from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
+from icelake_assets.maintenance import fencing
 from icelake_assets.maintenance.preflight import preflight
 from icelake_assets.maintenance.resident_spark import Attachment, attach, spark_runs_here
 from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
 from icelake_assets.orchestration.runs.leases import RunLease
+from icelake_assets.planning.stale_runs import max_runtime_seconds
 from icelake_assets.policies import EffectivePolicy, policy_for, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 
@@ -49,6 +54,17 @@ def manifest_cache() -> ManifestCache:
     return _MANIFEST_CACHE
 
 
+def _ensure_max_runtime(instance: DagsterInstance, run: DagsterRun) -> None:
+    """Every run of the product carries ``dagster/max_runtime``: runs of the implicit asset job (the
+    UI's Materialize, backfills) get the backstop the product's own jobs are launched with. Run
+    monitoring reads the run's tags on every pass, so a tag added now counts."""
+    tag = private_api.MAX_RUNTIME_SECONDS_TAG
+    if tag in run.tags:
+        return
+    with contextlib.suppress(Exception):  # the storage is down: the lease's watch still guards
+        instance.add_run_tags(run.run_id, {tag: str(max_runtime_seconds(0))})
+
+
 class IcelakeResource(ConfigurableResource):
     """Settings, catalogs and health statistics of the lake.
 
@@ -64,9 +80,14 @@ class IcelakeResource(ConfigurableResource):
         # (runs/leases.py), so a run whose worker died is failed by the sensor whatever killed it. The
         # lease ends with the run (no teardown here: it would make every context of this resource a
         # context manager, sensors' included).
+        # The same thread watches the run: judged dead, or terminated from the UI or by max_runtime,
+        # it is fenced before its next commit (maintenance/fencing.py).
         run = context.run
-        if run is not None and context.instance is not None:
-            self._lease = RunLease(context.instance, run.run_id).start()
+        # A finished run's resources (a result read after the run) have no run to hold.
+        if run is not None and context.instance is not None and not run.is_finished:
+            fencing.reset()
+            self._lease = RunLease(context.instance, run.run_id, on_fenced=fencing.fence).start()
+            _ensure_max_runtime(context.instance, run)
 
     @property
     def settings(self) -> Settings:
@@ -150,7 +171,7 @@ class IcebergSparkResource(LazyPySparkResource):
         # environment now), so they reach Spark without ever being stored in run config.
         if self._spark_session is None:
             conf = {**self.spark_config, **self._secrets()}
-            with quiet_py4j():
+            with quiet_py4j(), _keep_sigint():
                 if self.session == "shared" and not spark_runs_here():
                     self._spark_session, self._attachment = attach(conf, self.idle_seconds)
                     if self._log is not None:
@@ -177,6 +198,21 @@ class IcebergSparkResource(LazyPySparkResource):
                     )
         self._checked = True
         return session
+
+
+@contextmanager
+def _keep_sigint() -> Iterator[None]:
+    """PySpark's SparkContext replaces the SIGINT handler with one that cancels *every* job of the
+    context: on the shared driver, a terminate of one run would cancel all runs' jobs, and Dagster's
+    own handler (which ends the run CANCELED) would be gone. Dagster's handler is put back; the run's
+    own Spark work is stopped by its fence (maintenance/fencing.py)."""
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main and handler is not None:
+            signal.signal(signal.SIGINT, handler)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from dagster import (
     op,
 )
 
+from icelake_assets import private_api
 from icelake_assets.catalog.connection import (
     CatalogUnavailableError,
     TableMissingError,
@@ -32,7 +33,7 @@ from icelake_assets.catalog.connection import (
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
-from icelake_assets.maintenance import rewrite
+from icelake_assets.maintenance import fencing, rewrite
 from icelake_assets.maintenance.commit_tags import tag_session, untag_session
 from icelake_assets.maintenance.preflight import PreflightError
 from icelake_assets.maintenance.result_dicts import op_result_from_dict
@@ -59,10 +60,12 @@ def load_table_of_run(icelake: IcelakeResource, ref: TableRef, context: OpExecut
     try:
         return icelake.load_table(ref)
     except (TableMissingError, CatalogUnavailableError) as err:
-        outage = isinstance(err, CatalogUnavailableError)
-        if outage and context is not None:
-            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), "outage", str(err)))
-        raise Failure(description=str(err), allow_retries=outage) from err
+        # Its kind by the cause's class (causes.py): a catalog down is an outage, a catalog refusing the
+        # maintenance identity (401) is "auth", which counts as the table's failure once repeated.
+        kind = root_cause(err).kind if isinstance(err, CatalogUnavailableError) else None
+        if kind is not None and context is not None:
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), kind, str(err)))
+        raise Failure(description=str(err), allow_retries=kind == "outage") from err
 
 
 def selected_tables(context: OpExecutionContext, group: TableGroup) -> list[DiscoveredTable]:
@@ -96,6 +99,20 @@ def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef,
         raise Failure(description=said, allow_retries=False)
 
 
+def stop_if_fenced(context: OpExecutionContext, err: BaseException | None = None) -> None:
+    """A fenced run (maintenance/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
+    Dagster raises itself on Terminate); judged dead or without a lease, it fails saying why."""
+    reason = fencing.fenced()
+    if reason is None:
+        return
+    context.log.warning(f"this run stops before its next commit: {reason}")
+    if fencing.was_canceled():
+        raise private_api.DagsterExecutionInterruptedError() from err
+    raise Failure(
+        description=f"this run stops before its next commit: {reason}", allow_retries=False
+    ) from err
+
+
 def op_step(
     group: TableGroup,
     name: str,
@@ -126,6 +143,7 @@ def op_step(
         state: RunState | None,
     ) -> tuple[RunState, str | None]:
         ref = dt.ref
+        stop_if_fenced(context)
         table = load_table_of_run(icelake, ref, context)
         policy = icelake.policy(table)
         if state is None:
@@ -159,6 +177,8 @@ def op_step(
         except Failure:
             raise
         except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
+            if fencing.fenced() is not None:  # its Spark work was stopped by the fence, on purpose
+                stop_if_fenced(context, err)
             write_op_failure(
                 context,
                 icelake.settings,

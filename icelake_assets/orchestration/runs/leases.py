@@ -14,16 +14,24 @@ Dagster's daemons keep their cursors in): a renewal is one small upsert, never a
 from __future__ import annotations
 
 import atexit
+import contextlib
+import multiprocessing.util
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
-from dagster import DagsterInstance
+import psutil
+from dagster import DagsterEventType, DagsterInstance
 
-from icelake_assets.planning.stale_runs import LEASE_RENEW_SECONDS, Lease
-from icelake_assets.processes import process_start, same_process
+from icelake_assets.planning.stale_runs import (
+    LEASE_RENEW_SECONDS,
+    SELF_FENCE_SECONDS,
+    WATCH_SECONDS,
+    Lease,
+)
+from icelake_assets.processes import host_identity, same_process_ticks, start_ticks
 
 LEASE_KEY_PREFIX = "icelake/run_lease/"
 
@@ -50,48 +58,111 @@ def _write(instance: DagsterInstance, run_id: str, lease: Lease) -> None:
     instance.run_storage.set_cursor_values({lease_key(run_id): lease.dumps()})
 
 
+# When an observer (the recovery) last saw each lease change, on the observer's own clock: a lease of
+# another host is judged by that, never by comparing that host's clock with ours.
+SEEN_KEY_PREFIX = "icelake/run_lease_seen/"
+
+
+def observe_leases(instance: DagsterInstance, leases: Mapping[str, Lease], now: float) -> dict[str, float]:
+    """For each run's lease, how long the observer has seen it unchanged (0 on a change or a first
+    sight), recording what it saw. One read and at most one write per call."""
+    if not leases:
+        return {}
+    seen = instance.run_storage.get_cursor_values({SEEN_KEY_PREFIX + r for r in leases})
+    unchanged: dict[str, float] = {}
+    updates: dict[str, str] = {}
+    for run_id, lease in leases.items():
+        mark = f"{lease.holder}:{lease.beat}:{int(lease.released)}"
+        before, _, at = (seen.get(SEEN_KEY_PREFIX + run_id) or "").partition(" ")
+        try:
+            since = float(at) if before == mark else None
+        except ValueError:
+            since = None
+        if since is None or since > now:
+            updates[SEEN_KEY_PREFIX + run_id] = f"{mark} {now}"
+            unchanged[run_id] = 0.0
+        else:
+            unchanged[run_id] = now - since
+    if updates:
+        instance.run_storage.set_cursor_values(updates)
+    return unchanged
+
+
 def read_lease(instance: DagsterInstance, run_id: str) -> Lease | None:
     return read_leases(instance, [run_id]).get(run_id)
 
 
 def worker_alive(lease: Lease) -> bool:
-    """Whether the process a lease of this host names still runs: its PID, and its start time when
-    the lease has one (a PID reused after the worker died is another process)."""
-    return same_process(lease.pid, lease.started)
+    """Whether the run worker a lease of this host identity names still runs: its PID, and its start
+    ticks when the lease has them (a PID reused after the worker died is another process)."""
+    return same_process_ticks(lease.pid, lease.ticks)
 
 
 class RunLease:
     """The lease of the run this process works for: taken at once, renewed by a daemon thread every
-    ``renew_seconds`` until the run is finished (or :meth:`release`). Best effort: a storage error is
-    retried on the next renewal (the lease's TTL is several renewals long)."""
+    ``renew_seconds`` until the run is finished (or :meth:`release`). The lease names the run worker
+    (the process whose life is the run's: under the multiprocess executor the orchestrating parent,
+    not this step process), so it follows the run across its step processes. Best effort: a storage
+    error is retried on the next renewal (the lease's TTL is several renewals long).
+
+    The same thread watches the run every ``watch_seconds``: a run failed by someone else (the
+    sensor's verdict), or terminated (CANCELING: the UI's Terminate, ``dagster/max_runtime``), is
+    fenced through ``on_fenced(reason, canceled)`` (maintenance/fencing.py) before its next commit; so
+    is a worker that could not renew its lease for ``SELF_FENCE_SECONDS``."""
 
     def __init__(
-        self, instance: DagsterInstance, run_id: str, renew_seconds: float = LEASE_RENEW_SECONDS
+        self,
+        instance: DagsterInstance,
+        run_id: str,
+        renew_seconds: float = LEASE_RENEW_SECONDS,
+        watch_seconds: float = WATCH_SECONDS,
+        on_fenced: Callable[[str, bool], None] | None = None,
     ) -> None:
         self._instance = instance
         self._run_id = run_id
         self._renew_seconds = renew_seconds
+        self._watch_seconds = min(watch_seconds, renew_seconds)
+        self._on_fenced = on_fenced
         self._stop = threading.Event()
         self._host = socket.gethostname()
-        self._pid = os.getpid()
-        self._started = process_start(self._pid)
+        self._identity = host_identity()
+        self._pid = run_worker_pid(instance, run_id)
+        self._ticks = start_ticks(self._pid)
+        self._beat = 0
+        self._renewed = time.monotonic()
+        self._fenced = False
         self._thread: threading.Thread | None = None
 
+    @property
+    def worker_pid(self) -> int:
+        return self._pid
+
     def _renew(self, released: bool = False) -> None:
+        self._beat += 1
+        lease = Lease(
+            self._host,
+            self._pid,
+            time.time(),
+            released,
+            self._identity,
+            self._ticks,
+            self._beat,
+            os.getpid(),
+        )
         try:
-            _write(
-                self._instance,
-                self._run_id,
-                Lease(self._host, self._pid, time.time(), released, self._started),
-            )
+            _write(self._instance, self._run_id, lease)
+            self._renewed = time.monotonic()
         except Exception:  # the storage is down: the next renewal tries again
             pass
 
     def start(self) -> RunLease:
         self._renew()
-        # A worker that ends (its run done, failed or not) says so at exit: a lease left unreleased by a
-        # worker that is gone means it was killed (runs/recovery.py, mark_lost_workers).
+        # A step process that ends (its run done, failed or not) says so at exit: a lease left
+        # unreleased by a run worker that is gone means it was killed (runs/recovery.py,
+        # mark_lost_workers). Multiprocessing children leave through os._exit, which skips atexit:
+        # multiprocessing's own finalizers run there (and, in a plain process, at exit too).
         atexit.register(self.release)
+        multiprocessing.util.Finalize(self, type(self).release, args=(self,), exitpriority=10)
         self._thread = threading.Thread(
             target=self._loop, name=f"icelake-lease-{self._run_id[:8]}", daemon=True
         )
@@ -99,25 +170,85 @@ class RunLease:
         return self
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._renew_seconds):
-            if self._run_finished():
-                self._renew(released=True)
-                return
-            self._renew()
+        next_renewal = time.monotonic() + self._renew_seconds
+        while not self._stop.wait(self._watch_seconds):
+            status = self._run_status()
+            if status is not None and status not in _IN_PROGRESS:
+                self._fence(status)
+                if status in _FINISHED:  # the run ended: the lease has nothing left to say
+                    self._renew(released=True)
+                    return
+            silent = time.monotonic() - self._renewed
+            if silent > SELF_FENCE_SECONDS:
+                self._fence_for(f"its lease could not be renewed for {silent:.0f} s", canceled=False)
+            if time.monotonic() >= next_renewal:
+                self._renew()
+                next_renewal = time.monotonic() + self._renew_seconds
 
-    def _run_finished(self) -> bool:
-        """The run ended (or its instance is gone): the lease has nothing left to say."""
+    def _run_status(self) -> str | None:
+        """The run's status word, or None when the storage cannot say (it may come back)."""
         try:
             run = self._instance.get_run_by_id(self._run_id)
-        except Exception:  # the storage is down: keep renewing, it may come back
-            return False
-        return run is None or run.is_finished
+        except Exception:
+            return None
+        return "SUCCESS" if run is None else run.status.value
+
+    def _fence(self, status: str) -> None:
+        if status in ("CANCELING", "CANCELED"):
+            self._fence_for(f"run {self._run_id} was terminated ({status})", canceled=True)
+        else:
+            self._fence_for(f"run {self._run_id} is no longer in progress ({status})", canceled=False)
+
+    def _fence_for(self, reason: str, canceled: bool) -> None:
+        if self._fenced or self._on_fenced is None:
+            return
+        self._fenced = True
+        try:
+            self._on_fenced(reason, canceled)
+        except Exception:  # fencing must never kill the watch
+            pass
 
     def release(self) -> None:
         if self._stop.is_set():
             return
         self._stop.set()
         atexit.unregister(self.release)
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._renew(released=True)
+
+
+_IN_PROGRESS = frozenset({"STARTING", "STARTED"})
+_FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
+# Dagster's engine events that name the run worker's PID: the code server's "Started process for run"
+# and the multiprocess executor's parent ("Executing steps using multiprocess executor: parent process").
+_PID_METADATA = "pid"
+
+
+def run_worker_pid(instance: DagsterInstance, run_id: str) -> int:
+    """The run worker of ``run_id`` as seen from this process: the nearest of this process's ancestors
+    that the run's engine events name by PID (the orchestrating process of a multiprocess run), else
+    this process (the in-process executor, ``dg launch``, a step launched where its parent is not)."""
+    me = os.getpid()
+    try:
+        ancestors = [p.pid for p in psutil.Process(me).parents()]
+    except psutil.Error:
+        return me
+    if not ancestors:
+        return me
+    try:
+        records = instance.get_records_for_run(
+            run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=200
+        ).records
+    except Exception:  # the storage is down: this process answers for the run
+        return me
+    named: set[int] = set()
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        data = event.engine_event_data if event is not None else None
+        value = (data.metadata or {}).get(_PID_METADATA) if data is not None else None
+        text = getattr(value, "value", getattr(value, "text", value))
+        with contextlib.suppress(TypeError, ValueError):
+            named.add(int(str(text)))
+    named.discard(me)
+    return next((pid for pid in ancestors if pid in named), me)

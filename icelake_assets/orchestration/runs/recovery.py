@@ -1,40 +1,52 @@
 """Recovery after a crash, on every tick of the maintenance sensor:
 
 * stale runs: the product's runs whose worker is gone (their leases, runs/leases.py; the rule,
-  planning/stale_runs.py) are failed through Dagster's public ``report_run_failed``: their pools and
-  run slots free up, and the run model sees a lost worker (a short wait, then a retry);
+  planning/stale_runs.py) are terminated through the instance's run launcher (a verdict that was
+  wrong stops the run: its worker sees it and fences itself, maintenance/fencing.py), then failed
+  through Dagster's public ``report_run_failed``: their pools and run slots free up, and the run
+  model sees a lost worker (a short wait, then a retry);
 * lost workers: the product's runs that Dagster failed after their worker was killed (its code server
-  lived) are tagged the same way, so their tables too are retried soon, not after a failure backoff;
+  lived), or whose worker was killed while it was launched, are tagged the same way, so their tables
+  too are retried soon, not after a failure backoff;
 * commits no record spans: the commits of failed runs, found by the run id they carry, are written to
   the audit (audit/reconcile.py), so the audit covers every maintenance commit."""
 
 from __future__ import annotations
 
-import socket
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 from pyiceberg.table import Table
 
 from icelake_assets.audit.reconcile import reconcile
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.audit.writer import write_audit
-from icelake_assets.orchestration.runs.leases import read_leases, worker_alive
+from icelake_assets.orchestration.runs.leases import observe_leases, read_leases, worker_alive
 from icelake_assets.orchestration.runs.model import FAILURE_KIND_TAG, WORKER_LOST, failure_tags
 from icelake_assets.planning import stale_runs
-from icelake_assets.planning.stale_runs import Lease, RunView, lost_worker_reason, stale_reason
+from icelake_assets.planning.stale_runs import (
+    Lease,
+    RunView,
+    launch_killed_reason,
+    lost_worker_reason,
+    stale_reason,
+)
 from icelake_assets.private_api import NOT_FINISHED_STATUSES
+from icelake_assets.processes import host_identity
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
 
 # Tags of a run the product failed, or found failed, because its worker was gone (the failure tags
 # name its table).
 STALE_TAG = "icelake/stale_run"
+# A failed run whose launch the recovery read (so its events are read once).
+LAUNCH_CHECKED_TAG = "icelake/launch_checked"
 
 
 @dataclass(frozen=True)
@@ -78,22 +90,29 @@ def fail_stale_runs(
     run model sees a failure (the table's backoff, then a retry). One query of the unfinished runs and
     one of their leases per call."""
     now = time.time() if now is None else now
-    host = socket.gethostname()
+    identity = host_identity()
     records = instance.get_run_records(
         RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])
     )
     # A run holding a lease is the product's whatever its job (only the product's resource takes one):
     # the overview asset's runs, say, which name no table and no job of the product's.
     leases = read_leases(instance, [r.dagster_run.run_id for r in records])
+    unchanged = observe_leases(instance, leases, now)
     ours = [(r, tables) for r in records if (tables := _ours(r.dagster_run, is_ours, leases)) is not None]
     failed: list[StaleRun] = []
     for record, tables in ours:
         run = record.dagster_run
-        view = RunView(run.run_id, run.status.value, _since(instance, run, record), leases.get(run.run_id))
+        view = RunView(
+            run.run_id,
+            run.status.value,
+            _since(instance, run, record),
+            leases.get(run.run_id),
+            unchanged.get(run.run_id),
+        )
         reason = stale_reason(
             view,
             now,
-            host,
+            identity,
             alive,
             stale_runs.LEASE_TTL_SECONDS if ttl_seconds is None else ttl_seconds,
             stale_runs.NO_LEASE_GRACE_SECONDS if grace_seconds is None else grace_seconds,
@@ -107,6 +126,12 @@ def fail_stale_runs(
         # A run of one table names it, so the sensor's backoff reason says what happened to it.
         named = failure_tags(tables[0], WORKER_LOST, reason) if len(tables) == 1 else {}
         instance.add_run_tags(run.run_id, {STALE_TAG: WORKER_LOST, **named})
+        # Stopped before it is failed: should the verdict be wrong, the launcher stops the worker
+        # (its container, its process) and the worker, seeing its run end, commits nothing more.
+        _terminate(instance, run.run_id)
+        current = instance.get_run_by_id(run.run_id) or current
+        if current.is_finished:
+            continue
         instance.report_run_failed(current, message)
         failed.append(StaleRun(run.run_id, run.job_name, run.status.value, reason, tuple(tables)))
     return failed
@@ -136,20 +161,56 @@ def mark_lost_workers(
     are, the run model retries their tables soon instead of after a failure backoff. One read of the
     candidates' leases per call; a tagged run is not a candidate again."""
     now = time.time() if now is None else now
-    host = socket.gethostname()
+    identity = host_identity()
     candidates = [
         (r, tables) for r, tables in failed if FAILURE_KIND_TAG not in r.tags and STALE_TAG not in r.tags
     ]
     leases = read_leases(instance, [run.run_id for run, _ in candidates])
+    unchanged = observe_leases(instance, leases, now)
     lost: list[StaleRun] = []
     for run, tables in candidates:
-        reason = lost_worker_reason(leases.get(run.run_id), now, host, alive, stale_runs.LEASE_TTL_SECONDS)
+        lease = leases.get(run.run_id)
+        reason = lost_worker_reason(
+            lease, now, identity, alive, unchanged.get(run.run_id), stale_runs.LEASE_TTL_SECONDS
+        )
+        if reason is None and lease is None and LAUNCH_CHECKED_TAG not in run.tags:
+            reason = _launch_killed(instance, run)
         if reason is None:
             continue
         named = failure_tags(tables[0], WORKER_LOST, reason) if len(tables) == 1 else {}
         instance.add_run_tags(run.run_id, {STALE_TAG: WORKER_LOST, FAILURE_KIND_TAG: WORKER_LOST, **named})
         lost.append(StaleRun(run.run_id, run.job_name, run.status.value, reason, tuple(tables)))
     return lost
+
+
+def _terminate(instance: DagsterInstance, run_id: str) -> None:
+    """Ask the instance's run launcher to stop the run (Dagster's Terminate). A worker that is really
+    gone leaves the launcher nothing to stop: its answer and errors are not the verdict's concern."""
+    with contextlib.suppress(Exception):
+        instance.run_launcher.terminate(run_id)
+
+
+def _launch_killed(instance: DagsterInstance, run: DagsterRun) -> str | None:
+    """Why a failed run that never took a lease lost its worker at launch (the run queue's engine
+    error names the code server's "terminated unexpectedly with exit code -9"), or None. Read once
+    per run (a tag says it was)."""
+    records = instance.get_records_for_run(
+        run.run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=50
+    ).records
+    instance.add_run_tags(run.run_id, {LAUNCH_CHECKED_TAG: "1"})
+    for record in records:
+        entry = record.event_log_entry
+        event = entry.dagster_event
+        data = event.engine_event_data if event is not None else None
+        error = data.error if data is not None else None
+        texts = [entry.user_message or ""]
+        while error is not None:
+            texts.append(error.message)
+            error = error.cause
+        for text in texts:
+            if (reason := launch_killed_reason(text)) is not None:
+                return reason
+    return None
 
 
 RECONCILED_KEY_PREFIX = "icelake/reconciled/"

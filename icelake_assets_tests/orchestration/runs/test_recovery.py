@@ -181,7 +181,7 @@ def test_a_live_worker_renews_its_lease_until_its_run_ends(tmp_path):
         time.sleep(0.3)
         renewed = read_lease(instance, run.run_id)
         assert first and renewed and not renewed.released and first.pid == os.getpid()
-        assert renewed.renewed_at > first.renewed_at and first.started is not None
+        assert renewed.renewed_at > first.renewed_at and first.ticks is not None and renewed.beat > first.beat
         instance.report_run_failed(run)
         time.sleep(0.3)  # the lease ends with its run, by itself
         ended = read_lease(instance, run.run_id)
@@ -299,13 +299,13 @@ def test_a_run_failed_by_a_catalog_outage_is_retried_after_a_short_wait(make_lak
 def test_a_pid_reused_by_another_process_is_not_taken_for_the_worker():
     from icelake_assets.orchestration.runs.leases import worker_alive
     from icelake_assets.planning.stale_runs import Lease
-    from icelake_assets.processes import process_start
+    from icelake_assets.processes import start_ticks
 
     me = os.getpid()
-    started = process_start(me)
-    assert started is not None
-    assert worker_alive(Lease("h", me, 0.0, started=started))
-    assert not worker_alive(Lease("h", me, 0.0, started=started + 1))  # same PID, another process
+    ticks = start_ticks(me)
+    assert ticks is not None
+    assert worker_alive(Lease("h", me, 0.0, ticks=ticks))
+    assert not worker_alive(Lease("h", me, 0.0, ticks=ticks + 1))  # same PID, another process
     dead = subprocess.Popen(["true"])
     dead.wait()
     assert not worker_alive(Lease("h", dead.pid, 0.0))
@@ -319,6 +319,7 @@ def test_a_run_holding_a_lease_is_the_products_whatever_its_job(tmp_path):
 
     from icelake_assets.orchestration.runs.leases import lease_key
     from icelake_assets.planning.stale_runs import Lease
+    from icelake_assets.processes import host_identity
 
     @job
     def __ASSET_JOB():  # noqa: N802 - named as Dagster names its asset jobs
@@ -329,7 +330,7 @@ def test_a_run_holding_a_lease_is_the_products_whatever_its_job(tmp_path):
         other = instance.create_run_for_job(__ASSET_JOB, status=DagsterRunStatus.STARTED)
         dead = subprocess.Popen(["true"])
         dead.wait()
-        lease = Lease(socket.gethostname(), dead.pid, time.time())
+        lease = Lease(socket.gethostname(), dead.pid, time.time(), identity=host_identity())
         instance.run_storage.set_cursor_values({lease_key(leased.run_id): lease.dumps()})
         failed = run_recovery.fail_stale_runs(instance, lambda run: None)
         assert [f.run_id for f in failed] == [leased.run_id]

@@ -1,7 +1,8 @@
 """The resident Spark driver's own process (``python -m icelake_assets.maintenance.resident_driver``,
 started by resident_spark.attach): holds a SparkSession for the configuration read from stdin, cancels
-the job groups of leaseholders that die, stops itself and its JVM at once when one dies while
-committing, and exits after ``idle`` seconds without a lease or a job (or on SIGTERM)."""
+the job groups of leaseholders that die and, on every pass, of fenced leases (resident_spark.fence_lease),
+stops itself and its JVM at once when a leaseholder dies or is fenced while committing, and exits after
+``idle`` seconds without a lease or a job (or on SIGTERM)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import select
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from icelake_assets.maintenance.resident_spark import (
     BUSY,
+    FENCED,
     LEASES,
     POLL_S,
     STATE_FILE,
@@ -24,36 +27,75 @@ from icelake_assets.maintenance.resident_spark import (
 )
 from icelake_assets.processes import pid_alive
 
+# How often the resident sweeps while a lease of it is fenced: each job such a run submits is
+# cancelled within this (the pass also runs when a leaseholder dies, and every POLL_S otherwise).
+FENCED_POLL_S = 0.1
 
-def _sweep_leases(folder: Path, context, owner: int) -> tuple[int, list[str]]:
-    """Cancel the job groups of leaseholders that died; the number of live leases, and what the dead
-    ones of this resident (``owner``, its PID) were committing (their procedure goes on in the JVM:
-    the caller must stop it). A dead run of an earlier resident, killed with its JVM, left its lease
-    behind: its work died with that JVM, so the lease is only removed (a new driver stopped itself at
-    once for such leases, failing the run that had just started it: seen in the chaos soak)."""
-    live, doomed = 0, []
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease file (resident_spark: written by attach, committing and fence_lease)."""
+
+    group: str
+    holder: str  # the PID of the resident it attached to
+    busy: str | None  # "committing <what>" while committing
+    fenced: str | None  # the reason, once fenced
+
+
+def parse_lease(text: str) -> Lease:
+    head, *rest = text.splitlines() or [""]
+    group, _, holder = head.strip().partition(" ")
+    busy = next((line for line in rest if line.startswith(BUSY)), None)
+    fenced = next((line[len(FENCED) :].strip() for line in rest if line.startswith(FENCED)), None)
+    return Lease(group, holder, busy, fenced)
+
+
+@dataclass
+class _Sweep:
+    live: int = 0  # leases whose holder lives
+    doomed: list[str] = field(default_factory=list)  # what dead or fenced runs of this resident commit
+    cancel: dict[str, str] = field(default_factory=dict)  # job groups to cancel, and what to log
+    fenced: bool = False
+
+
+def _sweep_leases(folder: Path, owner: int, told: set[str]) -> _Sweep:
+    """Read the leases (files only: the caller holds the folder lock, and a JVM call could block for
+    good under it, every attaching run waiting behind). The job groups to cancel: of leaseholders that
+    died, and on every pass of live ones whose lease is fenced (``told``: fences already logged). What
+    the dead or fenced ones of this resident (``owner``, its PID) were committing: their procedure
+    goes on in the JVM, the caller must stop it. A dead run of an earlier resident, killed with its
+    JVM, left its lease behind: its work died with that JVM, so the lease is only removed (a new driver
+    stopped itself at once for such leases, failing the run that had just started it: the chaos soak)."""
+    sweep = _Sweep()
     for lease in (folder / LEASES).glob("*"):
-        if lease.name.isdigit() and pid_alive(int(lease.name)):
-            live += 1
-            continue
+        alive = lease.name.isdigit() and pid_alive(int(lease.name))
+        sweep.live += alive
         try:
-            head, *state = lease.read_text().splitlines() or [""]
+            state = parse_lease(lease.read_text())
         except OSError:
             continue
-        group, _, holder = head.strip().partition(" ")
-        if holder != str(owner):
-            lease.unlink(missing_ok=True)
+        if alive:
+            if state.fenced is None or state.holder != str(owner):
+                continue
+            sweep.fenced = True
+            said = f"PID {lease.name} is fenced ({state.fenced}): cancelling job group {state.group} on every pass"
+            if state.group:  # every pass: the jobs it submitted since the last one fail (logged once)
+                sweep.cancel[state.group] = "" if said in told else said
+                told.add(said)
+            if state.busy:
+                sweep.doomed.append(f"PID {lease.name} is fenced ({state.fenced}) while {state.busy}")
             continue
-        if group:
-            context.cancelJobGroup(group)
-            print(
-                f"{time.strftime('%H:%M:%S')} PID {lease.name} is gone: cancelled job group {group}",
-                flush=True,
-            )
-        if state and state[0].startswith(BUSY):
-            doomed.append(f"PID {lease.name} died while {state[0]}")
+        if state.holder == str(owner):
+            if state.group:
+                sweep.cancel[state.group] = f"PID {lease.name} is gone: cancelled job group {state.group}"
+            if state.busy:
+                sweep.doomed.append(f"PID {lease.name} died while {state.busy}")
         lease.unlink(missing_ok=True)
-    return live, doomed
+    return sweep
+
+
+def _live(folder: Path) -> int:
+    return sum(p.name.isdigit() and pid_alive(int(p.name)) for p in (folder / LEASES).glob("*"))
 
 
 class _Deaths:
@@ -130,26 +172,32 @@ def serve(folder: Path, idle_seconds: float) -> None:
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
     idle_since = time.monotonic()
     deaths = _Deaths()
+    sweep, told = _Sweep(), set[str]()
     while not stopping:
-        deaths.wait(folder, POLL_S)
-        with locked(folder):
-            live, doomed = _sweep_leases(folder, context, os.getpid())
-            if doomed:
+        deaths.wait(folder, FENCED_POLL_S if sweep.fenced else POLL_S)
+        with locked(folder):  # no JVM call under the lock (_sweep_leases)
+            sweep = _sweep_leases(folder, os.getpid(), told)
+            if sweep.doomed:
                 # Under the lock: no run attaches to a driver about to die.
                 (folder / STATE_FILE).unlink(missing_ok=True)
                 print(
-                    f"{time.strftime('%H:%M:%S')} {'; '.join(doomed)}: stopping the driver and its JVM "
+                    f"{time.strftime('%H:%M:%S')} {'; '.join(sweep.doomed)}: stopping the driver and its JVM "
                     "so that work cannot commit (runs attached now fail and are retried)",
                     flush=True,
                 )
                 _die(jvm_pid)
-            busy = live > 0 or bool(context.statusTracker().getActiveJobsIds())
-            if busy:
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since >= idle_seconds:
-                (folder / STATE_FILE).unlink(missing_ok=True)  # under the lock: no run attaches now
-                print(f"{time.strftime('%H:%M:%S')} idle for {idle_seconds:.0f} s: stopping", flush=True)
-                break
+        for group, note in sweep.cancel.items():
+            context.cancelJobGroup(group)
+            if note:
+                print(f"{time.strftime('%H:%M:%S')} {note}", flush=True)
+        if sweep.live > 0 or context.statusTracker().getActiveJobsIds():
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since >= idle_seconds:
+            with locked(folder):  # no run attaches now; one that attached since the sweep has a lease
+                if _live(folder) == 0:
+                    (folder / STATE_FILE).unlink(missing_ok=True)
+                    print(f"{time.strftime('%H:%M:%S')} idle for {idle_seconds:.0f} s: stopping", flush=True)
+                    break
     (folder / STATE_FILE).unlink(missing_ok=True)
     spark.stop()
 

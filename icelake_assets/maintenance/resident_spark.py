@@ -16,14 +16,20 @@ run had called goes on in the JVM (a partial-progress rewrite submits its next f
 jobs and commits the finished ones). So a run marks its lease *committing* around every call that
 may commit (:func:`committing`); when a leaseholder dies while committing, the resident stops itself
 and its JVM at once (SIGKILL of its process group) before that work can commit again. Runs attached
-at that moment fail and are retried; the next run starts a new resident. The resident exits by
-itself after ``idle`` seconds with no lease and no active job (or on SIGTERM to its PID); its JVM
-exits with it (PySpark's gateway server ends when its parent's pipe closes).
+at that moment fail and are retried; the next run starts a new resident. A run that must not commit
+any more *fences* its lease (:func:`fence_lease`): the resident cancels its jobs on every pass and
+stops as above should it be committing; :func:`committing` refuses to begin (:class:`RunFencedError`).
+The resident exits by itself after ``idle`` seconds with no lease and no active job (or on SIGTERM to
+its PID); its JVM exits with it (PySpark's gateway server ends when its parent's pipe closes).
 
-State lives in ``<base>/<digest of the configuration>/``: ``driver.json`` (PID, gateway port and
-auth token; mode 0600 in a 0700 folder), ``leases/``, ``driver.log``. The configuration, which may
-carry catalog credentials, reaches the resident on its stdin, never on disk; a different
-configuration gets a different resident.
+A driver is judged by a real call on its gateway under a timeout (resident_probe.py), not a TCP
+connect: a wedged JVM accepts connections but never answers. Such a driver is killed with its JVM
+and replaced, under the folder lock; its ``driver.log`` says so.
+
+State lives in ``<base>/<digest of the configuration and the code's version>/``: ``driver.json`` (PID,
+gateway port and auth token; mode 0600 in a 0700 folder), ``leases/``, ``driver.log``. The
+configuration, which may carry catalog credentials, reaches the resident on its stdin, never on disk;
+a different configuration gets a different resident, and so does an upgrade (:func:`code_version`).
 """
 
 from __future__ import annotations
@@ -31,23 +37,24 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
+from icelake_assets.maintenance.resident_probe import DRIVER_MODULE, kill_resident, probe, retire
 from icelake_assets.processes import pid_alive
 from icelake_assets.types import IcelakeError
 
-# The resident process itself (resident_driver.py), started by the first run that needs it.
-DRIVER_MODULE = "icelake_assets.maintenance.resident_driver"
 STATE_FILE = "driver.json"
 LOG_FILE = "driver.log"
 LEASES = "leases"
@@ -58,6 +65,10 @@ POLL_S = 0.5
 
 class ResidentSparkError(IcelakeError, RuntimeError):
     """The resident Spark driver could not be started or reached."""
+
+
+class RunFencedError(ResidentSparkError):
+    """This run's lease on the shared driver is fenced (:func:`fence_lease`): it may not commit."""
 
 
 class ResidentDriverKilledError(ResidentSparkError):
@@ -105,9 +116,29 @@ def default_base() -> Path:
     return Path.home() / ".cache" / "icelake_assets" / "spark"
 
 
+# The resident's own code: an editable install keeps its version across changes to these files.
+RESIDENT_SOURCES = tuple(Path(__file__).with_name(n) for n in ("resident_driver.py", "resident_spark.py"))
+
+
+@functools.cache
+def code_version() -> str:
+    """The installed product's version and a hash of the resident's sources (once per process)."""
+    try:
+        version = metadata.version("icelake_assets")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    sources = hashlib.sha256()
+    for path in RESIDENT_SOURCES:
+        with contextlib.suppress(OSError):
+            sources.update(path.read_bytes())
+    return f"{version}+{sources.hexdigest()[:12]}"
+
+
 def driver_folder(conf: Mapping[str, str], base: Path | None = None) -> Path:
-    """One folder per configuration (hashed: values may be secrets)."""
-    digest = hashlib.sha256(json.dumps(dict(sorted(conf.items()))).encode()).hexdigest()[:16]
+    """One folder per configuration (hashed: values may be secrets) and version of the code (after an
+    upgrade, runs start a new driver rather than attach to one running the old code)."""
+    key = {"conf": dict(sorted(conf.items())), "code": code_version()}
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
     return (base or default_base()) / digest
 
 
@@ -143,23 +174,21 @@ def read_driver(folder: Path) -> ResidentDriver | None:
     )
 
 
-def _listens(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2.0):
-            return True
-    except OSError:
-        return False
-
-
 def usable_driver(folder: Path) -> ResidentDriver | None:
-    """The folder's driver when its gateway answers. A state file whose PID lives but whose gateway
-    refuses (the driver was killed and its PID reused, or its JVM died alone) is removed, so a new
-    driver starts: else every run would fail connecting to it, for good (seen in the chaos soak)."""
+    """The folder's driver when its gateway answers a real call in time (call under the folder lock).
+    A state file whose PID lives but whose gateway refuses (the driver was killed and its PID reused,
+    or its JVM died alone) is removed, so a new driver starts: else every run would fail connecting to
+    it, for good (seen in the chaos soak). A driver that accepts but does not answer (a wedged JVM) is
+    killed with its JVM, and its state file removed: else every shared run would wait on it."""
     driver = read_driver(folder)
-    if driver is not None and not _listens(driver.port):
-        (folder / STATE_FILE).unlink(missing_ok=True)
+    if driver is None:
         return None
-    return driver
+    problem = probe(driver.port, driver.secret)
+    if problem is None:
+        return driver
+    (folder / STATE_FILE).unlink(missing_ok=True)
+    retire(driver.pid, f"driver {driver.app_id} (PID {driver.pid}) is unusable: {problem}", folder / LOG_FILE)
+    return None
 
 
 def _log_tail(folder: Path, lines: int = 30) -> str:
@@ -230,28 +259,81 @@ def _connect(driver: ResidentDriver):  # -> pyspark.sql.SparkSession
     return SparkSession(context, jsparkSession=shared.newSession())
 
 
-# This process's lease on a resident (set by attach): committing() marks it.
+# This process's lease on a resident (set by attach): committing() and fence_lease() mark it.
 # A lease's first line: the run's job group and the PID of the resident it attached to (a lease left by
-# a run of an earlier resident, killed with its JVM, names that one: its work died with it).
+# a run of an earlier resident, killed with its JVM, names that one: its work died with it). Then
+# "committing <what>" while committing() runs, and "fenced <reason>" once fence_lease() was called.
 _LEASE: Path | None = None
 _HEAD = ""
+_BUSY: str | None = None  # what committing() marks
+_FENCED: str | None = None  # why fence_lease() was called (also without a resident)
+_WRITING = threading.Lock()
 BUSY = "committing"
+FENCED = "fenced"
+
+
+def _write_lease() -> None:
+    """This process's lease as its state says, replaced at once (the resident never reads half)."""
+    if _LEASE is not None:
+        busy = "" if _BUSY is None else f"\n{BUSY} {_BUSY}"
+        fenced = "" if _FENCED is None else f"\n{FENCED} {_FENCED}"
+        tmp = _LEASE.parent.parent / f".lease.{os.getpid()}"  # not in leases/: the resident reads all there
+        tmp.write_text(f"{_HEAD}{busy}{fenced}\n")
+        os.replace(tmp, _LEASE)
+
+
+def fence_lease(reason: str) -> None:
+    """This run must not commit any more (say, its run lease was lost): marks its lease fenced. The
+    resident cancels the run's Spark jobs on every pass from now on (each new job fails within a
+    fraction of a second), and stops itself and its JVM at once should the run be committing; and
+    :func:`committing` refuses to begin. Without a resident, only the latter. The first reason stays."""
+    global _FENCED
+    with _WRITING:
+        if _FENCED is None:
+            _FENCED = " ".join(reason.split()) or "fenced"
+        with contextlib.suppress(OSError):
+            _write_lease()
+
+
+def reset_fence() -> None:
+    """Forget the fence (a new run in this process: tests, Dagster's in-process execution)."""
+    global _FENCED
+    with _WRITING:
+        _FENCED = None
+        with contextlib.suppress(OSError):
+            _write_lease()
+
+
+def attached_lease() -> Path | None:
+    """This process's lease on a resident driver, or None (no resident: a driver of its own, or none)."""
+    return _LEASE
+
+
+def lease_fenced() -> str | None:
+    """Why this process's lease is fenced (:func:`fence_lease`), or None."""
+    return _FENCED
 
 
 @contextlib.contextmanager
 def committing(what: str) -> Iterator[None]:
     """Marks this process's lease as committing while the block runs (nothing without a resident):
-    should the process die meanwhile, the resident stops before the work can commit again."""
-    lease = _LEASE
-    if lease is None:
+    should the process die meanwhile, the resident stops before the work can commit again. Refused
+    (:class:`RunFencedError`) once this process is fenced."""
+    global _BUSY
+    if _FENCED is not None:
+        raise RunFencedError(f"this run is fenced ({_FENCED}): it may not begin {what}")
+    if _LEASE is None:
         yield
         return
-    lease.write_text(f"{_HEAD}\n{BUSY} {what}\n")
+    with _WRITING:
+        before, _BUSY = _BUSY, what
+        _write_lease()
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            lease.write_text(_HEAD)
+        with _WRITING, contextlib.suppress(OSError):
+            _BUSY = before
+            _write_lease()
 
 
 def spark_runs_here() -> bool:
@@ -268,6 +350,7 @@ def attach(
     """A session of this process on the configuration's resident driver, started if none lives.
 
     Refused when this process already runs a Spark driver of its own (PySpark keeps one per process)."""
+    global _LEASE, _HEAD
     if spark_runs_here():
         raise ResidentSparkError("this process already has a SparkContext: use it instead")
     began = time.monotonic()
@@ -280,10 +363,9 @@ def attach(
             driver = _start(folder, conf, idle_seconds)
         leases = folder / LEASES
         leases.mkdir(exist_ok=True, mode=0o700)
-        head = f"{group} {driver.pid}"
-        (leases / str(os.getpid())).write_text(head)
-    global _LEASE, _HEAD
-    _LEASE, _HEAD = leases / str(os.getpid()), head
+        with _WRITING:
+            _LEASE, _HEAD = leases / str(os.getpid()), f"{group} {driver.pid}"
+            _write_lease()
     atexit.register(release, folder)
     try:
         session = _connect(driver)
@@ -303,7 +385,8 @@ def release(folder: Path) -> None:
 
 
 def stop(folder: Path, timeout_s: float = 30.0) -> bool:
-    """Stop the folder's resident driver by its PID (SIGTERM, then SIGKILL); True if one was running."""
+    """Stop the folder's resident driver by its PID (SIGTERM, then SIGKILL of it and its JVM: a wedged
+    one ignores SIGTERM); True if one was running."""
     driver = read_driver(folder)
     if driver is None:
         return False
@@ -312,7 +395,7 @@ def stop(folder: Path, timeout_s: float = 30.0) -> bool:
     while pid_alive(driver.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     if pid_alive(driver.pid):
-        os.kill(driver.pid, signal.SIGKILL)
+        kill_resident(driver.pid)
     (folder / STATE_FILE).unlink(missing_ok=True)
     return True
 

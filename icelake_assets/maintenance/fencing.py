@@ -30,10 +30,9 @@ import threading
 from collections.abc import Iterator
 
 from icelake_assets.maintenance import resident_spark
-from icelake_assets.types import IcelakeError
 
 
-class RunFencedError(IcelakeError, RuntimeError):
+class RunFencedError(resident_spark.RunFencedError):
     """This run may no longer commit: it was judged dead, terminated or lost its lease."""
 
     def __init__(self, what: str, reason: str, canceled: bool) -> None:
@@ -78,6 +77,7 @@ def reset() -> None:
     """Forget the fence (a new run in this process: tests, and Dagster's in-process execution)."""
     with _LOCK:
         _state.update(reason=None, canceled=False, committing=None)
+    resident_spark.reset_fence()
 
 
 @contextlib.contextmanager

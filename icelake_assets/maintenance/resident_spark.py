@@ -52,7 +52,7 @@ from importlib import metadata
 from pathlib import Path
 
 from icelake_assets.maintenance.resident_probe import DRIVER_MODULE, kill_resident, probe, retire
-from icelake_assets.processes import pid_alive
+from icelake_assets.processes import host_identity, pid_alive
 from icelake_assets.types import IcelakeError
 
 STATE_FILE = "driver.json"
@@ -135,9 +135,10 @@ def code_version() -> str:
 
 
 def driver_folder(conf: Mapping[str, str], base: Path | None = None) -> Path:
-    """One folder per configuration (hashed: values may be secrets) and version of the code (after an
-    upgrade, runs start a new driver rather than attach to one running the old code)."""
-    key = {"conf": dict(sorted(conf.items())), "code": code_version()}
+    """One folder per configuration (hashed: values may be secrets), version of the code (after an
+    upgrade, runs start a new driver rather than attach to one running the old code) and host identity
+    (containers sharing $DAGSTER_HOME each judge only drivers and leases whose PIDs they can ask)."""
+    key = {"conf": dict(sorted(conf.items())), "code": code_version(), "host": host_identity()}
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
     return (base or default_base()) / digest
 

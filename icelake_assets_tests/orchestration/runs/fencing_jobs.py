@@ -1,7 +1,6 @@
 """Jobs of the fencing tests, importable by a run worker and by the multiprocess executor's step
 processes (reconstructable): each op holds the product's resource, hence the run's lease and fence."""
 
-
 import os
 import time
 

@@ -22,10 +22,6 @@ from pathlib import Path
 
 import psutil
 
-# Start times are compared with this tolerance: psutil derives them from boot time plus clock ticks
-# (1/100 s), and a lease stores them rounded.
-START_TOLERANCE_SECONDS = 0.05
-
 
 @functools.cache
 def host_identity() -> str:
@@ -64,7 +60,7 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
-def same_process_ticks(pid: int, ticks: int | None) -> bool:
+def same_process(pid: int, ticks: int | None) -> bool:
     """``pid`` runs and is the process that started at ``ticks`` (None: the PID alone decides)."""
     if not pid_alive(pid):
         return False
@@ -93,21 +89,3 @@ def pid_alive(pid: int) -> bool:
         return False
     except psutil.AccessDenied:
         return True
-
-
-def process_start(pid: int) -> float | None:
-    """When a process started (epoch seconds, rounded to 1/100 s); None when it is gone or unreadable."""
-    try:
-        return round(psutil.Process(pid).create_time(), 2)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def same_process(pid: int, started: float | None) -> bool:
-    """``pid`` runs and is the process that started at ``started`` (None: the PID alone decides)."""
-    if not pid_alive(pid):
-        return False
-    if started is None:
-        return True
-    now = process_start(pid)
-    return now is None or abs(now - started) <= START_TOLERANCE_SECONDS

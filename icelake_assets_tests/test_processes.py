@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from icelake_assets.processes import host_identity, pid_alive, same_process, same_process_ticks, start_ticks
+from icelake_assets.processes import host_identity, pid_alive, same_process, start_ticks
 
 
 def _zombie() -> subprocess.Popen:
@@ -40,9 +40,9 @@ def test_start_ticks_tell_a_reused_pid_apart_and_ignore_the_wall_clock():
     me = os.getpid()
     ticks = start_ticks(me)
     assert ticks is not None and ticks > 0
-    assert same_process_ticks(me, ticks)
-    assert same_process_ticks(me, None)
-    assert not same_process_ticks(me, ticks + 1)  # the same PID, another process
+    assert same_process(me, ticks)
+    assert same_process(me, None)
+    assert not same_process(me, ticks + 1)  # the same PID, another process
     # psutil's start time is boot time plus these ticks: they agree to the tick.
     hz = os.sysconf("SC_CLK_TCK")
     assert abs(psutil.boot_time() + ticks / hz - psutil.Process(me).create_time()) < 2 / hz + 1

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from icelake_assets.processes import process_start, same_process
+from icelake_assets.processes import same_process, start_ticks
 from icelake_assets_tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def _descendants(root: int) -> dict[ProcKey, str]:
     for child in children:
         try:
             if child.status() != psutil.STATUS_ZOMBIE:
-                found[(child.pid, process_start(child.pid))] = " ".join(child.cmdline())
+                found[(child.pid, start_ticks(child.pid))] = " ".join(child.cmdline())
         except psutil.Error:
             pass
     return found

@@ -31,7 +31,7 @@ from icelake_assets.planning.stale_runs import (
     WATCH_SECONDS,
     Lease,
 )
-from icelake_assets.processes import host_identity, same_process_ticks, start_ticks
+from icelake_assets.processes import host_identity, same_process, start_ticks
 
 LEASE_KEY_PREFIX = "icelake/run_lease/"
 
@@ -95,7 +95,7 @@ def read_lease(instance: DagsterInstance, run_id: str) -> Lease | None:
 def worker_alive(lease: Lease) -> bool:
     """Whether the run worker a lease of this host identity names still runs: its PID, and its start
     ticks when the lease has them (a PID reused after the worker died is another process)."""
-    return same_process_ticks(lease.pid, lease.ticks)
+    return same_process(lease.pid, lease.ticks)
 
 
 class RunLease:

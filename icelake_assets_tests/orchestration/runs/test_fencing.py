@@ -63,6 +63,8 @@ def test_a_healthy_run_on_the_multiprocess_executor_is_never_failed(tmp_path):
             run = instance.get_run_by_id(result.run_id)
     assert not rec.errors and not rec.verdicts
     assert recovery.STALE_TAG not in run.tags and run.status == DagsterRunStatus.SUCCESS
+    # A run the product did not launch (Materialize, a backfill) gets the max_runtime backstop too.
+    assert int(run.tags["dagster/max_runtime"]) > 0
     lease = read_lease(instance, run.run_id)
     # It names the run worker (this process, the executor's parent), not the step processes.
     assert lease is not None and lease.pid == os.getpid() and lease.holder != os.getpid() and lease.released

@@ -42,7 +42,15 @@ class RunFencedError(resident_spark.RunFencedError):
 
 
 _LOCK = threading.Lock()
-_state: dict[str, object] = {"reason": None, "canceled": False, "committing": None}
+# armed: the run whose op this process executes now or last (only its watch may fence); acting: an op
+# of it is running (the fence guards the product's ops, never other code of a long-lived process).
+_state: dict[str, object] = {
+    "armed": None,
+    "reason": None,
+    "canceled": False,
+    "committing": None,
+    "acting": 0,
+}
 
 
 def fenced() -> str | None:
@@ -56,28 +64,47 @@ def was_canceled() -> bool:
 
 
 def check(what: str) -> None:
-    """Raise :class:`RunFencedError` if this process's run is fenced: call immediately before a commit."""
+    """Raise :class:`RunFencedError` if this process's run is fenced while one of its ops acts: call
+    immediately before a commit."""
     reason = fenced()
-    if reason is not None:
+    if reason is not None and _state["acting"]:
         raise RunFencedError(what, reason, was_canceled())
 
 
-def fence(reason: str, canceled: bool = False) -> None:
-    """Fence this process's run (idempotent: the first reason stays) and stop its Spark work."""
+def fence(run_id: str, reason: str, canceled: bool = False) -> None:
+    """Fence run ``run_id`` if it is this process's run (idempotent: the first reason stays), and stop
+    the Spark work of its op in flight."""
     with _LOCK:
-        if _state["reason"] is not None:
+        if _state["armed"] != run_id or _state["reason"] is not None:
             return
         _state["reason"], _state["canceled"] = reason, canceled
-        busy = _state["committing"]
-    resident_spark.fence_lease(reason)
-    _stop_own_driver(busy is not None)
+        busy, acting = _state["committing"], bool(_state["acting"])
+    if acting:
+        resident_spark.fence_lease(reason)
+        _stop_own_driver(busy is not None)
 
 
-def reset() -> None:
-    """Forget the fence (a new run in this process: tests, and Dagster's in-process execution)."""
+def arm(run_id: str) -> None:
+    """This process works for run ``run_id`` now: an earlier run's fence is forgotten (Dagster's
+    in-process execution and tests run several runs in one process)."""
     with _LOCK:
-        _state.update(reason=None, canceled=False, committing=None)
+        _state.update(armed=run_id, reason=None, canceled=False, committing=None)
     resident_spark.reset_fence()
+
+
+@contextlib.contextmanager
+def acting() -> Iterator[None]:
+    """An op of the armed run does its work (its commits are checked, its Spark work stopped when fenced)."""
+    with _LOCK:
+        _state["acting"] = int(_state["acting"]) + 1  # type: ignore[call-overload]
+        reason = fenced()
+    if reason is not None:
+        resident_spark.fence_lease(reason)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _state["acting"] = int(_state["acting"]) - 1  # type: ignore[call-overload]
 
 
 @contextlib.contextmanager
@@ -91,14 +118,20 @@ def committing(what: str) -> Iterator[None]:
         try:
             yield
         except (KeyboardInterrupt, SystemExit):
-            fence(f"interrupted while {what}", canceled=True)
+            _fence_armed(f"interrupted while {what}")
             raise
         except BaseException as err:
             if not isinstance(err, Exception):  # Dagster's DagsterExecutionInterruptedError
-                fence(f"interrupted while {what}", canceled=True)
+                _fence_armed(f"interrupted while {what}")
             raise
         finally:
             _state["committing"] = None
+
+
+def _fence_armed(reason: str) -> None:
+    armed = _state["armed"]
+    if isinstance(armed, str):
+        fence(armed, reason, canceled=True)
 
 
 def _stop_own_driver(committing_now: bool) -> None:

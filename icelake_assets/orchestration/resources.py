@@ -8,6 +8,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from dagster import ConfigurableResource, DagsterInstance, DagsterRun, InitResourceContext
@@ -85,8 +86,10 @@ class IcelakeResource(ConfigurableResource):
         run = context.run
         # A finished run's resources (a result read after the run) have no run to hold.
         if run is not None and context.instance is not None and not run.is_finished:
-            fencing.reset()
-            self._lease = RunLease(context.instance, run.run_id, on_fenced=fencing.fence).start()
+            fencing.arm(run.run_id)
+            self._lease = RunLease(
+                context.instance, run.run_id, on_fenced=partial(fencing.fence, run.run_id)
+            ).start()
             _ensure_max_runtime(context.instance, run)
 
     @property

@@ -166,14 +166,15 @@ def op_step(
             return session
 
         try:
-            outcome = work(
-                spark,
-                ref,
-                table,
-                policy,
-                lambda t: icelake.stats(t, policy),
-                **extra,
-            )
+            with fencing.acting():
+                outcome = work(
+                    spark,
+                    ref,
+                    table,
+                    policy,
+                    lambda t: icelake.stats(t, policy),
+                    **extra,
+                )
         except Failure:
             raise
         except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record

@@ -22,7 +22,7 @@ from icelake_assets.catalog.connection import (
     current_snapshot_id as _current_snapshot_id,
 )
 from icelake_assets.causes import root_cause
-from icelake_assets.maintenance import post_run
+from icelake_assets.maintenance import fencing, post_run
 from icelake_assets.maintenance.results import RewriteResult
 from icelake_assets.orchestration.assets.audit_trail import run_records, write_run_audit
 from icelake_assets.orchestration.assets.ops import load_table_of_run, record_maintained, selected_tables
@@ -60,7 +60,8 @@ def _validate_table(
     if rows.cross_engine is not None:
         state = replace(state, cross_engine=rows.cross_engine)
     if rows.mismatch:
-        rollback = post_run.roll_back(table, start)
+        with fencing.acting():  # a fenced run rolls nothing back (the new run may have committed)
+            rollback = post_run.roll_back(table, start)
         records = run_records(context, ref, state, policy, "failed", rows.mismatch, rows.result, rollback)
         write_run_audit(context, icelake.settings, ref, records, post_run.failed_outcome(rollback), duration)
         table.refresh()

@@ -34,6 +34,8 @@ from icelake_assets.planning.stale_runs import (
 from icelake_assets.processes import host_identity, same_process, start_ticks
 
 LEASE_KEY_PREFIX = "icelake/run_lease/"
+# Tags of a run the recovery failed, or found failed, because its worker was gone (runs/recovery.py).
+STALE_TAG = "icelake/stale_run"
 
 
 def lease_key(run_id: str) -> str:
@@ -172,12 +174,14 @@ class RunLease:
     def _loop(self) -> None:
         next_renewal = time.monotonic() + self._renew_seconds
         while not self._stop.wait(self._watch_seconds):
-            status = self._run_status()
-            if status is not None and status not in _IN_PROGRESS:
-                self._fence(status)
-                if status in _FINISHED:  # the run ended: the lease has nothing left to say
-                    self._renew(released=True)
-                    return
+            status, stale = self._run_status()
+            if status in ("CANCELING", "CANCELED"):
+                self._fence_for(f"run {self._run_id} was terminated ({status})", canceled=True)
+            elif stale:
+                self._fence_for(f"run {self._run_id} was judged dead and failed: {stale}", canceled=False)
+            if status in _FINISHED:  # the run ended: the lease has nothing left to say
+                self._renew(released=True)
+                return
             silent = time.monotonic() - self._renewed
             if silent > SELF_FENCE_SECONDS:
                 self._fence_for(f"its lease could not be renewed for {silent:.0f} s", canceled=False)
@@ -185,19 +189,18 @@ class RunLease:
                 self._renew()
                 next_renewal = time.monotonic() + self._renew_seconds
 
-    def _run_status(self) -> str | None:
-        """The run's status word, or None when the storage cannot say (it may come back)."""
+    def _run_status(self) -> tuple[str | None, str | None]:
+        """The run's status word (None when the storage cannot say: it may come back), and the
+        recovery's verdict when it failed the run as stale (its tag; a run that failed by its own
+        error is not fenced: it is ending here anyway)."""
         try:
             run = self._instance.get_run_by_id(self._run_id)
         except Exception:
-            return None
-        return "SUCCESS" if run is None else run.status.value
-
-    def _fence(self, status: str) -> None:
-        if status in ("CANCELING", "CANCELED"):
-            self._fence_for(f"run {self._run_id} was terminated ({status})", canceled=True)
-        else:
-            self._fence_for(f"run {self._run_id} is no longer in progress ({status})", canceled=False)
+            return None, None
+        if run is None:
+            return "SUCCESS", None
+        stale = run.tags.get(STALE_TAG) if run.status.value == "FAILURE" else None
+        return run.status.value, stale
 
     def _fence_for(self, reason: str, canceled: bool) -> None:
         if self._fenced or self._on_fenced is None:
@@ -218,7 +221,6 @@ class RunLease:
         self._renew(released=True)
 
 
-_IN_PROGRESS = frozenset({"STARTING", "STARTED"})
 _FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
 # Dagster's engine events that name the run worker's PID: the code server's "Started process for run"
 # and the multiprocess executor's parent ("Executing steps using multiprocess executor: parent process").

@@ -27,7 +27,7 @@ from icelake_assets.audit.reconcile import reconcile
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.audit.writer import write_audit
-from icelake_assets.orchestration.runs.leases import observe_leases, read_leases, worker_alive
+from icelake_assets.orchestration.runs.leases import STALE_TAG, observe_leases, read_leases, worker_alive
 from icelake_assets.orchestration.runs.model import FAILURE_KIND_TAG, WORKER_LOST, failure_tags
 from icelake_assets.planning import stale_runs
 from icelake_assets.planning.stale_runs import (
@@ -42,9 +42,6 @@ from icelake_assets.processes import host_identity
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
 
-# Tags of a run the product failed, or found failed, because its worker was gone (the failure tags
-# name its table).
-STALE_TAG = "icelake/stale_run"
 # A failed run whose launch the recovery read (so its events are read once).
 LAUNCH_CHECKED_TAG = "icelake/launch_checked"
 

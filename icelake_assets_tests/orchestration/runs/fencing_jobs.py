@@ -50,14 +50,15 @@ def commit_loop(context: OpExecutionContext, icelake: IcelakeResource) -> None:
     table = catalog(os.environ[WAREHOUSE_ENV]).load_table(TABLE)
     deadline = time.monotonic() + 60
     n = 0
-    while time.monotonic() < deadline:
-        try:
-            fencing.check("append")
-        except fencing.RunFencedError as err:
-            stop_if_fenced(context, err)
-        table.append(pa.table({"n": [n]}))
-        n += 1
-        time.sleep(0.2)
+    with fencing.acting():
+        while time.monotonic() < deadline:
+            try:
+                fencing.check("append")
+            except fencing.RunFencedError as err:
+                stop_if_fenced(context, err)
+            table.append(pa.table({"n": [n]}))
+            n += 1
+            time.sleep(0.2)
 
 
 @job(resource_defs={"icelake": IcelakeResource()})

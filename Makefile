@@ -63,9 +63,11 @@ bench: bootstrap
 # at random times for MINUTES (default 30), then the product alone; fails on a lost or duplicated row,
 # a missing file, an unaudited commit, a run left in flight, a table not Healthy within 10 minutes of
 # the last fault or a process left behind. `make soak MINUTES=3` is the short variant; SEED replays.
+# The instance on PostgreSQL (killed and restarted among the faults), partition backfills on the
+# multiprocess executor and runs terminated through the API (issue 38); STORAGE=sqlite for SQLite.
 MINUTES ?= 30
 soak: bootstrap
-	$(PY) -m bench.chaos_soak --minutes $(MINUTES) $(if $(SEED),--seed $(SEED))
+	$(PY) -m bench.chaos_soak --minutes $(MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(STORAGE),--storage $(STORAGE))
 
 clean:
 	rm -rf .lake .dagster_home .lake-s3

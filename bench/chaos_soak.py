@@ -3,21 +3,30 @@
     python -m bench.chaos_soak --minutes 30          # make soak
     python -m bench.chaos_soak --minutes 3           # make soak MINUTES=3
     python -m bench.chaos_soak --minutes 3 --seed 42 # replay a plan of faults
+    python -m bench.chaos_soak --minutes 3 --storage sqlite --backfill-every 0  # the soak before issue 38
 
-The stack: SeaweedFS (S3 + the Iceberg REST catalog, OAuth2 and access keys) on free 127.0.0.1
-ports; ``dagster-daemon run`` on the project's workspace with its dagster.yaml in a temporary
-DAGSTER_HOME; three tables in ``enforce`` with no quiet period, small thresholds and a 15 s sensor,
-so maintenance runs while the writers commit; the resident Spark driver's state in the soak's folder.
-The writers (bench/soak_writers.py, each a process keeping a ledger): pyiceberg appends every ~1.5 s
-to each table; on ``cow_deletes`` pyiceberg deletes earlier rows, on ``mor_deletes`` Spark deletes
-them merge-on-read (position delete files), on ``evolving`` a column then a partition field are added.
-The faults (bench/soak_faults.py) come at random times from a seeded plan for ``--minutes``; then the
+The stack, as users deploy it: SeaweedFS (S3 + the Iceberg REST catalog, OAuth2 and access keys) on
+free 127.0.0.1 ports; the Dagster instance's storage in PostgreSQL (the repo's dagster.postgres.yaml;
+bench/soak_postgres.py; ``--storage sqlite``: SQLite files in DAGSTER_HOME); ``dagster-daemon run`` on
+the project's workspace (two code locations: the lake's, and the recovery sensor's) with its
+dagster.yaml in a temporary DAGSTER_HOME; four tables in ``enforce`` with no quiet period, small
+thresholds and a 15 s sensor, so maintenance runs while the writers commit; the resident Spark
+driver's state in the soak's folder. The writers (bench/soak_writers.py, each a process keeping a
+ledger): pyiceberg appends every ~1.5 s to each table; on ``cow_deletes`` pyiceberg deletes earlier
+rows, on ``mor_deletes`` Spark deletes them merge-on-read (position delete files), on ``evolving`` a
+column then a partition field are added; ``daily`` is partitioned by day. Beside the sensor's runs,
+partition backfills of ``daily`` on the multiprocess executor, every other one in a PID namespace of
+its own (bench/soak_backfill.py, ``--backfill-every``). The faults (bench/soak_faults.py: kill -9 of a
+run worker, of the daemon's group, of SeaweedFS, of the Spark driver, of PostgreSQL; a run terminated
+through the API in its rewrite) come at random times from a seeded plan for ``--minutes``; then the
 writers stop and the product is left alone until every table is Healthy.
 
-Asserted at the end (bench/soak_checks.py), exit status 1 if any fails: no row lost or duplicated
-(ledgers vs pyiceberg and DuckDB), every referenced file exists, every maintenance commit in the
-audit, no run queued or in progress, every table Healthy within 10 minutes of the last fault, no
-process left behind. The fault log and the figures are printed as Markdown (BENCHMARKS.md).
+Asserted at the end (bench/soak_checks.py, bench/soak_run_checks.py), exit status 1 if any fails: no
+row lost or duplicated (ledgers vs pyiceberg and DuckDB), every referenced file exists, every
+maintenance commit in the audit, no run queued or in progress, every table Healthy within 10 minutes
+of the last fault, no run judged dead that succeeded, no backfill failed by the recovery while its
+worker lived, every terminated run CANCELED with no commit 10 s after its Terminate, no process left
+behind. The fault log and the figures are printed as Markdown (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import argparse
 import ctypes
 import dataclasses
 import json
+import logging
 import os
 import random
 import shutil
@@ -38,21 +48,26 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import soak_checks as checks
-from bench.soak_faults import FaultRecord, Injector, plan_faults
-from bench.soak_lake import CATALOG, KEY, NAMESPACE, SENSOR_INTERVAL, TABLES, create_tables, write_settings
+from bench import soak_checks as checks, soak_run_checks as run_checks
+from bench.soak_backfill import Backfiller, start_backfiller
+from bench.soak_faults import KINDS, FaultRecord, Injector, plan_faults
+from bench.soak_lake import (
+    CATALOG,
+    KEY,
+    NAMESPACE,
+    TABLES,
+    create_tables,
+    table_loader,
+    write_settings,
+)
+from bench.soak_phases import HEAL_LIMIT_SECONDS, first_appends, heal, health_details, warm_up
+from bench.soak_postgres import Postgres
 from bench.soak_report import Verdict, WriterLine, console, report, run_figures, say
-from bench.soak_stack import ROOT, Daemon, Reaper, Weed, descendants, kill_group, reap_orphans, stop_popen
+from bench.soak_stack import ROOT, Daemon, Reaper, Weed, kill_group, leftovers, stop_popen
 from bench.soak_writers import WRITERS, ledger_path, read_ledger, start_writer, table_ledgers
 from icelake_assets.demo.s3_lake import lake_environment
 
-HEAL_LIMIT_SECONDS = 600.0  # every table Healthy this long after the last fault (issue 31)
-# Past the limit the soak goes on watching this long, to tell "late" from "never".
-HEAL_OVERTIME_SECONDS = 900.0
-QUIET_CHECKS = 2  # healed: healthy and nothing in flight at this many polls in a row ...
-POLL_SECONDS = SENSOR_INTERVAL  # ... one sensor interval apart (the reconciling tick in between)
-RUNS_GRACE_SECONDS = 300.0  # then how long runs still in flight may take to end
-WARM_UP_SECONDS = 300.0  # the faults start once a first maintenance run started (at most this late)
+BACKFILL_END_SECONDS = 420.0  # a backfill in flight when the chaos ends may take this long to end
 
 
 @dataclass
@@ -70,6 +85,7 @@ class Soak:
     last_fault: float = 0.0
     healed_at: float | None = None  # seconds after the soak's start
     load: dict[str, str] = field(default_factory=dict)
+    postgres: Postgres | None = None  # the instance's server (--storage postgres)
 
     def clock(self) -> float:
         return time.monotonic() - self.t0
@@ -84,33 +100,21 @@ def watch(soak: Soak, weed: Weed, daemon: Daemon) -> None:
             )
             say(soak.t0, soak.events[-1])
             (daemon if name == "dagster-daemon" else weed).start()
+    if soak.postgres is not None and soak.postgres.postmaster() is None:
+        soak.events.append(f"{soak.clock():.0f} s: PostgreSQL exited by itself; restarted")
+        say(soak.t0, soak.events[-1])
+        soak.postgres.restart()
     for name, proc in soak.writers.items():
         if proc.poll() is not None and not any(name in e for e in soak.events):
             soak.events.append(f"{soak.clock():.0f} s: writer {name} exited ({proc.returncode})")
             say(soak.t0, soak.events[-1])
 
 
-def warm_up(soak: Soak, instance) -> None:
-    """The faults start once the loop turns: a first maintenance run started (the code server's first
-    load takes a minute or more on a busy machine), or after WARM_UP_SECONDS."""
-    from dagster import DagsterRunStatus, RunsFilter
-
-    from icelake_assets.orchestration.runs.model import TABLE_TAG
-
-    deadline = soak.clock() + WARM_UP_SECONDS
-    while soak.clock() < deadline:
-        started = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
-        if any(TABLE_TAG in r.tags for r in started):
-            say(soak.t0, "a first maintenance run started")
-            return
-        time.sleep(2)
-    say(soak.t0, f"no maintenance run started within {WARM_UP_SECONDS:.0f} s: the faults start anyway")
-
-
 def chaos(soak: Soak, weed: Weed, daemon: Daemon, injector: Injector, seconds: float) -> None:
     start = soak.clock()
     injector.until = start + seconds
-    plan = plan_faults(random.Random(soak.seed), seconds)
+    kinds = KINDS if soak.postgres is not None else tuple(k for k in KINDS if k != "postgres")
+    plan = plan_faults(random.Random(soak.seed), seconds, kinds_=kinds)
     say(soak.t0, f"chaos for {seconds:.0f} s: {len(plan)} faults planned")
     for fault in plan:
         if soak.clock() >= start + seconds:  # earlier faults waited for their targets until the end
@@ -142,68 +146,9 @@ def stop_writers(soak: Soak) -> None:
             proc.wait()
 
 
-def lake_state(settings, instance) -> tuple[list[checks.HealthCheck], list[str]]:
-    """Every table's health and the runs queued or in progress."""
-    from dagster import RunsFilter
-
-    from icelake_assets.catalog.connection import TableRef, open_catalog
-    from icelake_assets.catalog.known_tables import known_tables
-    from icelake_assets.private_api import NOT_FINISHED_STATUSES
-
-    catalog = open_catalog(settings, CATALOG)
-    known = known_tables(settings)
-    health = [
-        checks.check_health(settings, catalog, TableRef(CATALOG, (NAMESPACE,), t), known) for t in TABLES
-    ]
-    runs = instance.get_runs(RunsFilter(statuses=list(NOT_FINISHED_STATUSES)))
-    return health, [
-        f"{r.run_id[:8]} {r.status.value} {r.tags.get('icelake/table', r.job_name)}" for r in runs
-    ]
-
-
-def heal(soak: Soak, settings, instance) -> tuple[list[checks.HealthCheck], list[str]]:
-    """The product alone, polled until every table is Healthy with no run in flight at QUIET_CHECKS
-    polls in a row (``soak.healed_at``: the first of them), or HEAL_OVERTIME_SECONDS past the limit
-    (then the runs still in flight get RUNS_GRACE_SECONDS to end)."""
-    cap = max(soak.last_fault, soak.chaos_end) + HEAL_LIMIT_SECONDS + HEAL_OVERTIME_SECONDS
-    quiet, health, in_flight, said = 0, [], [], ""
-    while soak.clock() < cap:
-        try:
-            health, in_flight = lake_state(settings, instance)
-        except Exception as err:  # the catalog may be restarting: the next poll sees it
-            say(soak.t0, f"heal: lake not readable: {err}")
-            time.sleep(POLL_SECONDS)
-            continue
-        if all(h.ok for h in health) and not in_flight:
-            quiet += 1
-            soak.healed_at = soak.healed_at if quiet > 1 else soak.clock()
-            if quiet >= QUIET_CHECKS:
-                return health, in_flight
-        else:
-            quiet, soak.healed_at = 0, None
-        state = f"{sum(h.ok for h in health)}/{len(health)} Healthy, runs in flight: {in_flight or 'none'}"
-        if state != said:
-            say(
-                soak.t0,
-                f"heal: {state}; "
-                + "; ".join(f"{h.table}: {h.failing[0][:70]}" for h in health if h.failing),
-            )
-            said = state
-        time.sleep(POLL_SECONDS)
-    deadline = soak.clock() + RUNS_GRACE_SECONDS
-    while in_flight and soak.clock() < deadline:
-        time.sleep(POLL_SECONDS)
-        health, in_flight = lake_state(settings, instance)
-    return health, in_flight
-
-
-def health_details(health: list[checks.HealthCheck], healed_in: float | None) -> tuple[str, ...]:
-    if healed_in is None:
-        return tuple(f"{h.table}: {h.status}: {'; '.join(h.failing)}" for h in health if not h.ok)
-    return (f"every table Healthy {healed_in:.0f} s after the last fault",)
-
-
-def final_checks(soak: Soak, settings, weed: Weed, instance, health, in_flight) -> Verdict:
+def final_checks(
+    soak: Soak, settings, weed: Weed, instance, health, in_flight, backfiller, terminator
+) -> Verdict:
     from icelake_assets.audit.store import AuditLog
     from icelake_assets.catalog.connection import open_catalog
 
@@ -236,6 +181,10 @@ def final_checks(soak: Soak, settings, weed: Weed, instance, health, in_flight) 
             health_details(health, healed_in),
         ),
     )
+    backfills = run_checks.check_backfills(instance, backfiller.backfills if backfiller else ())
+    terminations = run_checks.check_terminations(instance, terminator.terminations, table_loader(settings))
+    errors = backfiller.errors if backfiller else ()
+    outcomes += run_checks.run_outcomes(instance, backfills, terminations, errors)
     return Verdict(
         outcomes,
         tuple(rows),
@@ -245,29 +194,8 @@ def final_checks(soak: Soak, settings, weed: Weed, instance, health, in_flight) 
         Counter(f"{r.kind}/{r.decision}" for r in records if r.table_name.startswith(f"{CATALOG}.")),
         healed_in,
         None if soak.healed_at is None else soak.healed_at - soak.chaos_end,
-    )
-
-
-def leftovers(soak: Soak) -> checks.Outcome:
-    """Anything still running under the soak (a child subreaper: orphans come back to it) is left
-    behind: named, then killed."""
-    deadline = time.monotonic() + 20
-    while True:
-        reap_orphans(set())
-        left = descendants(os.getpid())
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    for proc in left.values():
-        kill_group(proc.pgid)
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return checks.Outcome(
-        "processes: none left behind",
-        not left,
-        tuple(f"PID {p.pid} (group {p.pgid}): {p.cmdline[:160]}" for p in left.values()),
+        tuple(backfills),
+        tuple(terminations),
     )
 
 
@@ -286,6 +214,8 @@ def run(args: argparse.Namespace) -> int:
     from icelake_assets.settings import load_settings
 
     signal.signal(signal.SIGTERM, interrupted)
+    # dagster-postgres says so on the root logger at every retry while the postgres fault lasts.
+    logging.getLogger().addFilter(lambda r: "Retrying failed database connection" not in r.getMessage())
     # Orphans of what the soak starts (a resident driver whose run died) are reparented here.
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     folder = Path(tempfile.mkdtemp(prefix="chaos-soak-"))
@@ -295,17 +225,28 @@ def run(args: argparse.Namespace) -> int:
     say(soak.t0, f"seed {soak.seed}; folder {folder}; {soak.load['before']}")
     secret = f"soak-{random.Random(args.seed).getrandbits(64):016x}"
     weed = Weed(folder / "seaweedfs", (KEY, secret))
+    postgres = Postgres() if args.storage == "postgres" else None
     daemon: Daemon | None = None
+    injector: Injector | None = None
+    backfiller: Backfiller | None = None
     spark_state = folder / "spark"
 
     def ours() -> set[int]:  # the children Popen waits for itself
         procs = [*soak.writers.values(), weed.proc, daemon.proc if daemon else None]
-        return {p.pid for p in procs if p is not None}
+        pids = {p.pid for p in procs if p is not None}
+        return pids | (postgres.busy if postgres else set()) | (backfiller.pids() if backfiller else set())
 
     reaper = Reaper(ours)
     reaper.start()
     verdict: Verdict | None = None
     try:
+        if postgres is not None:
+            server = postgres.start()
+            soak.postgres = postgres
+            say(
+                soak.t0,
+                f"PostgreSQL on {server.host}:{server.port} ({postgres.data}): the instance's storage",
+            )
         weed.start()
         settings_path = write_settings(folder, weed)
         env = {
@@ -313,49 +254,75 @@ def run(args: argparse.Namespace) -> int:
             "PYTHONPATH": str(ROOT),
             BASE_ENV: str(spark_state),
             "DAGSTER_HOME": str(folder / "dagster_home"),  # never the project's own (the Makefile's)
+            **(postgres.env() if postgres else {}),
         }
         os.environ.update(env)
         settings = load_settings(settings_path)
         create_tables(settings)
-        daemon = Daemon.prepare(folder / "dagster_home", env)
-        daemon.start()
-        instance = DagsterInstance.from_config(str(daemon.home))
         chaos_s = args.minutes * 60
         for w in WRITERS:
             soak.writers[w.name] = start_writer(
                 w, folder, settings_path, CATALOG, NAMESPACE, env, args.seed, chaos_s
             )
+        first_appends(soak)
+        daemon = Daemon.prepare(folder / "dagster_home", env, postgres=postgres is not None)
+        instance = DagsterInstance.from_config(str(daemon.home))
+        instance.get_runs(limit=1)  # the storage's tables, before the daemon's processes race to make them
+        daemon.start()
         say(soak.t0, f"SeaweedFS S3 {weed.server.s3_endpoint}, catalog {weed.server.catalog_uri}; daemon up")
         warm_up(soak, instance)
-        injector = Injector(weed, daemon, spark_state, random.Random(args.seed + 1), soak.clock)
+        injector = Injector(
+            weed,
+            daemon,
+            spark_state,
+            random.Random(args.seed + 1),
+            soak.clock,
+            postgres,
+            table_loader(settings),
+        )
+        backfiller = start_backfiller(soak, args.backfill_every, args.seed, daemon.home, env)
         chaos(soak, weed, daemon, injector, chaos_s)
+        if backfiller is not None:
+            say(soak.t0, "chaos over: no new backfill; waiting for the one in flight")
+            backfiller.finish(BACKFILL_END_SECONDS)
         stop_writers(soak)
         soak.chaos_end = soak.clock()
         say(soak.t0, "writers stopped: the product alone")
         health, in_flight = heal(soak, settings, instance)
+        injector.terminator.stop()
         daemon.stop()
-        verdict = final_checks(soak, settings, weed, instance, health, in_flight)
+        verdict = final_checks(
+            soak, settings, weed, instance, health, in_flight, backfiller, injector.terminator
+        )
+        run_checks.dump_runs(instance, folder / "runs.jsonl")
     except (Exception, KeyboardInterrupt) as err:  # broken or stopped: still stop all, report what it saw
         import traceback
 
         traceback.print_exc()
         broke = checks.Outcome("the soak ran to its end", False, (f"{type(err).__name__}: {err}",))
     finally:
+        if backfiller is not None:
+            backfiller.finish(0)
         for proc in soak.writers.values():
             stop_popen(proc)
         if daemon is not None:
             daemon.stop()
+        if injector is not None:
+            injector.terminator.stop()
         stop_all(spark_state)  # the resident driver outlives its runs by design: stopped by its PID
         weed.stop()
+        if postgres is not None:
+            postgres.stop()
         reaper.stop()
-        processes = leftovers(soak)
+        processes = leftovers()
         soak.load["after"] = uptime()
     verdict = Verdict((broke,)) if verdict is None else verdict
     verdict = dataclasses.replace(verdict, outcomes=(*verdict.outcomes, processes))
     command = " ".join(["python -m bench.chaos_soak", *sys.argv[1:]])
     header = [
         f"\n## Chaos soak: {command}\n",
-        f"seed {soak.seed}; {soak.minutes:g} min of writers and faults; wall time {soak.clock() / 60:.1f} min",
+        f"seed {soak.seed}; {soak.minutes:g} min of writers and faults; wall time {soak.clock() / 60:.1f} min; "
+        f"instance storage {args.storage}; backfills every {args.backfill_every:g} s",
         f"load before: {soak.load['before']}",
         f"load after:  {soak.load['after']}\n",
     ]
@@ -366,6 +333,11 @@ def run(args: argparse.Namespace) -> int:
         "minutes": soak.minutes,
         "faults": [dataclasses.asdict(f) for f in soak.faults],
         "events": soak.events,
+        "storage": args.storage,
+        "backfills": [dataclasses.asdict(b.backfill) | {"status": b.status} for b in verdict.backfills],
+        "terminations": [
+            dataclasses.asdict(t.termination) | {"status": t.status} for t in verdict.terminations
+        ],
         "ok": ok,
         "load": soak.load,
         "wall_seconds": soak.clock(),
@@ -386,6 +358,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0, help="of writers and faults (default 30)")
     parser.add_argument("--seed", type=int, default=None, help="the fault plan's and writers' seed")
     parser.add_argument("--keep", action="store_true", help="keep the soak's folder even when it passes")
+    parser.add_argument(
+        "--storage",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="the Dagster instance's storage: PostgreSQL (dagster.postgres.yaml, killed by the postgres "
+        "fault; the default) or SQLite files in DAGSTER_HOME",
+    )
+    parser.add_argument(
+        "--backfill-every",
+        type=float,
+        default=90.0,
+        help="seconds between partition backfills on the multiprocess executor (default 90; 0: none)",
+    )
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(2**31)

@@ -5,7 +5,11 @@
 * ``daemon_group``: ``kill -9`` of the daemon's whole process group (daemon, code server, the runs it
   launched), as when the host dies, then a restart;
 * ``seaweedfs``: ``kill -9`` of the store and catalog, then a restart on the same data and ports;
-* ``spark_driver``: ``kill -9`` of the resident Spark driver (the PID in its ``driver.json``).
+* ``spark_driver``: ``kill -9`` of the resident Spark driver (the PID in its ``driver.json``);
+* ``postgres``: ``kill -9`` of the PostgreSQL postmaster holding the Dagster instance (``--storage
+  postgres``), then a restart on the same data folder and port (bench/soak_postgres.py);
+* ``terminate``: a maintenance run in progress, ideally in its rewrite, terminated through the API as
+  the UI's Terminate does it (bench/soak_terminate.py).
 
 A fault whose target does not exist yet (no run in progress, no driver) waits for one, at most
 TARGET_WAIT_SECONDS and never past the end of the phase.
@@ -24,13 +28,15 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
+from bench.soak_postgres import Postgres
 from bench.soak_stack import Daemon, Weed, read_proc
+from bench.soak_terminate import Terminator
 from icelake_assets.maintenance.resident_spark import STATE_FILE
 from icelake_assets.orchestration.runs.leases import read_leases
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 from icelake_assets.processes import pid_alive
 
-KINDS = ("run_worker", "daemon_group", "seaweedfs", "spark_driver")
+KINDS = ("run_worker", "daemon_group", "seaweedfs", "spark_driver", "postgres", "terminate")
 MEAN_GAP_SECONDS = 60.0
 TARGET_WAIT_SECONDS = 120.0  # how long a fault waits for its target to exist
 
@@ -41,13 +47,15 @@ class Fault:
     kind: str
 
 
-def plan_faults(rng: random.Random, seconds: float, mean_gap: float = MEAN_GAP_SECONDS) -> list[Fault]:
-    """About one fault per ``mean_gap`` (at least one of each kind), the kinds in shuffled rounds so
-    each comes as often, at uniform random times inside the phase."""
-    count = max(len(KINDS), round(seconds / mean_gap))
+def plan_faults(
+    rng: random.Random, seconds: float, mean_gap: float = MEAN_GAP_SECONDS, kinds_: tuple[str, ...] = KINDS
+) -> list[Fault]:
+    """About one fault per ``mean_gap`` (at least one of each kind of ``kinds_``), the kinds in shuffled
+    rounds so each comes as often, at uniform random times inside the phase."""
+    count = max(len(kinds_), round(seconds / mean_gap))
     kinds: list[str] = []
     while len(kinds) < count:
-        round_ = list(KINDS)
+        round_ = list(kinds_)
         rng.shuffle(round_)
         kinds += round_
     margin = min(15.0, seconds / 10)
@@ -82,18 +90,29 @@ class Injector:
         spark_state: Path,
         rng: random.Random,
         clock: Callable[[], float],
+        postgres: Postgres | None = None,
+        load_table: Callable[[str], object] | None = None,
     ) -> None:
         self.weed, self.daemon, self.spark_state, self.rng, self.clock = weed, daemon, spark_state, rng, clock
+        self.postgres = postgres
         self.instance = DagsterInstance.from_config(str(daemon.home))
+        self.terminator = Terminator(self.instance, load_table or (lambda name: None), clock)
         self.until = float("inf")  # the end of the chaos phase (soak clock): no fault waits past it
 
     def inject(self, kind: str) -> FaultRecord:
         return getattr(self, f"_{kind}")()
 
+    def _left(self) -> float:
+        """How long a fault may wait for its target: TARGET_WAIT_SECONDS, never past the phase."""
+        return min(TARGET_WAIT_SECONDS, max(0.0, self.until - self.clock()))
+
     def _wait(self, find: Callable[[], list]) -> list:
-        deadline = time.monotonic() + min(TARGET_WAIT_SECONDS, max(0.0, self.until - self.clock()))
+        deadline = time.monotonic() + self._left()
         while time.monotonic() < deadline:
-            found = find()
+            try:
+                found = find()
+            except Exception:  # the instance's PostgreSQL restarting: look again
+                found = []
             if found:
                 return found
             time.sleep(1)
@@ -174,3 +193,29 @@ class Injector:
         leases = len(list((self.spark_state).glob("*/leases/*")))
         kill9(pid)
         return FaultRecord(self.clock(), "spark_driver", pid, f"{leases} run(s) attached")
+
+    def _postgres(self) -> FaultRecord:
+        if self.postgres is None:
+            return FaultRecord(self.clock(), "postgres", None, "skipped: the instance is on SQLite")
+        at = self.clock()
+        pid, backends, outlived = self.postgres.kill()
+        down = self.rng.uniform(2, 8)
+        time.sleep(down)
+        started = time.monotonic()
+        self.postgres.restart()
+        back = down + time.monotonic() - started
+        left = f"; {outlived} outlived it (killed)" if outlived else ""
+        return FaultRecord(
+            at, "postgres", pid, f"{backends} backends{left}; down {back:.1f} s, same data and port", back
+        )
+
+    def _terminate(self) -> FaultRecord:
+        done = self.terminator.inject(self._left())
+        if done is None:
+            return FaultRecord(self.clock(), "terminate", None, "skipped: no run in progress")
+        return FaultRecord(
+            done.soak_at,
+            "terminate",
+            done.worker or 0,
+            f"run {done.run_id[:8]} of {done.table} in {done.step}; launcher answered {done.answer}",
+        )

@@ -1,14 +1,17 @@
-"""The chaos soak's lake (bench/chaos_soak.py): its settings on the soak's SeaweedFS, and three
+"""The chaos soak's lake (bench/chaos_soak.py): its settings on the soak's SeaweedFS, and four
 tables in ``enforce`` with no quiet period and thresholds small enough that the writers trip them
-within a minute or two, so maintenance runs while they commit."""
+within a minute or two, so maintenance runs while they commit. ``daily`` is partitioned by
+``day(ts)``: Dagster daily partitions, which the soak's backfills (bench/soak_backfill.py) target."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import yaml
+from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 
 from bench.soak_stack import ROOT, Weed
 from icelake_assets.demo.s3_lake import catalog_properties
@@ -30,7 +33,9 @@ POLICY = {
 MOR = {"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read"}
 
 
-TABLES = ("mor_deletes", "cow_deletes", "evolving")
+TABLES = ("mor_deletes", "cow_deletes", "evolving", "daily")
+DAILY = "daily"  # partitioned by day(ts)
+TIME_COLUMN = "ts"
 
 
 def write_settings(folder: Path, weed: Weed) -> Path:
@@ -58,6 +63,21 @@ def create_tables(settings) -> None:
         NestedField(2, "payload", StringType(), required=False),
         NestedField(3, "written_ms", LongType(), required=False),
     )
+    dated = Schema(*schema.fields, NestedField(4, TIME_COLUMN, TimestampType(), required=False))
+    by_day = PartitionSpec(
+        PartitionField(source_id=4, field_id=1000, transform=DayTransform(), name="ts_day")
+    )
     for name in TABLES:
         props = {"format-version": "2", **(MOR if name == "mor_deletes" else {})}
-        catalog.create_table((NAMESPACE, name), schema=schema, properties=props)
+        if name == DAILY:
+            catalog.create_table((NAMESPACE, name), schema=dated, partition_spec=by_day, properties=props)
+        else:
+            catalog.create_table((NAMESPACE, name), schema=schema, properties=props)
+
+
+def table_loader(settings):
+    """A soak table by its name (``catalog.namespace.table``), from a catalog opened for the call (the
+    catalog may have restarted since the last one)."""
+    from icelake_assets.catalog.connection import open_catalog
+
+    return lambda name: open_catalog(settings, CATALOG).load_table((NAMESPACE, name.rsplit(".", 1)[-1]))

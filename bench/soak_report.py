@@ -1,6 +1,6 @@
 """The chaos soak's report (bench/chaos_soak.py): progress lines while it runs, then the fault log,
-the writers' actions, the figures, the row checks and the assertions as Markdown tables (rich's
-Markdown box), ready for BENCHMARKS.md."""
+the writers' actions, the backfills, the terminated runs, the figures, the row checks and the
+assertions as Markdown tables (rich's Markdown box), ready for BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -70,6 +70,8 @@ class Verdict:
     audit_kinds: Counter | None = None
     healed_in: float | None = None  # seconds from the last fault to every table Healthy
     healed_after_writers: float | None = None  # seconds from the writers' stop to the same
+    backfills: tuple = ()  # soak_run_checks.BackfillResult
+    terminations: tuple = ()  # soak_run_checks.TerminationResult
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ def report(
             for w in writers
         ],
     )
+    backfills_and_terminations(verdict)
     if verdict.runs is not None and verdict.audit_kinds is not None:
         runs, kinds = verdict.runs, verdict.audit_kinds
         left = [
@@ -145,6 +148,14 @@ def report(
                     "maintenance commits left in history (own records / reconciled)",
                     f"{left[0]} ({left[1]} / {left[2]})",
                 ],
+                ["partition backfills (multiprocess executor) launched", len(verdict.backfills)],
+                ["... succeeded", sum(b.status == "SUCCESS" for b in verdict.backfills)],
+                [
+                    "... in a PID namespace of their own",
+                    sum(b.backfill.namespace != "host" for b in verdict.backfills),
+                ],
+                ["runs terminated through the API", len(verdict.terminations)],
+                ["... in their rewrite", sum(t.termination.in_rewrite for t in verdict.terminations)],
                 ["heal time after the last fault (s)", seconds(verdict.healed_in)],
                 ["heal time after the writers stopped (s)", seconds(verdict.healed_after_writers)],
             ],
@@ -165,3 +176,56 @@ def report(
         for detail in o.details:  # a passed assertion may say how (the heal time)
             console.print(f"{'ok' if o.ok else 'FAILED'} {o.name}: {detail}", markup=False)
     return all(o.ok for o in verdict.outcomes)
+
+
+def backfills_and_terminations(verdict: Verdict) -> None:
+    if verdict.backfills:
+        markdown(
+            "Backfills (multiprocess executor)",
+            ["at (s)", "backfill", "partition", "PID namespace", "run", "executor", "status", "s", "detail"],
+            [
+                [
+                    f"{b.backfill.soak_at:.0f}",
+                    b.backfill.label,
+                    b.backfill.partition,
+                    b.backfill.namespace,
+                    (b.backfill.run_id or "-")[:8],
+                    b.executor,
+                    b.status + (" (stale)" if b.stale else ""),
+                    "-" if b.seconds is None else f"{b.seconds:.0f}",
+                    b.message.splitlines()[0][:120] if b.message else "",
+                ]
+                for b in verdict.backfills
+            ],
+        )
+    if verdict.terminations:
+        markdown(
+            "Runs terminated through the API",
+            [
+                "at (s)",
+                "run",
+                "table",
+                "step then",
+                "launcher",
+                "before",
+                "after",
+                "ended after (s)",
+                "commits",
+                "late",
+            ],
+            [
+                [
+                    f"{t.termination.soak_at:.0f}",
+                    t.termination.run_id[:8],
+                    t.termination.table,
+                    t.termination.step,
+                    t.termination.answer[:60],
+                    t.termination.status_before,
+                    t.status + (" (stale)" if t.stale else ""),
+                    "-" if t.termination.ended is None else f"{t.termination.ended - t.termination.at:.0f}",
+                    t.commits,
+                    len(t.late),
+                ]
+                for t in verdict.terminations
+            ],
+        )

@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 import yaml
 
+from bench.soak_checks import Outcome
 from icelake_assets.demo.local_servers import free_port, free_port_pair, stop_process_group, wait_until_ready
 from icelake_assets.demo.seaweedfs import SERVICE_PORTS, SeaweedFS, mini_args, weed_binary
 from icelake_assets.processes import live_process
@@ -215,11 +216,14 @@ class Daemon:
     starts: int = 0
 
     @classmethod
-    def prepare(cls, home: Path, env: Mapping[str, str]) -> Daemon:
+    def prepare(cls, home: Path, env: Mapping[str, str], postgres: bool = False) -> Daemon:
+        """``postgres``: the instance's storage in PostgreSQL, as the repo documents it (dagster.yaml,
+        then dagster.postgres.yaml; its DAGSTER_PG_* variables in ``env``), else SQLite in ``home``."""
         home.mkdir(parents=True, exist_ok=True)
-        (home / "dagster.yaml").write_text(
-            yaml.safe_dump(yaml.safe_load((ROOT / "dagster.yaml").read_text()))
-        )
+        text = (ROOT / "dagster.yaml").read_text()
+        if postgres:
+            text += "\n" + (ROOT / "dagster.postgres.yaml").read_text()
+        (home / "dagster.yaml").write_text(yaml.safe_dump(yaml.safe_load(text)))
         return cls(home, {**env, "DAGSTER_HOME": str(home)})
 
     def start(self) -> int:
@@ -263,3 +267,26 @@ def wait_for(what: str, check, timeout: float, every: float = 1.0):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not within {timeout:.0f} s")
         time.sleep(every)
+
+
+def leftovers() -> Outcome:
+    """Anything still running under the soak (a child subreaper: orphans come back to it) is left
+    behind: named, then killed."""
+    deadline = time.monotonic() + 20
+    while True:
+        reap_orphans(set())
+        left = descendants(os.getpid())
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for proc in left.values():
+        kill_group(proc.pgid)
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return Outcome(
+        "processes: none left behind",
+        not left,
+        tuple(f"PID {p.pid} (group {p.pgid}): {p.cmdline[:160]}" for p in left.values()),
+    )

@@ -3,7 +3,9 @@
 Each writer is a process of its own committing to one table while maintenance runs and faults hit
 the stack: pyiceberg appends every ~1.5 s, and per role pyiceberg deletes of earlier rows
 (copy-on-write), a column and then a partition field added, or Spark ``DELETE`` on a merge-on-read
-table (position delete files).
+table (position delete files). On the day-partitioned table each append goes to one of the last
+three days (UTC), the first three to each of them in turn, so the Dagster partitions the code server
+builds at its first load start two days back.
 
 The ledger is an append-only file of JSON lines: before a commit a ``try`` line with the ids it
 carries, after it one outcome line. ``ok`` is written only once the commit returned; ``fail`` only
@@ -27,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,8 @@ DELETE_ROWS = 5
 SPARK_DELETE_SECONDS = 8.0
 ID_SPAN = 10**9  # writer i writes ids [i * ID_SPAN, (i + 1) * ID_SPAN): never two writers' ids alike
 PARTITION_COLUMN = "grp"
+TIME_COLUMN = "ts"  # the day-partitioned table's (bench/soak_lake.py)
+DAYS = 3
 ROOT = Path(__file__).resolve().parents[1]
 ROLES = ("append", "append_delete", "append_evolve", "spark_delete")
 
@@ -170,7 +175,8 @@ class Stop:
             time.sleep(min(0.1, max(0.0, end - time.monotonic())))
 
 
-def _rows(ids: list[int], with_group: bool):
+def _rows(ids: list[int], with_group: bool, days_back: int | None = None):
+    """``days_back``: the rows' ``ts``, that many days before now (the day-partitioned table)."""
     import pyarrow as pa
 
     columns: dict[str, Any] = {
@@ -180,6 +186,9 @@ def _rows(ids: list[int], with_group: bool):
     }
     if with_group:
         columns[PARTITION_COLUMN] = pa.array([i % 4 for i in ids], pa.int32())
+    if days_back is not None:
+        ts = datetime.now(UTC).replace(tzinfo=None) - timedelta(days=days_back)
+        columns[TIME_COLUMN] = pa.array([ts] * len(ids), pa.timestamp("us"))
     return pa.table(columns)
 
 
@@ -216,7 +225,7 @@ def pyiceberg_writer(args: argparse.Namespace) -> None:
     ledger, stop, rng = Ledger(args.ledger), Stop(), random.Random(args.seed)
     next_id = args.writer * ID_SPAN
     live: list[int] = []  # committed, not deleted (nor possibly deleted): what deletes pick from
-    table, step, started = None, 0, time.monotonic()
+    table, step, started, appends = None, 0, time.monotonic(), 0
     while not stop.requested:
         step += 1
         n = None
@@ -236,10 +245,14 @@ def pyiceberg_writer(args: argparse.Namespace) -> None:
             else:
                 ids = list(range(next_id, next_id + ROWS_PER_APPEND))
                 next_id += ROWS_PER_APPEND  # never reused, whatever the outcome
-                grouped = PARTITION_COLUMN in table.schema().column_names
+                names = table.schema().column_names
+                days_back = None
+                if TIME_COLUMN in names:  # the first appends fill each day, oldest first
+                    days_back = DAYS - 1 - appends if appends < DAYS else rng.choice((0, 0, 1, 2))
                 n = ledger.attempt("append", ids)
-                table.append(_rows(ids, grouped))
+                table.append(_rows(ids, PARTITION_COLUMN in names, days_back))
                 ledger.outcome(n, "ok", ids)
+                appends += 1
                 live.extend(ids)
         except Exception as err:  # the stack is being hit: record, reconnect, go on
             if n is not None:
@@ -307,6 +320,7 @@ WRITERS = (
     Writer("cow_deleter", "append_delete", "cow_deletes", 1),
     Writer("evolver", "append_evolve", "evolving", 2),
     Writer("spark_deleter", "spark_delete", "mor_deletes", 3),
+    Writer("daily_appender", "append", "daily", 4),
 )
 
 

@@ -74,7 +74,12 @@ AUTH_FAILURES_BEFORE_FAILURE = 1
 # Interruptions of mixed kinds (an outage, then a lost worker, ...): at most this many in a row, so
 # no mix of kinds is retried every few minutes forever (above every kind's own cap).
 INTERRUPTIONS_BEFORE_FAILURE = 20
-INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST, COMMIT_CONFLICT, AUTH})
+# A run terminated (the UI's Terminate, dagster/max_runtime) that named no cause of its own: stopped,
+# not failed by its table, so retried after the interruption wait (an operator who wants the table
+# left alone sets its mode to observe, or stops the sensor). Three in a row: the table's failure.
+CANCELED = "canceled"
+CANCELS_BEFORE_FAILURE = 3
+INTERRUPTIONS = frozenset({OUTAGE, WORKER_LOST, COMMIT_CONFLICT, AUTH, CANCELED})
 ANY_INTERRUPTION = "any"  # the key of TableRuns.streaks counting interruptions of any kind
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
@@ -153,6 +158,7 @@ _INTERRUPTED = {
     WORKER_LOST: "the run's worker was lost",
     COMMIT_CONFLICT: "a writer's commit conflicted with the run's",
     OUTAGE: "the store, catalog or Spark driver was unreachable",
+    CANCELED: "the run was terminated",
 }
 
 
@@ -163,6 +169,7 @@ def _caps() -> dict[str, int]:
         WORKER_LOST: LOST_WORKERS_BEFORE_FAILURE,
         COMMIT_CONFLICT: CONFLICTS_BEFORE_FAILURE,
         AUTH: AUTH_FAILURES_BEFORE_FAILURE,
+        CANCELED: CANCELS_BEFORE_FAILURE,
     }
 
 
@@ -263,6 +270,8 @@ def table_runs(
             named = run.tags.get(FAILURE_TABLE_TAG) == name
             entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
             entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
+            if failed and entry.last_failure_kind is None and run.status == DagsterRunStatus.CANCELED:
+                entry.last_failure_kind, entry.last_failure_cause = CANCELED, "terminated before it ended"
             # An interruption is not the table's failure: its streak stays as it was, they count apart
             # (past its cap an interruption is the table's failure: its runs keep being interrupted).
             interrupted = _interrupted(entry, entry.last_failure_kind if failed else None, caps)

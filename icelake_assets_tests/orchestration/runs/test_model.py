@@ -492,3 +492,23 @@ def test_interruptions_of_mixed_kinds_are_capped_too(make_lake, tmp_path, monkey
         assert "the run's worker was lost: gone (interrupted 4 runs in a row" in (
             state.failure_reason() or ""
         )
+
+
+def test_a_terminated_run_is_retried_after_the_interruption_wait_and_capped(make_lake, tmp_path):
+    """A run stopped by Terminate (or max_runtime) says nothing of its table: on the old code it counted
+    as a failure, and the table waited out its failure backoff (10 min in the chaos soak, past the lake's
+    10 minutes to heal). A table whose runs keep being terminated is failing after all."""
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        for n in range(run_model.CANCELS_BEFORE_FAILURE + 1):
+            run = _queue(instance, defs, ref, {TABLE_TAG: str(ref)})
+            _start(instance, run.run_id)
+            instance.report_run_canceled(instance.get_run_by_id(run.run_id))
+            state = run_model.table_runs(instance, pools)[table_asset_key(ref)]
+            if n == 0:
+                assert state.retry_at(600.0) == state.last_finished + run_model.OUTAGE_RETRY_SECONDS
+                assert "terminated" in (state.failure_reason() or "")
+        assert (state.interruptions_in_a_row, state.failures_in_a_row) == (0, 1)

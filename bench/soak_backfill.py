@@ -67,6 +67,7 @@ class Backfill:
     ended: float | None = None  # epoch seconds when the soak saw the worker exit (1 s polls)
     returncode: int | None = None
     run_id: str | None = None
+    log: str = ""  # the worker's output
 
     @property
     def killed(self) -> bool:
@@ -156,7 +157,8 @@ class Backfiller(threading.Thread):
             from icelake_assets.maintenance.resident_spark import BASE_ENV
 
             env = {**env, BASE_ENV: str(self.folder / "backfills" / f"spark-{label}")}
-        with open(self.folder / "backfills" / f"{label}.log", "ab") as log:
+        log_path = self.folder / "backfills" / f"{label}.log"
+        with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [*UNSHARE, *args] if own else args,
                 cwd=ROOT,
@@ -167,7 +169,9 @@ class Backfiller(threading.Thread):
             )
         self._procs[label] = proc
         namespace = "own PID namespace" if own else "host"
-        self.backfills.append(Backfill(label, partition, namespace, proc.pid, self.clock(), time.time()))
+        self.backfills.append(
+            Backfill(label, partition, namespace, proc.pid, self.clock(), time.time(), log=str(log_path))
+        )
         self.say(
             f"backfill {label}: {self.table_name} partition {partition}, multiprocess executor, {namespace}, "
             f"PID {proc.pid}" + (" (the table's other run still in flight)" if busy else "")
@@ -255,7 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     # As `dagster asset materialize -m bench.soak_project --select KEY --partition P` does it, with tags.
     repository = ReconstructableRepository.for_module(soak_project.__name__, "defs", str(ROOT))
     job_def = repository.get_definition().get_implicit_job_def_for_assets([key])
-    assert job_def is not None, f"no implicit asset job holds {key.to_user_string()}"
+    if job_def is None or key not in job_def.asset_layer.asset_graph.get_all_asset_keys():
+        # The project left the table out (its catalog could not be read): no run, as for a user.
+        print(f"NO RUN: the project holds no asset {key.to_user_string()}", flush=True)
+        return 2
     tags = {
         **job_def.get_tags_for_partition_key(args.partition, selected_asset_keys=[key]),
         BACKFILL_TAG: args.label,

@@ -72,12 +72,22 @@ class BackfillResult:
         )
 
 
+def worker_said(b: Backfill) -> str:
+    """Why a backfill's worker made no run: its log's last line, and what the product left out."""
+    try:
+        lines = [line for line in Path(b.log).read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    left_out = [line for line in lines if "left out of the code location" in line]
+    return "; ".join([*left_out[:1], *lines[-1:]])
+
+
 def check_backfills(instance: DagsterInstance, backfills: Sequence[Backfill]) -> list[BackfillResult]:
     out = []
     for b in backfills:
         record = instance.get_run_record_by_id(b.run_id) if b.run_id else None
-        if record is None:
-            out.append(BackfillResult(b, "no run", "-", False, None, "", False))
+        if record is None:  # the worker failed before its run (say, its project could not load)
+            out.append(BackfillResult(b, "no run", "-", False, None, worker_said(b), False))
             continue
         run = record.dagster_run
         status = run.status.value

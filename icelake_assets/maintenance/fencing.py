@@ -88,6 +88,8 @@ def arm(run_id: str) -> None:
     """This process works for run ``run_id`` now: an earlier run's fence is forgotten (Dagster's
     in-process execution and tests run several runs in one process)."""
     with _LOCK:
+        if _state["armed"] == run_id:
+            return  # a retry of the same run's step: its fence stands
         _state.update(armed=run_id, reason=None, canceled=False, committing=None)
     resident_spark.reset_fence()
 

@@ -201,6 +201,7 @@ def op_step(
             for session in tagged[-1:]:  # one session per run: the op's tags end with the op
                 with contextlib.suppress(Exception):  # a dead JVM has no tags left to clear
                     untag_session(session)
+        stop_if_fenced(context)  # fenced meanwhile: the run ends here, its op is not retried
         outcome = replace(outcome, attempt=context.retry_number + 1)
         verb = "acted" if outcome.acted else "skipped"
         context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")

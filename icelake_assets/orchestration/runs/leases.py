@@ -159,6 +159,7 @@ class RunLease:
 
     def start(self) -> RunLease:
         self._renew()
+        self._watch()  # a step retried after a Terminate is fenced before it does anything
         # A step process that ends (its run done, failed or not) says so at exit: a lease left
         # unreleased by a run worker that is gone means it was killed (runs/recovery.py,
         # mark_lost_workers). Multiprocessing children leave through os._exit, which skips atexit:
@@ -174,11 +175,7 @@ class RunLease:
     def _loop(self) -> None:
         next_renewal = time.monotonic() + self._renew_seconds
         while not self._stop.wait(self._watch_seconds):
-            status, stale = self._run_status()
-            if status in ("CANCELING", "CANCELED"):
-                self._fence_for(f"run {self._run_id} was terminated ({status})", canceled=True)
-            elif stale:
-                self._fence_for(f"run {self._run_id} was judged dead and failed: {stale}", canceled=False)
+            status = self._watch()
             if status in _FINISHED:  # the run ended: the lease has nothing left to say
                 self._renew(released=True)
                 return
@@ -188,6 +185,15 @@ class RunLease:
             if time.monotonic() >= next_renewal:
                 self._renew()
                 next_renewal = time.monotonic() + self._renew_seconds
+
+    def _watch(self) -> str | None:
+        """Read the run; fence it on a verdict (terminated, or failed as stale). Its status word."""
+        status, stale = self._run_status()
+        if status in ("CANCELING", "CANCELED"):
+            self._fence_for(f"run {self._run_id} was terminated ({status})", canceled=True)
+        elif stale:
+            self._fence_for(f"run {self._run_id} was judged dead and failed: {stale}", canceled=False)
+        return status
 
     def _run_status(self) -> tuple[str | None, str | None]:
         """The run's status word (None when the storage cannot say: it may come back), and the

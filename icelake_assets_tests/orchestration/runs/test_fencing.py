@@ -221,3 +221,26 @@ def test_the_keys_of_settled_runs_are_swept(tmp_path):
         assert read_lease(instance, done.run_id) is None and read_lease(instance, live.run_id) is not None
         values = instance.run_storage.get_cursor_values({recovery.RECONCILED_KEY_PREFIX + done.run_id})
         assert values == {}
+
+
+def test_a_step_retried_after_a_terminate_is_fenced_before_it_acts(tmp_path):
+    """The soak: a rewrite step retried after the Terminate lost its fence (its resource set-up re-armed
+    it) and ran its rewrite again, twice, before the run ended CANCELED."""
+    from icelake_assets.maintenance import fencing
+
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run = instance.create_run_for_job(__ASSET_JOB, status=DagsterRunStatus.STARTED)
+        instance.report_run_canceling(run)
+        fencing.arm(run.run_id)
+        seen: list[tuple[str, bool]] = []
+
+        def fence(reason: str, canceled: bool) -> None:
+            seen.append((reason, canceled))
+            fencing.fence(run.run_id, reason, canceled)
+
+        RunLease(instance, run.run_id, renew_seconds=3600, on_fenced=fence).start().release()
+        assert seen and seen[0][1], "fenced when the lease was taken, not a watch period later"
+        fencing.arm(run.run_id)  # the retried step's resource set-up
+        assert fencing.fenced() is not None and fencing.was_canceled()
+        fencing.arm("the next run")
+        assert fencing.fenced() is None

@@ -119,11 +119,9 @@ def committing(what: str) -> Iterator[None]:
         _state["committing"] = what
         try:
             yield
-        except (KeyboardInterrupt, SystemExit):
-            _fence_armed(f"interrupted while {what}")
-            raise
         except BaseException as err:
-            if not isinstance(err, Exception):  # Dagster's DagsterExecutionInterruptedError
+            # Not an error of the work: an interrupt (KeyboardInterrupt, Dagster's own interrupt error).
+            if not isinstance(err, Exception):
                 _fence_armed(f"interrupted while {what}")
             raise
         finally:

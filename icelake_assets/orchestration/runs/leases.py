@@ -135,10 +135,6 @@ class RunLease:
         self._fenced = False
         self._thread: threading.Thread | None = None
 
-    @property
-    def worker_pid(self) -> int:
-        return self._pid
-
     def _renew(self, released: bool = False) -> None:
         self._beat += 1
         lease = Lease(

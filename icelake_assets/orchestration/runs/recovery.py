@@ -152,15 +152,18 @@ def mark_lost_workers(
     now: float | None = None,
     alive: Callable[[Lease], bool] = worker_alive,
 ) -> list[StaleRun]:
-    """Tag the ``failed`` runs of the product (with the tables each maintains) that Dagster failed
-    after their worker was killed while its code server lived: no failure cause of the product's, a
+    """Tag the runs of the product among ``failed`` (ended runs with the tables each maintains; only
+    those that ended FAILURE count) that Dagster failed after their worker was killed while its code
+    server lived, or that were killed at launch: no failure cause of the product's, a
     lease never released (planning/stale_runs.py, ``lost_worker_reason``). Tagged as the stale runs
     are, the run model retries their tables soon instead of after a failure backoff. One read of the
     candidates' leases per call; a tagged run is not a candidate again."""
     now = time.time() if now is None else now
     identity = host_identity()
     candidates = [
-        (r, tables) for r, tables in failed if FAILURE_KIND_TAG not in r.tags and STALE_TAG not in r.tags
+        (r, tables)
+        for r, tables in failed
+        if r.status == DagsterRunStatus.FAILURE and FAILURE_KIND_TAG not in r.tags and STALE_TAG not in r.tags
     ]
     leases = read_leases(instance, [run.run_id for run, _ in candidates])
     unchanged = observe_leases(instance, leases, now)
@@ -290,8 +293,7 @@ def recover(
         records.extend(_recovery_records(run, "run_failed", f"run {run.run_id} failed: {run.reason}"))
     try:
         ended = ended_runs(instance, is_ours)
-        failed = [(run, tables) for run, tables in ended if run.status == DagsterRunStatus.FAILURE]
-        for run in mark_lost_workers(instance, failed):
+        for run in mark_lost_workers(instance, ended):
             log.warning(f"run {run.run_id} ({run.job_name}) failed: {run.reason}")
             records.extend(_recovery_records(run, "worker_lost", f"run {run.run_id} failed: {run.reason}"))
         done = reconcile_failed_runs(instance, settings, load_table, is_ours, ended=ended)

@@ -51,8 +51,7 @@ def recover_runs(context: SensorEvaluationContext) -> str:
     failed = fail_stale_runs(instance, product_run)
     for run in failed:
         context.log.warning(f"run {run.run_id} ({run.job_name}, {run.status}) failed: {run.reason}")
-    ended = [(r, t) for r, t in ended_runs(instance, product_run) if r.status.value == "FAILURE"]
-    lost = mark_lost_workers(instance, ended)
+    lost = mark_lost_workers(instance, ended_runs(instance, product_run))
     for run in lost:
         context.log.warning(f"run {run.run_id} ({run.job_name}) lost its worker: {run.reason}")
     swept = sweep_run_keys(instance)

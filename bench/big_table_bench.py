@@ -55,8 +55,8 @@ from bench.sensor_bench import link_or_copy
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance import plan
-from icelake_assets.maintenance.procedures import table_identifier
+from icelake_assets.maintenance.spark.procedures import table_identifier
+from icelake_assets.planning.rewrite import plan_rewrite
 from icelake_assets.policies import policy_for
 from icelake_assets.settings import Settings, load_settings
 
@@ -68,7 +68,7 @@ WRITE = """
 import sys
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.demo.many_files import write_many_files
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.settings import load_settings
 settings = load_settings(sys.argv[1])
@@ -79,7 +79,9 @@ write_many_files(spark, TableRef("bench", ("ns",), "many"), int(sys.argv[2]), in
 PRODUCT = """
 import json, sys, time
 from dagster import DagsterInstance
-from icelake_assets.maintenance import post_run, procedures, rewrite
+from icelake_assets.maintenance.verify import post_run
+from icelake_assets.maintenance.spark import procedures
+from icelake_assets.maintenance.ops import rewrite
 from icelake_assets.orchestration import resources
 from icelake_assets.orchestration.assets import ops as maintenance_ops
 from icelake_assets.orchestration.assets import validation as run_validation
@@ -129,7 +131,7 @@ sys.exit(0 if all(r.success for r in results) else 1)
 RAW = """
 import json, sys, time
 from pyspark.sql import SparkSession
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.partitions.quoting import quote_identifier, sql_string
 from icelake_assets.settings import load_settings
 marks = {"imported": time.time()}
@@ -251,7 +253,7 @@ def planned_call(settings: Settings) -> RewriteCall:
     table = load_table(open_catalog(settings, REF.catalog), REF)
     policy = policy_for(settings, REF, table.properties)
     stats = compute_table_stats(table, policy)
-    rp = plan.plan_rewrite(stats, policy)
+    rp = plan_rewrite(stats, policy)
     if set(rp.partitions) != set(stats.partitions):
         raise SystemExit(
             f"not every partition is a candidate ({len(rp.partitions)} of {len(stats.partitions)})"

@@ -210,7 +210,7 @@ def uptime() -> str:
 def run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
-    from icelake_assets.maintenance.resident_spark import BASE_ENV, stop_all
+    from icelake_assets.maintenance.spark.resident_spark import BASE_ENV, stop_all
     from icelake_assets.settings import load_settings
 
     signal.signal(signal.SIGTERM, interrupted)

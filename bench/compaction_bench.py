@@ -26,7 +26,7 @@ from dagster import DagsterInstance
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.demo.many_files import write_many_files
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.settings import load_settings

@@ -57,7 +57,7 @@ THRESHOLDS = {
 RAW = """
 import json, sys
 from pyspark.sql import SparkSession
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.partitions.quoting import sql_string
 from icelake_assets.settings import load_settings
 settings = load_settings(sys.argv[1])

@@ -208,7 +208,7 @@ def measure_cold(settings: Settings, ref: TableRef, repeat: int, spark) -> dict[
         repeat,
     )
     if spark is not None:
-        from icelake_assets.maintenance.procedures import table_identifier
+        from icelake_assets.maintenance.spark.procedures import table_identifier
 
         query = (
             f"SELECT partition, count(*), sum(file_size_in_bytes) FROM {table_identifier(ref)}.files "
@@ -366,7 +366,7 @@ def main() -> None:
         incremental.append(measure_incremental(settings, ref, args.repeat))
     spark = None
     if not args.no_spark:
-        from icelake_assets.maintenance.spark_session import spark_config
+        from icelake_assets.maintenance.spark.session import spark_config
         from icelake_assets.orchestration.resources import IcebergSparkResource
 
         spark = IcebergSparkResource(

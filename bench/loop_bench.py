@@ -42,7 +42,7 @@ from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.resident_spark import BASE_ENV as RESIDENT_STATE_ENV, stop_all
+from icelake_assets.maintenance.spark.resident_spark import BASE_ENV as RESIDENT_STATE_ENV, stop_all
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 from icelake_assets.planning.table import op_decisions
 from icelake_assets.policies import policy_for

@@ -125,7 +125,7 @@ def measure_health(settings: Settings, ref: TableRef, repeat: int, spark) -> dic
     cache = ManifestCache()
     compute_table_stats(table, policy, cache)
     r["again"], _ = timed(lambda: compute_table_stats(load_table(cat, ref), policy, cache), repeat)
-    from icelake_assets.maintenance.procedures import table_identifier
+    from icelake_assets.maintenance.spark.procedures import table_identifier
 
     query = f"SELECT partition, count(*), sum(file_size_in_bytes) FROM {table_identifier(ref)}.files GROUP BY partition"
     spark.sql(query).collect()  # warm
@@ -145,7 +145,7 @@ def measure_orphans(settings: Settings, ref: TableRef, orphans: int, repeat: int
 
 
 def measure_maintenance(spark, ref: TableRef) -> dict[str, float]:
-    from icelake_assets.maintenance import procedures
+    from icelake_assets.maintenance.spark import procedures
 
     started = time.perf_counter()
     procedures.rewrite_data_files(spark, ref, options={"min-input-files": "2"})
@@ -199,7 +199,7 @@ def _resolved(server, key: str, secret: str) -> dict:
 
 
 def report(settings: Settings, args: argparse.Namespace) -> None:
-    from icelake_assets.maintenance.spark_session import spark_config
+    from icelake_assets.maintenance.spark.session import spark_config
     from icelake_assets.orchestration.resources import IcebergSparkResource
 
     print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)

@@ -32,9 +32,9 @@ from dagster import DagsterInstance
 from bench.loop_bench import write_settings
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
-from icelake_assets.maintenance.cross_engine import extension_path
-from icelake_assets.maintenance.procedures import table_identifier
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.procedures import table_identifier
+from icelake_assets.maintenance.spark.session import spark_config
+from icelake_assets.maintenance.verify.cross_engine import extension_path
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.settings import Settings, load_settings

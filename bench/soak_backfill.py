@@ -154,7 +154,7 @@ class Backfiller(threading.Thread):
         ]
         env = self.env
         if own:  # a container has a file system of its own: its own resident Spark driver, gone with it
-            from icelake_assets.maintenance.resident_spark import BASE_ENV
+            from icelake_assets.maintenance.spark.resident_spark import BASE_ENV
 
             env = {**env, BASE_ENV: str(self.folder / "backfills" / f"spark-{label}")}
         log_path = self.folder / "backfills" / f"{label}.log"

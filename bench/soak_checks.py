@@ -97,7 +97,7 @@ def duckdb_counts(table, s3_endpoint: str, key: str, secret: str) -> dict[int, i
     """The ids as DuckDB's iceberg extension reads the table's current metadata file over S3."""
     import duckdb
 
-    from icelake_assets.maintenance.cross_engine import extension_path
+    from icelake_assets.maintenance.verify.cross_engine import extension_path
 
     con = duckdb.connect()
     try:

@@ -31,7 +31,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from bench.soak_postgres import Postgres
 from bench.soak_stack import Daemon, Weed, read_proc
 from bench.soak_terminate import Terminator
-from icelake_assets.maintenance.resident_spark import STATE_FILE
+from icelake_assets.maintenance.spark.resident_spark import STATE_FILE
 from icelake_assets.orchestration.runs.leases import read_leases
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 from icelake_assets.processes import pid_alive

@@ -267,7 +267,7 @@ def spark_deleter(args: argparse.Namespace) -> None:
     and maintenance commit. Deletes ids its appender's ledger says were committed."""
     from pyspark.sql import SparkSession
 
-    from icelake_assets.maintenance.spark_session import spark_config
+    from icelake_assets.maintenance.spark.session import spark_config
     from icelake_assets.settings import load_settings
 
     settings = load_settings(args.settings)

@@ -80,7 +80,7 @@ PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
         "Transaction.append writes and commits in one step",
     ),
     # A step raises it to end its run CANCELED (what Dagster's own interrupt raises): a terminated run
-    # whose worker fenced itself (maintenance/fencing.py) ends as Terminate says, not as a failure.
+    # whose worker fenced itself (maintenance/spark/fencing.py) ends as Terminate says, not as a failure.
     "DagsterExecutionInterruptedError": (
         "dagster._core.errors",
         "DagsterExecutionInterruptedError",

@@ -122,7 +122,7 @@ class KnownTables:
 
 
 # The snapshot summary properties naming the run that made a maintenance commit (set by
-# maintenance/commit_tags.py, read back by audit/reconcile.py): shared names of two sibling layers.
+# maintenance/spark/commit_tags.py, read back by audit/reconcile.py): shared names of two sibling layers.
 SNAPSHOT_RUN_ID = "icelake.run-id"
 SNAPSHOT_OP = "icelake.op"
 SNAPSHOT_ATTEMPT = "icelake.attempt"

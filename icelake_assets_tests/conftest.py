@@ -18,7 +18,7 @@ import yaml
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets.partitions.layout import LayoutField, PartitionLayout
 from icelake_assets.settings import Settings, load_settings
@@ -28,7 +28,7 @@ _LAKES = itertools.count()
 # DAGSTER_HOME, and a cache there would outlive the test lakes (subprocesses inherit this too).
 os.environ.setdefault("ICELAKE_INVENTORY", "off")
 # Each test process runs its own Spark driver (the fixture session below); the shared resident driver
-# is tested on its own (maintenance/test_resident_spark.py) and stopped by its PID there.
+# is tested on its own (maintenance/spark/test_resident_spark.py) and stopped by its PID there.
 os.environ.setdefault("ICELAKE_SPARK_SESSION", "per_run")
 
 # Thresholds scaled to the demo lake's "test" size (the defaults are sized for production tables).

@@ -76,7 +76,7 @@ def test_a_store_catalog_or_driver_that_is_down_is_an_outage_not_the_tables_faul
 
 def test_a_driver_killed_while_starting_is_an_outage_one_that_exits_by_itself_is_not():
     from icelake_assets.causes import root_cause
-    from icelake_assets.maintenance.resident_spark import ResidentDriverKilledError, ResidentSparkError
+    from icelake_assets.maintenance.spark.resident_spark import ResidentDriverKilledError, ResidentSparkError
 
     said = "the resident Spark driver exited while starting (exit {}); driver.log:"
     assert root_cause(ResidentDriverKilledError(said.format(-9))).kind == "outage"

@@ -3,7 +3,7 @@
 PyPI's ``sagemaker-pyspark`` sdist (1.4.5, ~181 MB) carries ``hadoop-aws-3.3.1.jar`` and the
 ``aws-java-sdk-bundle-1.11.901.jar`` it was built against; pip downloads the sdist (never installs it:
 its own jars would then sit on every Python path) and the two jars are extracted into the folder
-maintenance/spark_session.py reads (``$ICELAKE_JARS_DIR``, else ``<venv>/share/icelake-jars``).
+maintenance/spark/session.py reads (``$ICELAKE_JARS_DIR``, else ``<venv>/share/icelake-jars``).
 Nothing is downloaded when both jars are there. Run with the venv's Python: ``python scripts/install_s3_jars.py``.
 """
 

@@ -41,7 +41,7 @@ LABELS = (
     ("dagster api grpc", "code server"),
     ("resource_tracker", "multiprocessing resource tracker"),
     ("spawn_main", "run/step worker"),
-    ("icelake_assets.maintenance.resident_driver", "shared Spark driver"),
+    ("icelake_assets.maintenance.spark.resident_driver", "shared Spark driver"),
 )
 
 _libc = ctypes.CDLL(None, use_errno=True)

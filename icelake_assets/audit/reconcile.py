@@ -3,7 +3,7 @@ the audit as ``recovery/reconciled`` records, so the audit covers every maintena
 
 A run records its commits when its ops return and at validation (snapshots before and after each
 op). A run killed in the middle of an op made commits no record spans; every maintenance commit
-names its run in its snapshot summary (maintenance/commit_tags.py), so the next sensor tick finds
+names its run in its snapshot summary (maintenance/spark/commit_tags.py), so the next sensor tick finds
 them here, checks each one's live rows against its parent's, and records it."""
 
 from __future__ import annotations

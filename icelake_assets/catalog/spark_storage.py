@@ -4,7 +4,7 @@ pyiceberg reads S3 with its own client (``s3.endpoint``, ``s3.access-key-id``...
 S3 client (``S3FileIO``) needs ``iceberg-aws-bundle``, which an offline machine may not have; Hadoop's
 S3A connector (``hadoop-aws`` + the AWS SDK bundle) reads the same objects through ``HadoopFileIO``.
 This module maps the pyiceberg properties to S3A's Hadoop options, so a user writes them once. Plain
-mappings, no Spark: maintenance/spark_session.py decides on jars and puts the options in the session.
+mappings, no Spark: maintenance/spark/session.py decides on jars and puts the options in the session.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.demo.lake import TRIPS_SCHEMA, degrade_trips
-from icelake_assets.maintenance.procedures import table_identifier
+from icelake_assets.maintenance.spark.procedures import table_identifier
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 

@@ -13,8 +13,8 @@ from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.procedures import table_identifier
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.procedures import table_identifier
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.checks.asset_checks import ORPHANS_JOB
 from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource

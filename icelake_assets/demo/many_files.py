@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession, functions as F
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance.procedures import table_identifier
+from icelake_assets.maintenance.spark.procedures import table_identifier
 
 
 def write_many_files(

@@ -1,7 +1,7 @@
 """Orphan files: files under the table location that no snapshot or metadata file references.
 
 Listing storage is expensive, so callers run this less often than the other checks. It never deletes:
-it decides the exact set of files that removal may delete (maintenance/runner.py deletes that list
+it decides the exact set of files that removal may delete (maintenance/ops/runner.py deletes that list
 and nothing else). The rules, Iceberg's own where Iceberg has one:
 
 - a listed file is compared with the referenced ones as Iceberg compares them (``s3a``/``s3n`` are

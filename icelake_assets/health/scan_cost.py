@@ -70,7 +70,7 @@ class ScanBenefit:
 
     before: ScanCost
     after: ScanCost
-    # Opt-in (loop.scan_probe): a full-scan query's seconds on each snapshot (maintenance/scan_probe.py).
+    # Opt-in (loop.scan_probe): a full-scan query's seconds on each snapshot (maintenance/verify/scan_probe.py).
     probe_seconds: tuple[float, float] | None = None
     probe_query: str | None = None  # the policy's query the probe timed (None: a full scan)
 

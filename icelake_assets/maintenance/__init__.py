@@ -1,1 +1,8 @@
-"""Execution of maintenance on Spark: session config, Iceberg procedures, planning, validation."""
+"""Maintenance: the work a run does on a table, in four rooms layered downward (setup.cfg's
+``maintenance-rooms`` contract):
+
+* ``ops/``: the maintenance ops, one descriptor each (``ops/chain.py``), and their runners;
+* ``verify/``: what is checked after a run (post-run, validation, cross-engine, effect, scan probe);
+* ``spark/``: Spark and Iceberg's procedures and actions (session, resident driver, fencing, commit tags);
+* ``results/``: what an op did, as typed results and their JSON form.
+"""

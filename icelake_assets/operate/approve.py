@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
-from icelake_assets.maintenance.approval import APPROVED_BY_TAG, PLAN_DIGEST_TAG
 from icelake_assets.operate.plan import TablePlan, plan_table
 from icelake_assets.orchestration.assets.graph import MAINTENANCE_JOB  # the whole-table jobs' name (prefix)
 
 # The run tags the maintenance sensor puts on its runs, same keys.
 from icelake_assets.orchestration.sensors.maintenance import OPS_TAG, SIGNAL_TAG, TABLE_TAG, TRIGGER_TAG
+from icelake_assets.planning.approval import APPROVED_BY_TAG, PLAN_DIGEST_TAG
 from icelake_assets.planning.guards import APPROVAL_TAG
 from icelake_assets.settings import Settings
 from icelake_assets.settings.asset_keys import asset_key_path

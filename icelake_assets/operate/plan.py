@@ -19,7 +19,7 @@ from typing import Any
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.health.cache import ManifestCache, default_cache_path
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.approval import approve_command
+from icelake_assets.planning.approval import approve_command
 from icelake_assets.planning.guards import estimated_rewrite_bytes
 from icelake_assets.planning.table import TableDecision, decide_table
 from icelake_assets.policies import resolve_policy

@@ -24,7 +24,7 @@ from dagster import (
 from icelake_assets.catalog import inventory
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, discover_lake
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.assets.graph import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
 from icelake_assets.orchestration.assets.lineage import Lineage, build_lineage
 from icelake_assets.orchestration.checks.asset_checks import (

@@ -25,10 +25,10 @@ from icelake_assets.catalog.known_tables import known_tables
 from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
-from icelake_assets.maintenance import fencing
-from icelake_assets.maintenance.preflight import preflight
-from icelake_assets.maintenance.resident_spark import Attachment, attach, spark_runs_here
-from icelake_assets.maintenance.spark_session import SparkSetupError, secret_spark_config
+from icelake_assets.maintenance.spark import fencing
+from icelake_assets.maintenance.spark.preflight import preflight
+from icelake_assets.maintenance.spark.resident_spark import Attachment, attach, spark_runs_here
+from icelake_assets.maintenance.spark.session import SparkSetupError, secret_spark_config
 from icelake_assets.orchestration.runs.leases import RunLease
 from icelake_assets.planning.stale_runs import max_runtime_seconds
 from icelake_assets.policies import EffectivePolicy, policy_for, resolve_policy
@@ -82,7 +82,7 @@ class IcelakeResource(ConfigurableResource):
         # lease ends with the run (no teardown here: it would make every context of this resource a
         # context manager, sensors' included).
         # The same thread watches the run: judged dead, or terminated from the UI or by max_runtime,
-        # it is fenced before its next commit (maintenance/fencing.py).
+        # it is fenced before its next commit (maintenance/spark/fencing.py).
         run = context.run
         # A finished run's resources (a result read after the run) have no run to hold.
         if run is not None and context.instance is not None and not run.is_finished:
@@ -140,7 +140,7 @@ class IcebergSparkResource(LazyPySparkResource):
 
     # Settings file whose catalog credentials are added at runtime (they stay out of resource config).
     config_path: str | None = None
-    # settings spark.session: "shared" attaches to the resident driver (maintenance/resident_spark.py)
+    # settings spark.session: "shared" attaches to the resident driver (maintenance/spark/resident_spark.py)
     # unless this process already runs Spark; "per_run" starts a driver in this process.
     session: str = "per_run"
     idle_seconds: float = 600.0
@@ -158,7 +158,7 @@ class IcebergSparkResource(LazyPySparkResource):
         return self._attachment
 
     def session_for(self, ref: TableRef, table: Table) -> SparkSession:
-        """The session, once this run's pre-flight passed for ``ref`` (maintenance/preflight.py):
+        """The session, once this run's pre-flight passed for ``ref`` (maintenance/spark/preflight.py):
         the first op about to use Spark on a table checks that Spark can finish, before any commit."""
         session = self.spark_session
         if str(ref) not in self._preflighted:
@@ -208,7 +208,7 @@ def _keep_sigint() -> Iterator[None]:
     """PySpark's SparkContext replaces the SIGINT handler with one that cancels *every* job of the
     context: on the shared driver, a terminate of one run would cancel all runs' jobs, and Dagster's
     own handler (which ends the run CANCELED) would be gone. Dagster's handler is put back; the run's
-    own Spark work is stopped by its fence (maintenance/fencing.py)."""
+    own Spark work is stopped by its fence (maintenance/spark/fencing.py)."""
     main = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGINT) if main else None
     try:

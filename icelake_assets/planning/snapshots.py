@@ -13,7 +13,7 @@ from icelake_assets.settings import Policy
 
 
 def snapshot_finding(stats: TableStats, policy: Policy) -> Finding:
-    """Graded like expiry decides (maintenance/plan.py decide_expire): past the count or age limit
+    """Graded like expiry decides (decide_expire below): past the count or age limit
     AND with snapshots expiry may remove. Snapshots all too young, among the newest ``min_keep`` or
     held by branches and tags are what expiry keeps: that passes, saying why."""
     p = policy.snapshots

@@ -228,7 +228,7 @@ class ConfigurationPolicy(StrictModel):
 
 
 class LoopPolicy(StrictModel):
-    """The closed loop: what a run does when its ops left their findings failing (maintenance/effect.py)."""
+    """The closed loop: what a run does when its ops left their findings failing (maintenance/verify/effect.py)."""
 
     # warn: the run succeeds, its checks stay failed and it carries the tag icelake/outcome=ineffective;
     # fail: the run fails naming the ops and findings.
@@ -239,7 +239,7 @@ class LoopPolicy(StrictModel):
     # Validation also reads the table with DuckDB and pyiceberg (row count and a column checksum).
     cross_engine_check: bool = False
     # Proof of benefit also times a full-scan query on the snapshots before and after, in the run's
-    # Spark session (maintenance/scan_probe.py), for tables up to scan_probe_max_bytes.
+    # Spark session (maintenance/verify/scan_probe.py), for tables up to scan_probe_max_bytes.
     scan_probe: bool = False
     scan_probe_max_bytes: int = Field(GiB, ge=1, le=MAX_REWRITE_BYTES)
     # The query the probe times instead of a full scan: one a table's readers run (bench.query_bench's

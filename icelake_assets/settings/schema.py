@@ -82,7 +82,7 @@ class SparkSettings(StrictModel):
     # Maven coordinates; when set, the Iceberg runtime is downloaded instead of taken from the wheel.
     packages: tuple[str, ...] = ()
     config: dict[str, str] = {}
-    # shared: runs attach to one Spark driver kept alive between runs (maintenance/resident_spark.py),
+    # shared: runs attach to one Spark driver kept alive between runs (maintenance/spark/resident_spark.py),
     # so a run pays no JVM start; per_run: each run starts and ends its own driver JVM.
     # Default: $ICELAKE_SPARK_SESSION, else shared.
     session: SparkSessionMode = Field(default_factory=_default_session)  # type: ignore[arg-type]

@@ -18,8 +18,8 @@ from dagster import DagsterInstance
 
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
-from icelake_assets.maintenance.cross_engine import duckdb_read
-from icelake_assets.maintenance.validation import rollback_if_safe
+from icelake_assets.maintenance.verify.cross_engine import duckdb_read
+from icelake_assets.maintenance.verify.validation import rollback_if_safe
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import sensor_tick

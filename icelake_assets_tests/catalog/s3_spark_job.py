@@ -14,9 +14,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
-from icelake_assets.maintenance import procedures
-from icelake_assets.maintenance.preflight import preflight
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark import procedures
+from icelake_assets.maintenance.spark.preflight import preflight
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.settings import load_settings
 
 

@@ -28,7 +28,7 @@ from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.demo.seaweedfs import S3Identity
 from icelake_assets.health.orphans import scan_orphans
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.cross_engine import duckdb_read
+from icelake_assets.maintenance.verify.cross_engine import duckdb_read
 from icelake_assets.settings import Policy, load_settings
 from icelake_assets.settings.schema import INTERNAL_NAMESPACE
 from icelake_assets.types import KnownTable

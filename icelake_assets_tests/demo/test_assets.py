@@ -7,7 +7,7 @@ from dagster import DagsterInstance, materialize
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.assets import build_demo_consumer, build_demo_writer
 from icelake_assets.demo.lake import SCALES, build_demo_lake
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 from icelake_assets_tests.conftest import catalog_name
 

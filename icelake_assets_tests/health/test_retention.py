@@ -14,7 +14,7 @@ from icelake_assets.health.retention import (
     forecast,
     snapshot_points,
 )
-from icelake_assets.maintenance import procedures
+from icelake_assets.maintenance.spark import procedures
 from icelake_assets.settings import Policy, SnapshotPolicy
 from icelake_assets_tests.conftest import catalog_name
 

@@ -13,8 +13,8 @@ from icelake_assets.health.findings import Severity
 from icelake_assets.health.scan_cost import measure_scan_cost
 from icelake_assets.health.score import health_score
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.procedures import rewrite_data_files, table_identifier
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark.procedures import rewrite_data_files, table_identifier
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets.planning.deletes import delete_files_finding
 from icelake_assets.planning.layout import layout_drift_finding

@@ -20,7 +20,7 @@ import requests
 
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.cli import main
-from icelake_assets.maintenance.approval import launchpad_path
+from icelake_assets.planning.approval import launchpad_path
 from icelake_assets_tests.operate.shapes import APPROVAL, assert_shape, held_lake
 from icelake_assets_tests.servers import free_port
 

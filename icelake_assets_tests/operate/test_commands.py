@@ -14,10 +14,10 @@ from dagster import DagsterInstance
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.cli import main
-from icelake_assets.maintenance.approval import launchpad_path
 from icelake_assets.operate.audit_view import parse_since
 from icelake_assets.orchestration.checks.asset_checks import HEALTH_JOB
 from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.planning.approval import launchpad_path
 from icelake_assets_tests.conftest import sensor_tick
 from icelake_assets_tests.operate.shapes import (
     AUDIT,

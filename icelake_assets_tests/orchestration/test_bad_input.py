@@ -11,7 +11,7 @@ from pyiceberg.types import LongType, NestedField
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.cli import main as cli_main
-from icelake_assets.maintenance import validation
+from icelake_assets.maintenance.verify import validation
 from icelake_assets.orchestration.checks.asset_checks import OVERVIEW_KEY
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets.settings import load_settings

@@ -12,8 +12,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from icelake_assets.catalog.connection import TableRef, open_catalog
-from icelake_assets.maintenance import procedures
-from icelake_assets.maintenance.validation import rollback_if_safe
+from icelake_assets.maintenance.spark import procedures
+from icelake_assets.maintenance.verify.validation import rollback_if_safe
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets_tests.conftest import catalog_name
 

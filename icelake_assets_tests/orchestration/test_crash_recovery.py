@@ -15,7 +15,7 @@ from dagster import DagsterInstance
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.health.orphans import find_orphans
-from icelake_assets.maintenance import runner
+from icelake_assets.maintenance.ops import runner
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets_tests.orchestration.sensors.test_maintenance import _lake
 

@@ -9,8 +9,8 @@ from dagster import DagsterInstance
 
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.demo.lake import local_path
-from icelake_assets.maintenance import procedures
-from icelake_assets.maintenance.spark_session import spark_config
+from icelake_assets.maintenance.spark import procedures
+from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.project import ORPHANS_JOB, build_definitions, execute_maintenance
 from icelake_assets.orchestration.resources import IcebergSparkResource
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, build_nested_lake, new_lake

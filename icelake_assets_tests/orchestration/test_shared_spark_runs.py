@@ -16,7 +16,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.resident_spark import stop_all
+from icelake_assets.maintenance.spark.resident_spark import stop_all
 from icelake_assets.orchestration.project import build_definitions, maintenance_job_names
 from icelake_assets.planning.table import op_decisions
 from icelake_assets.policies import policy_for

@@ -17,7 +17,7 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.demo.lake import append
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance import procedures
+from icelake_assets.maintenance.spark import procedures
 from icelake_assets.partitions.filters import PartitionScope
 from icelake_assets.partitions.layout import partition_layout
 from icelake_assets_tests.conftest import catalog_name

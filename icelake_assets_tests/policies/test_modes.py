@@ -3,14 +3,11 @@
 import pytest
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance.plan import (
-    decide_expire,
-    decide_manifests,
-    decide_orphans,
-    decide_rewrite,
-    decide_statistics,
-    rewrite_options,
-)
+from icelake_assets.planning.manifests import decide_manifests
+from icelake_assets.planning.orphans import decide_orphans
+from icelake_assets.planning.rewrite import decide_rewrite, rewrite_options
+from icelake_assets.planning.snapshots import decide_expire
+from icelake_assets.planning.statistics import decide_statistics
 from icelake_assets.policies import (
     decide_action,
     policy_for,

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from icelake_assets.maintenance.resident_spark import stop_all
+from icelake_assets.maintenance.spark.resident_spark import stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from icelake_assets.maintenance.resident_spark import read_driver
+from icelake_assets.maintenance.spark.resident_spark import read_driver
 from icelake_assets_tests.ui.server import ROOT, DagsterDev, free_port, processes_using
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -12,7 +12,7 @@ from icelake_assets.audit.records import AuditRecord, trigger_from_tags
 from icelake_assets.audit.writer import RunFinished, write_audit
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.causes import describe
-from icelake_assets.maintenance.validation import RollbackOutcome, ValidationResult
+from icelake_assets.maintenance.verify.validation import RollbackOutcome, ValidationResult
 from icelake_assets.orchestration.assets.run_state import RunState
 from icelake_assets.settings import Policy, Settings
 

@@ -39,7 +39,7 @@ from dagster import (
 )
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance import runner, statistics
+from icelake_assets.maintenance.ops import runner, statistics
 from icelake_assets.orchestration.assets.description import asset_group, asset_metadata, asset_tags, describe
 from icelake_assets.orchestration.assets.ops import (
     op_step,

@@ -1,5 +1,5 @@
 """The maintenance ops of a table group: one Dagster op per maintenance function of
-maintenance/runner.py, run for every table of the run in turn (orchestration/assets/graph.py assembles
+maintenance/ops/runner.py, run for every table of the run in turn (orchestration/assets/graph.py assembles
 them into the group's graph), with the retry of failed partitions and the one-run-per-table guard."""
 
 import contextlib
@@ -33,11 +33,12 @@ from icelake_assets.catalog.connection import (
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
-from icelake_assets.maintenance import fencing, rewrite
-from icelake_assets.maintenance.commit_tags import tag_session, untag_session
-from icelake_assets.maintenance.preflight import PreflightError
-from icelake_assets.maintenance.result_dicts import op_result_from_dict
-from icelake_assets.maintenance.results import OpResult, RewriteResult
+from icelake_assets.maintenance.ops import rewrite
+from icelake_assets.maintenance.results.models import OpResult, RewriteResult
+from icelake_assets.maintenance.results.serialize import op_result_from_dict
+from icelake_assets.maintenance.spark import fencing
+from icelake_assets.maintenance.spark.commit_tags import tag_session, untag_session
+from icelake_assets.maintenance.spark.preflight import PreflightError
 from icelake_assets.orchestration.assets.audit_trail import write_op_failure
 from icelake_assets.orchestration.assets.run_state import RunState, RunStates
 from icelake_assets.orchestration.names import table_asset_key
@@ -100,7 +101,7 @@ def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef,
 
 
 def stop_if_fenced(context: OpExecutionContext, err: BaseException | None = None) -> None:
-    """A fenced run (maintenance/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
+    """A fenced run (maintenance/spark/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
     Dagster raises itself on Terminate); judged dead or without a lease, it fails saying why."""
     reason = fencing.fenced()
     if reason is None:
@@ -159,7 +160,7 @@ def op_step(
 
         tagged: list[Any] = []
 
-        def spark():  # its commits name this run, op and attempt (maintenance/commit_tags.py)
+        def spark():  # its commits name this run, op and attempt (maintenance/spark/commit_tags.py)
             session = icelake_spark.session_for(ref, table)
             tag_session(session, context.run_id, name, context.retry_number + 1)
             tagged.append(session)

@@ -9,8 +9,8 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance, MetadataValue, TimestampMetadataValue
 
 from icelake_assets.health.scan_cost import ScanBenefit
-from icelake_assets.maintenance.result_types import count_of
-from icelake_assets.maintenance.results import (
+from icelake_assets.maintenance.results.base import count_of
+from icelake_assets.maintenance.results.models import (
     ExpireResult,
     ManifestResult,
     OpResult,

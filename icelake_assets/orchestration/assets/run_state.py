@@ -1,12 +1,12 @@
 """The state one maintenance run hands from op to op: where it started and what each op did
-(typed op results, maintenance/results.py)."""
+(typed op results, maintenance/results/models.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from icelake_assets.maintenance.attempts import merge_attempts
-from icelake_assets.maintenance.results import REWRITING_OPS, OpResult, RewriteResult
+from icelake_assets.maintenance.ops.attempts import merge_attempts
+from icelake_assets.maintenance.results.models import REWRITING_OPS, OpResult, RewriteResult
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from icelake_assets.catalog.connection import (
     current_snapshot_id as _current_snapshot_id,
 )
 from icelake_assets.causes import root_cause
-from icelake_assets.maintenance import fencing, post_run
-from icelake_assets.maintenance.results import RewriteResult
+from icelake_assets.maintenance.results.models import RewriteResult
+from icelake_assets.maintenance.spark import fencing
+from icelake_assets.maintenance.verify import post_run
 from icelake_assets.orchestration.assets.audit_trail import run_records, write_run_audit
 from icelake_assets.orchestration.assets.ops import load_table_of_run, record_maintained, selected_tables
 from icelake_assets.orchestration.assets.run_metadata import (
@@ -47,7 +48,7 @@ def _validate_table(
     state: RunState,
 ) -> dict[str, Any]:
     """Row-count parity of one table between the snapshots before and after its maintenance, the
-    closed loop's effects, the audit (decided in maintenance/post_run.py); returns the
+    closed loop's effects, the audit (decided in maintenance/verify/post_run.py); returns the
     materialization's metadata or raises Failure."""
     table = load_table_of_run(icelake, ref)
     policy = icelake.policy(table)

@@ -4,7 +4,7 @@
   latest observation's metadata) carries ``sensor/waits_for`` (the guard or the mode),
   ``sensor/estimate_bytes`` and ``sensor/approve``: the ``icelake approve`` command and a link to the
   launchpad of the table's maintenance job with the table selected and ``icelake/approved=true``
-  filled in (maintenance/approval.py).
+  filled in (planning/approval.py).
 - The lake overview lists every table that waits (held, proposed, deferred) with the same columns
   (``waiting`` and the counts ``tables/held``, ``tables/proposed``, ``tables/deferred``).
 """
@@ -18,7 +18,7 @@ from dagster import AssetObservation, MetadataValue
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.overview import TableHealth
-from icelake_assets.maintenance.approval import approval_markdown, waiting_markdown
+from icelake_assets.planning.approval import approval_markdown, waiting_markdown
 from icelake_assets.planning.table import decide_table
 from icelake_assets.settings import Mode
 

@@ -109,7 +109,7 @@ class RunLease:
 
     The same thread watches the run every ``watch_seconds``: a run failed by someone else (the
     sensor's verdict), or terminated (CANCELING: the UI's Terminate, ``dagster/max_runtime``), is
-    fenced through ``on_fenced(reason, canceled)`` (maintenance/fencing.py) before its next commit; so
+    fenced through ``on_fenced(reason, canceled)`` (maintenance/spark/fencing.py) before its next commit; so
     is a worker that could not renew its lease for ``SELF_FENCE_SECONDS``."""
 
     def __init__(

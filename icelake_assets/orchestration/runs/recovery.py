@@ -2,7 +2,7 @@
 
 * stale runs: the product's runs whose worker is gone (their leases, runs/leases.py; the rule,
   planning/stale_runs.py) are terminated through the instance's run launcher (a verdict that was
-  wrong stops the run: its worker sees it and fences itself, maintenance/fencing.py), then failed
+  wrong stops the run: its worker sees it and fences itself, maintenance/spark/fencing.py), then failed
   through Dagster's public ``report_run_failed``: their pools and run slots free up, and the run
   model sees a lost worker (a short wait, then a retry);
 * lost workers: the product's runs that Dagster failed after their worker was killed (its code server

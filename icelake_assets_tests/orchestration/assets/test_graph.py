@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, FloatMetadataValue, IntMetadataValue
 
-from icelake_assets.maintenance.effect import OpEffect
-from icelake_assets.maintenance.result_dicts import op_result_from_dict
-from icelake_assets.maintenance.results import OpResult
-from icelake_assets.maintenance.validation import ValidationResult
+from icelake_assets.maintenance.results.models import OpResult
+from icelake_assets.maintenance.results.serialize import op_result_from_dict
+from icelake_assets.maintenance.verify.effect import OpEffect
+from icelake_assets.maintenance.verify.validation import ValidationResult
 from icelake_assets.orchestration.assets.run_metadata import LastEffective, last_effective_run, run_metadata
 from icelake_assets.orchestration.assets.run_state import RunState
 from icelake_assets.orchestration.display import human_bytes, human_duration

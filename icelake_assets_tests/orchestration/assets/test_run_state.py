@@ -1,7 +1,7 @@
 """The typed state between maintenance ops: appending outcomes never mutates the previous state."""
 
-from icelake_assets.maintenance.result_dicts import op_result_from_dict
-from icelake_assets.maintenance.results import OpResult
+from icelake_assets.maintenance.results.models import OpResult
+from icelake_assets.maintenance.results.serialize import op_result_from_dict
 from icelake_assets.orchestration.assets.run_state import RunState
 
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 from dagster import In, Nothing, OpExecutionContext, job, op
 from pyiceberg.catalog.sql import SqlCatalog
 
-from icelake_assets.maintenance import fencing
+from icelake_assets.maintenance.spark import fencing
 from icelake_assets.orchestration.assets.ops import stop_if_fenced
 from icelake_assets.orchestration.resources import IcelakeResource
 

@@ -226,7 +226,7 @@ def test_the_keys_of_settled_runs_are_swept(tmp_path):
 def test_a_step_retried_after_a_terminate_is_fenced_before_it_acts(tmp_path):
     """The soak: a rewrite step retried after the Terminate lost its fence (its resource set-up re-armed
     it) and ran its rewrite again, twice, before the run ended CANCELED."""
-    from icelake_assets.maintenance import fencing
+    from icelake_assets.maintenance.spark import fencing
 
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
         run = instance.create_run_for_job(__ASSET_JOB, status=DagsterRunStatus.STARTED)

@@ -195,7 +195,7 @@ def test_the_commits_of_a_failed_run_that_no_record_spans_are_reconciled_once_by
     """A run killed mid-rewrite made two commits (partial progress) and recorded one of them: the next
     tick writes the other to the audit as reconciled, with its rows checked against its parent's."""
     from icelake_assets.audit.records import AuditRecord
-    from icelake_assets.maintenance import commit_tags, procedures
+    from icelake_assets.maintenance.spark import commit_tags, procedures
     from icelake_assets_tests.orchestration.runs.test_model import _queue
 
     settings, ref, table = _lake(make_lake, files=12)

@@ -14,8 +14,8 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 from bench.run_worker import prepare_run
 from icelake_assets import definitions
 from icelake_assets.catalog.connection import load_table, open_catalog
-from icelake_assets.maintenance import resident_spark
-from icelake_assets.maintenance.commit_tags import run_of
+from icelake_assets.maintenance.spark import resident_spark
+from icelake_assets.maintenance.spark.commit_tags import run_of
 from icelake_assets.orchestration.assets.graph import table_asset_key
 from icelake_assets.orchestration.project import MAINTENANCE_JOB
 from icelake_assets.planning.stale_runs import WATCH_SECONDS

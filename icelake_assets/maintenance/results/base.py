@@ -1,0 +1,67 @@
+"""The base of every op's typed result (maintenance/results/models.py): what one op did to one table in one
+attempt, and the plain-JSON pieces results are made of (a procedure's row, the audit's details)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+# One row of an Iceberg procedure's output (``CALL ... system.*``), kept whole for the audit: its
+# columns differ between Iceberg versions, the ones read here have typed accessors.
+Scalar = str | int | float | bool | None
+ProcedureRow = Mapping[str, Scalar]
+Details = dict[str, object]
+
+
+def count_of(row: ProcedureRow, key: str) -> int | None:
+    """A count of a procedure row, None when absent or not a number (as the metadata leaves it out)."""
+    value = row.get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpResult:
+    """What one op did to one table in one attempt: whether it acted and why, its signals, its time
+    and the snapshots around it; subclasses add what the op itself measured."""
+
+    op: ClassVar[str] = ""
+    acted: bool
+    reason: str
+    signals: Mapping[str, object] = field(default_factory=dict)
+    duration_s: float = 0.0
+    snapshot_before: int | None = None
+    snapshot_after: int | None = None
+    attempt: int = 1  # the op's attempt (Dagster retries the rewrite while partitions fail)
+    merged_attempts: int | None = None  # the attempts folded into this one (merge_attempts)
+    # The post-run effect verification's verdict on this op (maintenance/verify/effect.py), for the audit.
+    effect: str | None = None
+    effect_reason: str | None = None
+
+    def _details(self) -> Details:
+        return {}
+
+    def details(self) -> Details:
+        """The op's result as the audit records it (the ``result`` of the former outcome dicts)."""
+        out = self._details()
+        if self.merged_attempts is not None:
+            out["attempts"] = self.merged_attempts
+        if self.effect is not None:
+            out["effect"], out["effect_reason"] = self.effect, self.effect_reason
+        return out
+
+    def to_dict(self) -> Details:
+        return {
+            "op": self.op,
+            "acted": self.acted,
+            "reason": self.reason,
+            "signals": dict(self.signals),
+            "result": self.details(),
+            "duration_s": self.duration_s,
+            "snapshot_before": self.snapshot_before,
+            "snapshot_after": self.snapshot_after,
+            "attempt": self.attempt,
+        }
+
+    def with_effect(self, effect: str, reason: str) -> OpResult:
+        return replace(self, effect=effect, effect_reason=reason)

@@ -15,7 +15,6 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     Definitions,
-    FilesystemIOManager,
     PreviewWarning,
     get_dagster_logger,
     in_process_executor,
@@ -27,6 +26,7 @@ from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, 
 from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.assets.graph import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
 from icelake_assets.orchestration.assets.lineage import Lineage, build_lineage
+from icelake_assets.orchestration.assets.run_state_io import RunStateStore
 from icelake_assets.orchestration.checks.asset_checks import (
     CHECKS_JOB,
     HEALTH_JOB,
@@ -200,7 +200,7 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
                     session=settings.spark.session,
                     idle_seconds=settings.spark.idle_minutes * 60,
                 ),
-                RUN_STATE_IO_MANAGER: FilesystemIOManager(),
+                RUN_STATE_IO_MANAGER: RunStateStore(),
             },
             executor=in_process_executor if standalone else None,
         ),

@@ -1,6 +1,6 @@
 """The relaunch hold: a plan whose last run was ineffective is not launched again on the same table
 state and policy before its backoff. Read from the run tags the maintenance run records
-(maintenance/verify/effect.py writes them, the sensor reads the latest run's back)."""
+(maintenance/results/effect.py writes them, the sensor reads the latest run's back)."""
 
 from __future__ import annotations
 

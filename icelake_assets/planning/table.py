@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from icelake_assets.health.overview import TableBenefit, table_benefit
 from icelake_assets.health.stats import TableStats
-from icelake_assets.planning import health, manifests, orphans as orphan_files, rewrite, snapshots, statistics
+from icelake_assets.planning import health, rewrite, statistics
 from icelake_assets.planning.decision import Decision
 from icelake_assets.planning.guards import Verdict, evaluate_guards, run_guard
 from icelake_assets.planning.history import History
+from icelake_assets.planning.op_plans import DecisionInputs, SizedFile, decisions
 from icelake_assets.planning.outcome import OUTCOMES as OUTCOMES, Outcome
 from icelake_assets.planning.relaunch import relaunch_hold
 from icelake_assets.policies import decide_action
@@ -47,22 +47,14 @@ class TableDecision:
         return self.outcome in (Outcome.HELD, Outcome.PROPOSED)
 
 
-def op_decisions(stats: TableStats, policy: Policy, orphans: Sequence[Any] | None) -> list[Decision]:
-    """Each op's decision; ``orphans`` (the removable orphan files, each with a ``size``) only when
-    storage was listed (None: the orphan op is not decided)."""
-    decisions = [
-        snapshots.decide_expire(stats, policy),
-        rewrite.decide_rewrite(stats, policy),
-        manifests.decide_manifests(stats, policy),
-        statistics.decide_statistics(stats, policy),
-    ]
-    if orphans is not None:
-        decisions.insert(1, orphan_files.decide_orphans(len(orphans), sum(o.size for o in orphans), policy))
-    return decisions
+def op_decisions(stats: TableStats, policy: Policy, orphans: Sequence[SizedFile] | None) -> list[Decision]:
+    """Each op's decision in chain order (planning/op_plans.py); ``orphans`` (the removable orphan files)
+    only when storage was listed (None: the orphan op is not decided)."""
+    return decisions(DecisionInputs(stats, policy, orphans))
 
 
 def decide_table(
-    stats: TableStats, policy: Policy, mode: Mode, orphans: Sequence[Any] | None = None
+    stats: TableStats, policy: Policy, mode: Mode, orphans: Sequence[SizedFile] | None = None
 ) -> TableDecision:
     """The decision the maintenance sensor takes for a table in ``mode`` (see TableDecision)."""
     decisions = op_decisions(stats, policy, orphans)
@@ -128,7 +120,7 @@ def plan_table(
     now: float,
     *,
     mode: Mode,
-    orphans: Sequence[Any] | None = None,
+    orphans: Sequence[SizedFile] | None = None,
     name: str | None = None,
 ) -> TablePlan:
     """The table's decision (decide_table), then the guards only the sensor's memory can apply, in

@@ -228,7 +228,7 @@ class ConfigurationPolicy(StrictModel):
 
 
 class LoopPolicy(StrictModel):
-    """The closed loop: what a run does when its ops left their findings failing (maintenance/verify/effect.py)."""
+    """The closed loop: what a run does when its ops left their findings failing (maintenance/results/effect.py)."""
 
     # warn: the run succeeds, its checks stay failed and it carries the tag icelake/outcome=ineffective;
     # fail: the run fails naming the ops and findings.

@@ -18,10 +18,10 @@ from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.demo.many_files import write_many_files
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.maintenance.verify.effect import OUTCOME_TAG
 from icelake_assets.orchestration.checks.asset_checks import HEALTH_JOB, OVERVIEW_KEY
 from icelake_assets.orchestration.project import build_definitions, execute_maintenance
 from icelake_assets.planning.health import evaluate
+from icelake_assets.planning.relaunch import OUTCOME_TAG
 from icelake_assets.settings import load_settings
 from icelake_assets_tests.conftest import catalog_name, sensor_tick
 

@@ -3,15 +3,25 @@ attempt, and the plain-JSON pieces results are made of (a procedure's row, the a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import ClassVar, Literal, Self
 
 # One row of an Iceberg procedure's output (``CALL ... system.*``), kept whole for the audit: its
 # columns differ between Iceberg versions, the ones read here have typed accessors.
 Scalar = str | int | float | bool | None
 ProcedureRow = Mapping[str, Scalar]
 Details = dict[str, object]
+
+
+@dataclass(frozen=True)
+class MetadataItem:
+    """A value of an op's result that the run's materialization shows beside its numbers, by kind
+    (orchestration turns each kind into Dagster's metadata value)."""
+
+    key: str
+    kind: Literal["int", "json", "path"]
+    value: object
 
 
 def count_of(row: ProcedureRow, key: str) -> int | None:
@@ -34,7 +44,7 @@ class OpResult:
     snapshot_after: int | None = None
     attempt: int = 1  # the op's attempt (Dagster retries the rewrite while partitions fail)
     merged_attempts: int | None = None  # the attempts folded into this one (merge_attempts)
-    # The post-run effect verification's verdict on this op (maintenance/verify/effect.py), for the audit.
+    # The post-run effect verification's verdict on this op (maintenance/results/effect.py), for the audit.
     effect: str | None = None
     effect_reason: str | None = None
 
@@ -65,3 +75,28 @@ class OpResult:
 
     def with_effect(self, effect: str, reason: str) -> OpResult:
         return replace(self, effect=effect, effect_reason=reason)
+
+    # What each op renders and counts, overridden by the ops that have it (maintenance/results/models.py).
+    def metrics(self) -> dict[str, int | None]:
+        """The numbers worth plotting, by metadata key (None: not measured)."""
+        return {}
+
+    def did(self) -> str:
+        """What the op did when it acted, numbers first, each naming what it counts."""
+        return self.reason
+
+    def metadata_items(self) -> tuple[MetadataItem, ...]:
+        """What the materialization shows of it beside its numbers (files, partition keys)."""
+        return ()
+
+    def folded(self, attempts: Sequence[Self]) -> Self:
+        """This, the last attempt, with what the earlier ``attempts`` (oldest first) add."""
+        return self
+
+    def data_commits(self) -> int:
+        """Commits of a data-file rewrite (the manifest rewrite consolidates them)."""
+        return 0
+
+    def snapshots_rewritten(self) -> int:
+        """Snapshots of rewritten files it committed (statistics follow them)."""
+        return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from icelake_assets.maintenance.results.base import Details, ProcedureRow
+from icelake_assets.text import human_bytes
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,15 @@ class PositionDeletes:
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    def did(self) -> str:
+        if self.error:
+            return f"position deletes not compacted ({self.error})"
+        return (
+            f"{self.delete_files_before} → {self.delete_files_after} position delete files in "
+            f"{len(self.partitions)} partitions ({human_bytes(self.estimated_bytes)} instead of "
+            f"{human_bytes(self.data_bytes_not_rewritten)} of data rewritten)"
+        )
 
     def to_dict(self) -> Details:
         out: Details = {

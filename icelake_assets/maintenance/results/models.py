@@ -1,8 +1,10 @@
-"""What each maintenance op did, typed: one frozen result class per op of maintenance/ops/runner.py.
+"""What each maintenance op did, typed: one frozen result class per op (the rewrite's in
+results/rewrite.py), each rendering itself (``metrics``, ``did``, ``metadata_items``) and folding its
+attempts (``folded``): no reader dispatches on the class.
 
-Readers (post-run decisions, effects, Dagster metadata) read attributes. The audit and the retry
-observations need the op's result as plain JSON: ``details()`` / ``to_dict()``, with exactly the keys
-the audit trail has always recorded (maintenance/results/serialize.py reads them back).
+The audit records ``details()`` / ``to_dict()``, with exactly the keys it has always recorded; the run
+state and a retried op's attempts travel through maintenance/results/codec.py, one JSON round trip
+derived from the fields.
 
 Fields an op sets only when it acted keep the meaning of an absent key: a default a reader takes for
 "not there" (None, empty), so a result folded from several attempts (maintenance/ops/attempts.py) reads
@@ -11,26 +13,24 @@ as the former dicts did.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from icelake_assets.maintenance.results.base import (
     Details,
+    MetadataItem,
     OpResult,
     ProcedureRow,
     Scalar,
     count_of,
 )
 from icelake_assets.maintenance.results.deletes import DanglingDeletes, PositionDeletes
+from icelake_assets.maintenance.results.rewrite import PartitionValueList, RewriteResult
+from icelake_assets.planning.op_plans import EXPIRE, MANIFESTS, ORPHANS, REWRITE, STATISTICS
+from icelake_assets.text import human_bytes
 
-EXPIRE = "expire_snapshots"
-ORPHANS = "remove_orphan_files"
-REWRITE = "rewrite_data_files"
-MANIFESTS = "rewrite_manifests"
-STATISTICS = "compute_statistics"
 # The ops that commit new data files: validation's row-count baseline is where the first one started.
-REWRITING_OPS = (REWRITE, MANIFESTS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +51,17 @@ class ExpireResult(OpResult):
     @property
     def deleted_manifest_lists_count(self) -> int | None:
         return count_of(self.procedure, "deleted_manifest_lists_count")
+
+    def metrics(self) -> dict[str, int | None]:
+        return {
+            "snapshots/expired": self.snapshots_expired,
+            "snapshots/forecast": self.snapshots_forecast,
+            "snapshots/mismatches": self.forecast_mismatches,
+            "snapshots/lists_deleted": self.deleted_manifest_lists_count,
+        }
+
+    def did(self) -> str:
+        return f"{self.snapshots_expired or 0} of {self.snapshots_before or 0} snapshots expired"
 
     def _details(self) -> Details:
         if not self.acted:
@@ -111,6 +122,18 @@ class OrphanResult(OpResult):
     referenced_files_verified: int | None = None
     delete_errors: tuple[str, ...] = ()
 
+    def metrics(self) -> dict[str, int | None]:
+        return {
+            "orphans/found": self.scan.orphans_found,
+            "orphans/removed": self.orphans_removed if self.acted else None,
+            "bytes/orphans": self.bytes_found if self.acted else None,
+            "orphans/hidden": self.scan.hidden_files,
+            "orphans/skipped": self.scan.skipped_other_tables,
+        }
+
+    def did(self) -> str:
+        return f"{self.orphans_removed} orphan files removed ({human_bytes(self.bytes_found)})"
+
     def _details(self) -> Details:
         out = self.scan.to_dict()
         if self.acted:
@@ -122,110 +145,6 @@ class OrphanResult(OpResult):
             )
             if self.delete_errors:
                 out["delete_errors"] = list(self.delete_errors)
-        return out
-
-
-PartitionValueList = tuple[tuple[str | None, ...], ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class RewriteResult(OpResult):
-    """The data-file rewrite. ``partitions_failed``: attempted partitions that kept all their small
-    files (measured from metadata; Iceberg only counts groups whose rewrite failed)."""
-
-    op: ClassVar[str] = REWRITE
-    procedure: ProcedureRow = field(default_factory=dict)  # rewritten_data_files_count, ...
-    dangling: DanglingDeletes | None = None  # only after a rewrite that applied deletes and committed
-    # Position deletes compacted by rewrite_position_delete_files instead of a data rewrite.
-    position_deletes: PositionDeletes | None = None
-    data_files_before: int | None = None
-    data_files_after: int | None = None
-    small_files_before: int | None = None
-    small_files_after: int | None = None
-    candidate_partitions: tuple[str, ...] = ()
-    where: str | None = None
-    options: Mapping[str, str] = field(default_factory=dict)
-    partial_progress_fallback: bool = False
-    estimated_rewrite_bytes: int | None = None
-    snapshots_committed: int | None = None
-    delete_files_before: int | None = None
-    delete_files_after: int | None = None
-    partitions_rewritten: tuple[str, ...] = ()
-    partitions_failed: tuple[str, ...] = ()
-    iceberg_failed_data_files_count: int | None = None
-    failed_data_files_count: int | None = None  # the larger of Iceberg's count and ours
-    # With a partition scope: the run's partition values (for the caller's Dagster keys) ...
-    failed_partition_values: PartitionValueList | None = None
-    rewritten_partition_values: PartitionValueList | None = None
-    error: str | None = None  # a Spark/Iceberg failure, recorded rather than raised
-    error_kind: str | None = None
-    # ... and the Dagster partition keys orchestration derived from them.
-    partition_keys_failed: tuple[str, ...] | None = None
-    partition_keys_rewritten: tuple[str, ...] | None = None
-
-    @property
-    def rewritten_data_files_count(self) -> int | None:
-        return count_of(self.procedure, "rewritten_data_files_count")
-
-    @property
-    def added_data_files_count(self) -> int | None:
-        return count_of(self.procedure, "added_data_files_count")
-
-    @property
-    def rewritten_bytes_count(self) -> int | None:
-        return count_of(self.procedure, "rewritten_bytes_count")
-
-    @property
-    def failed(self) -> bool:
-        """Some partitions did not compact, or Spark failed (a failed position-delete compaction is
-        its effect's, maintenance/verify/effect.py: no partition of the data rewrite is left behind)."""
-        return bool(self.partitions_failed or self.error)
-
-    def failed_names(self) -> tuple[str, ...]:
-        """The failed partitions by Dagster key in a partitioned run, else by Iceberg label."""
-        keys = self.partition_keys_failed
-        return keys if keys is not None else self.partitions_failed
-
-    def rewritten_names(self) -> tuple[str, ...]:
-        keys = self.partition_keys_rewritten
-        return keys if keys is not None else self.partitions_rewritten
-
-    def _details(self) -> Details:
-        if not self.acted:
-            return {}
-        out: Details = dict(self.procedure)
-        if self.dangling is not None:
-            out.update(self.dangling.to_dict())
-        if self.position_deletes is not None:
-            out["position_deletes"] = self.position_deletes.to_dict()
-        out.update(
-            data_files_before=self.data_files_before,
-            data_files_after=self.data_files_after,
-            small_files_before=self.small_files_before,
-            small_files_after=self.small_files_after,
-            candidate_partitions=list(self.candidate_partitions),
-            where=self.where,
-            options=dict(self.options),
-            partial_progress_fallback=self.partial_progress_fallback,
-            estimated_rewrite_bytes=self.estimated_rewrite_bytes,
-            snapshots_committed=self.snapshots_committed,
-            delete_files_before=self.delete_files_before,
-            delete_files_after=self.delete_files_after,
-            partitions_rewritten=list(self.partitions_rewritten),
-            partitions_failed=list(self.partitions_failed),
-            iceberg_failed_data_files_count=self.iceberg_failed_data_files_count,
-            failed_data_files_count=self.failed_data_files_count,
-        )
-        if self.failed_partition_values is not None:
-            out["failed_partition_values"] = [list(v) for v in self.failed_partition_values]
-        if self.rewritten_partition_values is not None:
-            out["rewritten_partition_values"] = [list(v) for v in self.rewritten_partition_values]
-        if self.error is not None:
-            out["error"], out["error_kind"] = self.error, self.error_kind
-        if self.partition_keys_failed is not None:
-            out["partition_keys_failed"] = list(self.partition_keys_failed)
-        if self.partition_keys_rewritten is not None:
-            out["partition_keys_rewritten"] = list(self.partition_keys_rewritten)
         return out
 
 
@@ -244,6 +163,25 @@ class ManifestResult(OpResult):
     @property
     def added_manifests_count(self) -> int | None:
         return count_of(self.procedure, "added_manifests_count")
+
+    def metrics(self) -> dict[str, int | None]:
+        return {
+            "manifests/rewritten": self.rewritten_manifests_count,
+            "manifests/added": self.added_manifests_count,
+        }
+
+    def did(self) -> str:
+        return (
+            f"{self.rewritten_manifests_count or 0} → {self.added_manifests_count or 0} manifests rewritten"
+        )
+
+    def folded(self, attempts: Sequence[ManifestResult]) -> ManifestResult:
+        """The manifest count before is the first attempt's, when it acted."""
+        first = attempts[0] if attempts else self
+        return replace(self, manifests_before=first.manifests_before) if first.acted else self
+
+    def snapshots_rewritten(self) -> int:
+        return 1 if self.acted else 0
 
     def _details(self) -> Details:
         if not self.acted:
@@ -274,6 +212,27 @@ class StatisticsResult(OpResult):
     error: str | None = None  # a Spark/Iceberg failure, recorded rather than raised
     error_kind: str | None = None
 
+    def metrics(self) -> dict[str, int | None]:
+        return {
+            "statistics/columns": len(self.ndv) if self.acted else None,
+            "statistics/bytes": self.statistics_bytes,
+        }
+
+    def did(self) -> str:
+        if self.error:
+            return f"no statistics ({self.error})"
+        parts = " and partition statistics" if self.partition_statistics_file else ""
+        return f"NDV sketches of {len(self.ndv)} columns{parts} for snapshot {self.statistics_snapshot_id}"
+
+    def metadata_items(self) -> tuple[MetadataItem, ...]:
+        if not self.acted or not self.statistics_file:
+            return ()
+        items = [MetadataItem("statistics/file", "path", self.statistics_file)]
+        items.append(MetadataItem("statistics/ndv", "json", dict(self.ndv)))
+        if self.partition_statistics_file:
+            items.append(MetadataItem("statistics/partition_file", "path", self.partition_statistics_file))
+        return tuple(items)
+
     def _details(self) -> Details:
         if not self.acted:
             return {}
@@ -301,7 +260,6 @@ __all__ = [
     "MANIFESTS",
     "ORPHANS",
     "REWRITE",
-    "REWRITING_OPS",
     "STATISTICS",
     "AnyOpResult",
     "DanglingDeletes",

@@ -17,26 +17,12 @@ from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding
 from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance.results.models import (
-    ORPHANS,
-    REWRITING_OPS,
-    OpResult,
-    OrphanResult,
-    RewriteResult,
-)
+from icelake_assets.maintenance.ops.chain import ORPHANS_OP, REWRITE_OP, REWRITING_OPS, judge_effects
+from icelake_assets.maintenance.results.base import OpResult
+from icelake_assets.maintenance.results.effect import Effect, OpEffect, run_outcome
+from icelake_assets.maintenance.results.rewrite import RewriteResult
 from icelake_assets.maintenance.spark.commit_tags import run_of
 from icelake_assets.maintenance.verify.cross_engine import CrossEngineError, cross_engine_check
-from icelake_assets.maintenance.verify.effect import (
-    OUTCOME_SNAPSHOT_TAG,
-    OUTCOME_TABLE_TAG,
-    OUTCOME_TAG,
-    POLICY_HASH_TAG,
-    Effect,
-    OpEffect,
-    policy_hash,
-    run_outcome,
-    verify_effects,
-)
 from icelake_assets.maintenance.verify.scan_probe import probe_scan
 from icelake_assets.maintenance.verify.validation import (
     RollbackOutcome,
@@ -46,6 +32,13 @@ from icelake_assets.maintenance.verify.validation import (
     validate_row_counts,
 )
 from icelake_assets.planning.orphans import orphan_finding
+from icelake_assets.planning.relaunch import (
+    OUTCOME_SNAPSHOT_TAG,
+    OUTCOME_TABLE_TAG,
+    OUTCOME_TAG,
+    POLICY_HASH_TAG,
+    policy_hash,
+)
 from icelake_assets.settings import Policy
 
 # How a run ends, for the audit's metrics (audit/metric_families.RUN_OUTCOMES).
@@ -134,27 +127,25 @@ def recovery_advice(ref: TableRef, rollback: RollbackOutcome | None, before_snap
 
 def scanned_orphans(ops: Sequence[OpResult], policy: Policy) -> Finding | None:
     """The orphan finding of this run's own storage scan (what its orphan op left), if it scanned."""
-    for o in ops:
-        if isinstance(o, OrphanResult):
-            left = o.scan.orphans_found - o.orphans_removed
-            return orphan_finding(
-                max(0, left),
-                0 if left <= 0 else o.bytes_found,
-                policy,
-                hidden_files=o.scan.hidden_files,
-                skipped=o.scan.skipped_reasons,
-                refused=o.scan.refused,
-                deferred=o.scan.deferred,
-            )
-    return None
+    o = ORPHANS_OP.find(ops)
+    if o is None:
+        return None
+    left = o.scan.orphans_found - o.orphans_removed
+    return orphan_finding(
+        max(0, left),
+        0 if left <= 0 else o.bytes_found,
+        policy,
+        hidden_files=o.scan.hidden_files,
+        skipped=o.scan.skipped_reasons,
+        refused=o.scan.refused,
+        deferred=o.scan.deferred,
+    )
 
 
 def rewrite_failure(ops: Sequence[OpResult]) -> RewriteResult | None:
     """The rewrite's result when some of its partitions did not compact (or Spark failed)."""
-    for o in ops:  # merged: the last attempt's failures, earlier ones were retried
-        if isinstance(o, RewriteResult) and o.failed:
-            return o
-    return None
+    o = REWRITE_OP.find(ops)  # merged: the last attempt's failures, earlier ones were retried
+    return o if o is not None and o.failed else None
 
 
 def scan_benefit(
@@ -194,7 +185,7 @@ class RunReport:
     @property
     def orphans_removed(self) -> bool:
         """The orphan op removed what it found (health then needs no new scan)."""
-        return any(e.op == ORPHANS and e.effect == "effective" for e in self.effects)
+        return any(e.op == ORPHANS_OP.name and e.effect == "effective" for e in self.effects)
 
     @property
     def failed_partitions(self) -> tuple[str, ...]:
@@ -264,7 +255,7 @@ def judge(
     """The closed loop, on metadata only (incremental cache): each op's effect on ``after``.
     ``merged_ops``: one result per op, a retried op's attempts folded into one; ``others``: the
     commits others made on top of each op (:func:`commits_by_others`)."""
-    effects = verify_effects(merged_ops, after, policy, others)
+    effects = judge_effects(merged_ops, after, policy, others)
     return RunReport(
         effects=tuple(effects),
         outcome=run_outcome(effects),

@@ -34,8 +34,9 @@ from icelake_assets.catalog.connection import (
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
 from icelake_assets.maintenance.ops import rewrite
-from icelake_assets.maintenance.results.models import OpResult, RewriteResult
-from icelake_assets.maintenance.results.serialize import op_result_from_dict
+from icelake_assets.maintenance.ops.chain import REWRITE_OP
+from icelake_assets.maintenance.results.base import OpResult
+from icelake_assets.maintenance.results.codec import decode_result, encode
 from icelake_assets.maintenance.spark import fencing
 from icelake_assets.maintenance.spark.commit_tags import tag_session, untag_session
 from icelake_assets.maintenance.spark.preflight import PreflightError
@@ -251,7 +252,9 @@ def op_step(
                         AssetObservation(
                             asset_key=table_asset_key(dt.ref),
                             description=f"{name} attempt {context.retry_number + 1}: {done.reason}",
-                            metadata={ATTEMPT_METADATA: MetadataValue.json({**done.to_dict(), "table": key})},
+                            metadata={
+                                ATTEMPT_METADATA: MetadataValue.json({"table": key, "result": encode(done)})
+                            },
                         )
                     )
             raise Failure(
@@ -311,8 +314,8 @@ def earlier_attempts(context: OpExecutionContext) -> dict[str, list[OpResult]]:
         if event is None or event.step_key != step_key:
             continue
         entry = event.asset_observation_data.asset_observation.metadata.get(ATTEMPT_METADATA)
-        if entry is not None and isinstance(entry.value, dict):
-            out.setdefault(str(entry.value["table"]), []).append(op_result_from_dict(entry.value))
+        if entry is not None and isinstance(entry.value, dict) and "result" in entry.value:
+            out.setdefault(str(entry.value["table"]), []).append(decode_result(entry.value["result"]))
     return out
 
 
@@ -344,27 +347,25 @@ def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]):
     def keys(dt: DiscoveredTable, outcome: OpResult) -> OpResult:
         """The Dagster partition keys of the partitions the rewrite failed and finished."""
         layout = dt.layout
-        if (
-            not isinstance(outcome, RewriteResult)
-            or outcome.failed_partition_values is None
-            or layout is None
-        ):
+        rewritten = REWRITE_OP.own(outcome)
+        if rewritten.failed_partition_values is None or layout is None:
             return outcome
 
         def named(values: tuple[tuple[str | None, ...], ...]) -> tuple[str, ...]:
             return tuple(sorted({str(k) for v in values if (k := partition_key(layout, v)) is not None}))
 
         return replace(
-            outcome,
-            partition_keys_failed=named(outcome.failed_partition_values),
-            partition_keys_rewritten=named(outcome.rewritten_partition_values or ()),
+            rewritten,
+            partition_keys_failed=named(rewritten.failed_partition_values),
+            partition_keys_rewritten=named(rewritten.rewritten_partition_values or ()),
         )
 
     def wants_retry(context: OpExecutionContext, dt: DiscoveredTable, outcome: OpResult) -> bool:
         # The same plan under the same permissions fails the same way: no retry.
-        if not isinstance(outcome, RewriteResult) or outcome.error_kind == "access_denied":
+        rewritten = REWRITE_OP.own(outcome)
+        if rewritten.error_kind == "access_denied":
             return False
-        return outcome.failed and context.retry_number < by_ref[dt.ref].max_retries
+        return rewritten.failed and context.retry_number < by_ref[dt.ref].max_retries
 
     return op_step(
         group,

@@ -9,26 +9,11 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance, MetadataValue, TimestampMetadataValue
 
 from icelake_assets.health.scan_cost import ScanBenefit
-from icelake_assets.maintenance.results.base import count_of
-from icelake_assets.maintenance.results.models import (
-    ExpireResult,
-    ManifestResult,
-    OpResult,
-    OrphanResult,
-    RewriteResult,
-    StatisticsResult,
-)
+from icelake_assets.maintenance.ops.chain import op_named
+from icelake_assets.maintenance.results.base import MetadataItem, OpResult
 from icelake_assets.orchestration.assets.run_state import RunState
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
 
-# Short metadata keys (the UI's key column is narrow, and a long key pushes the values aside).
-_OP_ALIAS = {
-    "expire_snapshots": "expire",
-    "remove_orphan_files": "orphans",
-    "rewrite_data_files": "rewrite",
-    "rewrite_manifests": "manifests",
-    "compute_statistics": "statistics",
-}
 # The table's measures before and after a run: stats summary key -> metadata group.
 _MEASURES = {
     "data_files": "files",
@@ -72,88 +57,12 @@ def last_effective_run(instance: DagsterInstance, key: AssetKey) -> LastEffectiv
     return None
 
 
-def op_metrics(o: OpResult) -> dict[str, int | None]:
-    """The numbers of an op's result worth plotting, by metadata key (None: the op did not measure it)."""
-    if isinstance(o, ExpireResult):
-        return {
-            "snapshots/expired": o.snapshots_expired,
-            "snapshots/forecast": o.snapshots_forecast,
-            "snapshots/mismatches": o.forecast_mismatches,
-            "snapshots/lists_deleted": o.deleted_manifest_lists_count,
-        }
-    if isinstance(o, OrphanResult):
-        return {
-            "orphans/found": o.scan.orphans_found,
-            "orphans/removed": o.orphans_removed if o.acted else None,
-            "bytes/orphans": o.bytes_found if o.acted else None,
-            "orphans/hidden": o.scan.hidden_files,
-            "orphans/skipped": o.scan.skipped_other_tables,
-        }
-    if isinstance(o, RewriteResult):
-        return {
-            "files/rewritten": o.rewritten_data_files_count,
-            "files/added": o.added_data_files_count,
-            "files/failed": o.failed_data_files_count,
-            "bytes/rewritten": o.rewritten_bytes_count,
-            "deletes/compacted": (
-                count_of(o.position_deletes.procedure, "rewritten_delete_files_count")
-                if o.position_deletes is not None
-                else None
-            ),
-        }
-    if isinstance(o, ManifestResult):
-        return {
-            "manifests/rewritten": o.rewritten_manifests_count,
-            "manifests/added": o.added_manifests_count,
-        }
-    if isinstance(o, StatisticsResult):
-        return {
-            "statistics/columns": len(o.ndv) if o.acted else None,
-            "statistics/bytes": o.statistics_bytes,
-        }
-    return {}
-
-
-def _position_numbers(o: RewriteResult) -> str:
-    pd = o.position_deletes
-    assert pd is not None
-    if pd.error:
-        return f"position deletes not compacted ({pd.error})"
-    return (
-        f"{pd.delete_files_before} → {pd.delete_files_after} position delete files in {len(pd.partitions)} "
-        f"partitions ({human_bytes(pd.estimated_bytes)} instead of {human_bytes(pd.data_bytes_not_rewritten)} "
-        "of data rewritten)"
-    )
-
-
-def _op_numbers(o: OpResult) -> str:
-    """What an op that acted did, numbers first, each naming what it counts (an op counts what it
-    found at its turn: the manifest rewrite sees the manifests the data rewrite left)."""
-    if isinstance(o, ExpireResult):
-        return f"{o.snapshots_expired or 0} of {o.snapshots_before or 0} snapshots expired"
-    if isinstance(o, OrphanResult):
-        return f"{o.orphans_removed} orphan files removed ({human_bytes(o.bytes_found)})"
-    if isinstance(o, RewriteResult) and o.position_deletes is not None and not o.partitions_rewritten:
-        return _position_numbers(o)
-    if isinstance(o, RewriteResult):
-        failed = o.failed_names()
-        attempts = o.merged_attempts or 0
-        position = f"; {_position_numbers(o)}" if o.position_deletes is not None else ""
-        return (
-            f"{o.rewritten_data_files_count or 0} → {o.added_data_files_count or 0} data files "
-            f"({human_bytes(o.rewritten_bytes_count or 0)} rewritten)"
-            + (f", {len(failed)} partitions not compacted" if failed else "")
-            + (f" in {attempts} attempts" if attempts > 1 else "")
-            + position
-        )
-    if isinstance(o, ManifestResult):
-        return f"{o.rewritten_manifests_count or 0} → {o.added_manifests_count or 0} manifests rewritten"
-    if isinstance(o, StatisticsResult):
-        if o.error:
-            return f"no statistics ({o.error})"
-        parts = " and partition statistics" if o.partition_statistics_file else ""
-        return f"NDV sketches of {len(o.ndv)} columns{parts} for snapshot {o.statistics_snapshot_id}"
-    return o.reason
+def _value(item: MetadataItem) -> MetadataValue:
+    if item.kind == "path":
+        return MetadataValue.path(str(item.value))
+    if item.kind == "json":
+        return MetadataValue.json(item.value)  # type: ignore[arg-type]  # lists and dicts of JSON values
+    return MetadataValue.int(int(item.value))  # type: ignore[call-overload]  # counts
 
 
 # The table's measures a run compares (start → end of the whole run), each naming what it counts.
@@ -178,7 +87,7 @@ def _moves(before: dict[str, int], after: dict[str, int], changed_only: bool) ->
 def _change(ops: list[OpResult], before: dict[str, int], after: dict[str, int]) -> str:
     """What the ops that acted did, and which of the table's measures moved over the whole run."""
     moved = _moves(before, after, changed_only=True)
-    did = "; ".join(f"{o.op}: {_op_numbers(o)}" for o in ops if o.acted)
+    did = "; ".join(f"{o.op}: {o.did()}" for o in ops if o.acted)
     return did + (f"; table, start → end of run: {', '.join(moved)}" if moved else "")
 
 
@@ -225,7 +134,7 @@ def _summary(
             ]
             for o in ops:
                 e = effects.get(o.op)
-                what = _op_numbers(o) if o.acted else f"skipped: {o.reason}"
+                what = o.did() if o.acted else f"skipped: {o.reason}"
                 lines.append(
                     f"| {o.op} | {md_cell(what, limit)} | {e.effect if e else ''} | {human_duration(o.duration_s)} |"
                 )
@@ -286,25 +195,17 @@ def run_metadata(
         + ("data rows, delete files not applied" if validation.estimated else "live rows")
     )
     for o in ops:
-        alias = _OP_ALIAS.get(o.op, o.op)
+        alias = op_named(o.op).alias  # short keys: the UI's key column is narrow
         did = "acted" if o.acted else "skipped"
         md[f"why/{alias}"] = MetadataValue.text(f"{did}: {readable(o.reason)}")
         if (e := by_op.get(o.op)) is not None:
             md[f"effect/{alias}"] = MetadataValue.text(f"{e.effect}: {e.reason}")
         md[f"time/{alias}"] = MetadataValue.float(round(o.duration_s, 3))
-        for key, value in op_metrics(o).items():
+        for key, value in o.metrics().items():
             if value is not None:
                 md[key] = MetadataValue.int(value)
-        if isinstance(o, RewriteResult) and o.acted:
-            # Dagster keys in partitioned runs, Iceberg partition labels in whole-table runs.
-            for kind, names in (("rewritten", o.rewritten_names()), ("failed", o.failed_names())):
-                md[f"partitions/{kind}"] = MetadataValue.int(len(names))
-                md[f"partitions/{kind}_keys"] = MetadataValue.json(list(names))
-        if isinstance(o, StatisticsResult) and o.acted and o.statistics_file:
-            md["statistics/file"] = MetadataValue.path(o.statistics_file)
-            md["statistics/ndv"] = MetadataValue.json(dict(o.ndv))
-            if o.partition_statistics_file:
-                md["statistics/partition_file"] = MetadataValue.path(o.partition_statistics_file)
+        for item in o.metadata_items():
+            md[item.key] = _value(item)
     md["time/total"] = MetadataValue.float(round(sum(o.duration_s for o in ops), 3))
     md["health/score"] = MetadataValue.int(health.score.score)
     md["health/status"] = MetadataValue.text(health.status.value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from icelake_assets.maintenance.ops.attempts import merge_attempts
-from icelake_assets.maintenance.results.models import REWRITING_OPS, OpResult, RewriteResult
+from icelake_assets.maintenance.results.base import OpResult
 
 
 @dataclass(frozen=True)
@@ -36,20 +36,12 @@ class RunState:
 
     def rewrite_commits(self) -> int:
         """Commits that this run's data-file rewrite made (partial progress commits per group)."""
-        return sum(o.snapshots_committed or 0 for o in self.ops if isinstance(o, RewriteResult) and o.acted)
+        return sum(o.data_commits() for o in self.ops)
 
     def rewrote(self) -> int:
         """Snapshots this run's rewrites (data files, position deletes, manifests) committed:
         statistics follow them."""
-        manifests = sum(
-            1 for o in self.ops if o.acted and o.op in REWRITING_OPS and o.op != "rewrite_data_files"
-        )
-        position = sum(
-            o.position_deletes.commits
-            for o in self.ops
-            if isinstance(o, RewriteResult) and o.acted and o.position_deletes is not None
-        )
-        return self.rewrite_commits() + position + manifests
+        return sum(o.snapshots_rewritten() for o in self.ops)
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ MAINTENANCE_SENSOR = "icelake_maintenance_sensor"
 
 
 def _last_outcome(context: SensorEvaluationContext, ref: TableRef) -> LastOutcome | None:
-    """The table's latest run that recorded an outcome (run tags, see maintenance/verify/effect.py)."""
+    """The table's latest run that recorded an outcome (run tags, see maintenance/results/effect.py)."""
     records = context.instance.get_run_records(RunsFilter(tags={OUTCOME_TABLE_TAG: str(ref)}), limit=1)
     if not records:
         return None

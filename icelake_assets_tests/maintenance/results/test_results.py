@@ -1,10 +1,12 @@
 """The typed op results: the dict the audit records (and the retry observations carry) keeps the keys
-it always had, and reads back to the same result (maintenance/results/serialize.py)."""
+it always had, and reads back to the same result (maintenance/results/codec.py)."""
 
+import json
 from dataclasses import replace
 
 import pytest
 
+from icelake_assets.maintenance.results.codec import decode_result, encode
 from icelake_assets.maintenance.results.models import (
     DanglingDeletes,
     ExpireResult,
@@ -16,7 +18,6 @@ from icelake_assets.maintenance.results.models import (
     RewriteResult,
     StatisticsResult,
 )
-from icelake_assets.maintenance.results.serialize import op_result_from_dict
 
 COMMON = {"acted": True, "reason": "why", "signals": {"n": 3}, "duration_s": 1.5, "snapshot_before": 1}
 
@@ -166,23 +167,27 @@ def test_an_op_that_did_not_act_records_no_result_but_the_orphan_scan():
 @pytest.mark.parametrize(
     "result", [*ACTED, ExpireResult(acted=False, reason="no"), OrphanResult(acted=False, reason="no")]
 )
-def test_every_result_reads_back_from_its_dict(result: OpResult):
-    back = op_result_from_dict(result.to_dict())
+def test_every_result_reads_back_from_its_json(result: OpResult):
+    back = _round_trip(result)
     assert back == result and type(back) is type(result)
+
+
+def _round_trip(result: OpResult) -> OpResult:
+    return decode_result(json.loads(json.dumps(encode(result))))
 
 
 def test_the_effect_and_the_folded_attempts_travel_with_the_result():
     judged = REWRITE.with_effect("partial", "1 of 2 partitions")
     assert list(judged.details())[-2:] == ["effect", "effect_reason"]
-    assert op_result_from_dict(judged.to_dict()) == judged
+    assert _round_trip(judged) == judged
     merged = replace(REWRITE, merged_attempts=3)
-    assert merged.details()["attempts"] == 3 and op_result_from_dict(merged.to_dict()) == merged
+    assert merged.details()["attempts"] == 3 and _round_trip(merged) == merged
 
 
 def test_an_iceberg_count_we_replace_reads_back_to_the_same_audit_dict():
     ours = replace(REWRITE, procedure={**REWRITE.procedure, "failed_data_files_count": 0})
     assert ours.details()["failed_data_files_count"] == 25
-    assert op_result_from_dict(ours.to_dict()).to_dict() == ours.to_dict()
+    assert _round_trip(ours).to_dict() == ours.to_dict()
 
 
 def test_rewrite_failures_name_dagster_keys_when_there_are_any():
@@ -194,4 +199,4 @@ def test_rewrite_failures_name_dagster_keys_when_there_are_any():
 
 def test_an_unknown_op_is_refused():
     with pytest.raises(ValueError, match="unknown maintenance op"):
-        op_result_from_dict({"op": "vacuum", "acted": True, "reason": "?"})
+        decode_result({"op": "vacuum", "fields": {"acted": True, "reason": "?"}})

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.stats import PartitionStats, TableStats
+from icelake_assets.maintenance.results.effect import OpEffect
 from icelake_assets.maintenance.results.models import (
     ExpireResult,
     OrphanResult,
@@ -14,8 +15,8 @@ from icelake_assets.maintenance.results.models import (
 )
 from icelake_assets.maintenance.verify import post_run
 from icelake_assets.maintenance.verify.cross_engine import CrossEngineError
-from icelake_assets.maintenance.verify.effect import OUTCOME_TAG, OpEffect
 from icelake_assets.maintenance.verify.validation import RollbackOutcome, ValidationResult
+from icelake_assets.planning.relaunch import OUTCOME_TAG
 from icelake_assets.settings import Policy
 
 REF = TableRef("c", ("ns",), "t")

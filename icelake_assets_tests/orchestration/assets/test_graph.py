@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, FloatMetadataValue, IntMetadataValue
 
+from icelake_assets.maintenance.results.codec import RESULT_CLASSES
+from icelake_assets.maintenance.results.effect import OpEffect
 from icelake_assets.maintenance.results.models import OpResult
-from icelake_assets.maintenance.results.serialize import op_result_from_dict
-from icelake_assets.maintenance.verify.effect import OpEffect
 from icelake_assets.maintenance.verify.validation import ValidationResult
 from icelake_assets.orchestration.assets.run_metadata import LastEffective, last_effective_run, run_metadata
 from icelake_assets.orchestration.assets.run_state import RunState
@@ -49,19 +49,15 @@ POLICY = SimpleNamespace(small_files=SimpleNamespace(partial_progress_max_commit
 HEALTH = SimpleNamespace(score=SimpleNamespace(score=100), status=SimpleNamespace(value="Healthy"))
 
 
-def _op(name: str, acted: bool, reason: str, duration: float, **result) -> OpResult:
-    """An op result as the audit and the event log carry it, read back typed."""
-    return op_result_from_dict(
-        {
-            "op": name,
-            "acted": acted,
-            "reason": reason,
-            "duration_s": duration,
-            "result": result,
-            "signals": {},
-            "snapshot_before": 1,
-            "snapshot_after": 2 if acted else 1,
-        }
+def _op(name: str, acted: bool, reason: str, duration: float, **fields) -> OpResult:
+    """An op result as an op returns it, typed."""
+    return RESULT_CLASSES[name](
+        acted=acted,
+        reason=reason,
+        duration_s=duration,
+        snapshot_before=1,
+        snapshot_after=2 if acted else 1,
+        **fields,
     )
 
 
@@ -84,26 +80,26 @@ def _acting_state() -> RunState:
                 snapshots_before=30,
                 snapshots_after=5,
             ),
-            _op("remove_orphan_files", False, "0 orphan files older than 72 h ≤ 0", 0.144, orphans_found=0),
+            _op("remove_orphan_files", False, "0 orphan files older than 72 h ≤ 0", 0.144),
             _op(
                 "rewrite_data_files",
                 True,
                 "6 partitions with > 20 small files",
                 125.3,
-                rewritten_data_files_count=180,
-                added_data_files_count=6,
-                rewritten_bytes_count=16_118_266,
+                procedure={
+                    "rewritten_data_files_count": 180,
+                    "added_data_files_count": 6,
+                    "rewritten_bytes_count": 16_118_266,
+                },
                 failed_data_files_count=0,
-                partitions_rewritten=["d=1", "d=2"],
-                partitions_failed=[],
+                partitions_rewritten=("d=1", "d=2"),
             ),
             _op(
                 "rewrite_manifests",
                 True,
                 "31 manifests > 10",
                 3.882,
-                rewritten_manifests_count=31,
-                added_manifests_count=1,
+                procedure={"rewritten_manifests_count": 31, "added_manifests_count": 1},
             ),
         ),
     )

@@ -1,14 +1,12 @@
 """The typed state between maintenance ops: appending outcomes never mutates the previous state."""
 
+from icelake_assets.maintenance.results.codec import RESULT_CLASSES
 from icelake_assets.maintenance.results.models import OpResult
-from icelake_assets.maintenance.results.serialize import op_result_from_dict
 from icelake_assets.orchestration.assets.run_state import RunState
 
 
-def _op(name: str, acted: bool, **result) -> OpResult:
-    return op_result_from_dict(
-        {"op": name, "acted": acted, "reason": "r", "result": result, "duration_s": 0.1}
-    )
+def _op(name: str, acted: bool, **fields) -> OpResult:
+    return RESULT_CLASSES[name](acted=acted, reason="r", duration_s=0.1, **fields)
 
 
 def test_each_op_appends_its_outcome_to_a_new_state():

@@ -1,0 +1,73 @@
+"""Where a run's state waits between its ops: a file per step output under the instance's storage
+(as Dagster's FilesystemIOManager keeps it), written as JSON by the results' one codec
+(maintenance/results/codec.py) instead of a pickle, so an upgrade that moves or changes a class
+cannot strand a run's state. State pickled by an earlier version still loads: its classes are
+looked up where they live now."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pickle
+from typing import Any
+
+from dagster import (
+    ConfigurableIOManagerFactory,
+    InitResourceContext,
+    InputContext,
+    OutputContext,
+    UPathIOManager,
+)
+from pydantic import Field
+from upath import UPath
+
+from icelake_assets.maintenance.results.codec import decode, encode
+from icelake_assets.orchestration.assets.run_state import RunStates
+
+# Modules of the results before maintenance/ had rooms (state pickled by those versions names them).
+_MOVED_MODULES = {
+    "icelake_assets.maintenance.results": "icelake_assets.maintenance.results.models",
+    "icelake_assets.maintenance.result_types": "icelake_assets.maintenance.results.base",
+    "icelake_assets.maintenance.delete_results": "icelake_assets.maintenance.results.deletes",
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        moved = _MOVED_MODULES.get(module)
+        if moved is not None and not hasattr(importlib.import_module(module), name):
+            module = moved
+        return super().find_class(module, name)
+
+
+def load_legacy(data: bytes) -> Any:
+    """State an earlier version pickled, with its classes found where they live now."""
+    import io
+
+    return _Unpickler(io.BytesIO(data)).load()
+
+
+class RunStateIOManager(UPathIOManager):
+    extension: str = ""  # the paths Dagster's FilesystemIOManager used: earlier state is found
+
+    def dump_to_path(self, context: OutputContext, obj: Any, path: UPath) -> None:
+        if not isinstance(obj, RunStates):
+            raise TypeError(f"the run state store keeps RunStates, not {type(obj).__name__}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"run_states": encode(obj)}))
+
+    def load_from_path(self, context: InputContext, path: UPath) -> Any:
+        data = path.read_bytes()
+        if data[:1] != b"{":
+            return load_legacy(data)
+        return decode(RunStates, json.loads(data)["run_states"])
+
+
+class RunStateStore(ConfigurableIOManagerFactory[RunStateIOManager]):
+    """The run state's IO manager; ``base_dir`` defaults to the instance's storage directory."""
+
+    base_dir: str | None = Field(default=None, description="Where step outputs are kept.")
+
+    def create_io_manager(self, context: InitResourceContext) -> RunStateIOManager:
+        base = self.base_dir or (context.instance.storage_directory() if context.instance else ".")
+        return RunStateIOManager(base_path=UPath(base))

@@ -7,6 +7,8 @@ looked up where they live now."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import io
 import json
 import pickle
 from typing import Any
@@ -35,15 +37,17 @@ _MOVED_MODULES = {
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         moved = _MOVED_MODULES.get(module)
-        if moved is not None and not hasattr(importlib.import_module(module), name):
+        if moved is not None and (importlib.util.find_spec(module) is None or not _has(module, name)):
             module = moved
         return super().find_class(module, name)
 
 
+def _has(module: str, name: str) -> bool:
+    return hasattr(importlib.import_module(module), name)
+
+
 def load_legacy(data: bytes) -> Any:
     """State an earlier version pickled, with its classes found where they live now."""
-    import io
-
     return _Unpickler(io.BytesIO(data)).load()
 
 

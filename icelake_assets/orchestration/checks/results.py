@@ -10,8 +10,8 @@ from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, TableCo
 from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.overview import TableHealth
 from icelake_assets.health.score import PENALTY_FINDING, WEIGHTS, HealthStatus
-from icelake_assets.orchestration.checks.health import ORPHAN_CHECK
 from icelake_assets.orchestration.display import human_bytes
+from icelake_assets.planning.op_plans import healers
 
 METADATA_CHECKS = {
     "small_files": "Partitions with many files that are small on average (compaction candidates).",
@@ -29,18 +29,6 @@ HEALTH_CHECK_DESCRIPTION = (
     "score out of 100, and each failing check with a link to the maintenance "
     "job that fixes it."
 )
-# The maintenance op that fixes each check when it fails (the others need a person: e.g. a property).
-FIXED_BY = {
-    "small_files": "rewrite_data_files",
-    "snapshot_retention": "expire_snapshots",
-    "manifest_fragmentation": "rewrite_manifests",
-    "delete_files": "rewrite_data_files",
-    "layout_drift": "rewrite_data_files",
-    "statistics": "compute_statistics",
-    ORPHAN_CHECK: "remove_orphan_files",
-}
-
-
 def number_value(value: int | float) -> MetadataValue:
     if isinstance(value, int) and not isinstance(value, bool):
         return MetadataValue.int(value)
@@ -90,8 +78,8 @@ def human_sizes(metrics: dict[str, int | float]) -> str:
 
 def fix_link(check: str, fix_job: str | None) -> str | None:
     """Markdown link to the job whose run fixes ``check`` (Dagster's /guess/<job> finds its location)."""
-    op_name = FIXED_BY.get(check)
-    return f"[{fix_job}](/guess/{fix_job}) ({op_name})" if op_name and fix_job else None
+    ops = healers(check)  # the ops that heal it (planning/op_plans.py)
+    return f"[{fix_job}](/guess/{fix_job}) ({', '.join(ops)})" if ops and fix_job else None
 
 
 def check_result(

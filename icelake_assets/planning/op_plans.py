@@ -18,7 +18,7 @@ from icelake_assets.planning.manifests import decide_manifests
 from icelake_assets.planning.orphans import decide_orphans
 from icelake_assets.planning.rewrite import decide_rewrite
 from icelake_assets.planning.snapshots import decide_expire
-from icelake_assets.planning.statistics import decide_statistics
+from icelake_assets.planning.statistics import StatisticsRefusal, decide_statistics
 from icelake_assets.settings import Policy
 
 EXPIRE = "expire_snapshots"
@@ -43,6 +43,7 @@ class DecisionInputs:
     policy: Policy
     orphans: Sequence[SizedFile] | None = None
     rewrite_commits: int = 0
+    statistics_refused: StatisticsRefusal | None = None  # the store refused the last run's statistics
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ OP_PLANS: tuple[OpPlan, ...] = (
         STATISTICS,
         ("statistics",),
         "writes NDV sketches (Puffin) and partition statistics for the current snapshot",
-        lambda i: decide_statistics(i.stats, i.policy, i.rewrite_commits),
+        lambda i: decide_statistics(i.stats, i.policy, i.rewrite_commits, refused=i.statistics_refused),
     ),
 )
 

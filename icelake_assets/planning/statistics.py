@@ -8,18 +8,66 @@ the current snapshot, when a selected column has no NDV sketch in it, or when th
 snapshot differ from the current rows by more than ``statistics.max_stale_ratio``. The op acts on
 exactly that, and also after a rewrite of the same run (rows unchanged, but the statistics are then
 an ancestor's: Spark 3.5 reads only the current snapshot's file).
+
+A store that refused the statistics file (the last run's ``STATISTICS_REFUSED_TAG``: 403 on a
+read-only identity, a bucket that admits no such name) would refuse it again: while that refusal
+holds (same policy, within ``loop.relaunch_backoff_hours``) the op does not act and the finding
+states the refusal as its reason instead of warning on every tick.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.stats import TableStats
 from icelake_assets.planning.decision import Decision, Evaluation, disabled
+from icelake_assets.planning.relaunch import POLICY_HASH_TAG, policy_hash
 from icelake_assets.settings import Policy
 
 OP = "compute_statistics"
+# Run tag: the store's answer when it refused the table statistics file (maintenance/post_run.py
+# writes it beside the outcome tags; the sensor reads the latest outcome run's back).
+STATISTICS_REFUSED_TAG = "icelake/statistics_refused"
+_MAX_CAUSE = 200  # Dagster tag values are short; the cause's first words name it
+
+
+@dataclass(frozen=True)
+class StatisticsRefusal:
+    """The store refused the table statistics file on the table's last run: ``cause`` is its answer,
+    ``hours_left`` the time until the product tries again (unless the policy changes first)."""
+
+    cause: str
+    hours_left: float
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"the store refused the statistics file: {self.cause}; the product will not retry until the "
+            f"policy changes or in {self.hours_left:.1f} h (grant the maintenance identity writes under "
+            "the table's metadata/)"
+        )
+
+
+def refused_tag(cause: str) -> dict[str, str]:
+    """The run tag that remembers a refusal (see :func:`statistics_refusal`)."""
+    return {STATISTICS_REFUSED_TAG: cause[:_MAX_CAUSE]}
+
+
+def statistics_refusal(
+    last: Mapping[str, str] | None, policy: Policy, age_hours: float | None
+) -> StatisticsRefusal | None:
+    """The refusal the table's latest outcome run recorded, while it holds: the same policy (a new
+    one may name other columns or a fix) and less than ``loop.relaunch_backoff_hours`` ago (a grant
+    may have been added since). Unlike relaunch_hold, a new snapshot does not lift it: the store
+    refuses the file, whatever the rows."""
+    if not last or not last.get(STATISTICS_REFUSED_TAG):
+        return None
+    if last.get(POLICY_HASH_TAG) != policy_hash(policy) or age_hours is None:
+        return None
+    left = policy.loop.relaunch_backoff_hours - age_hours
+    return StatisticsRefusal(last[STATISTICS_REFUSED_TAG], left) if left > 0 else None
 
 
 @dataclass(frozen=True)
@@ -82,7 +130,14 @@ def plan_statistics(stats: TableStats, policy: Policy) -> StatisticsPlan:
     return StatisticsPlan(rows, needed, columns, how, unknown, missing, stale, tuple(problems))
 
 
-def statistics_finding(stats: TableStats, policy: Policy, plan: StatisticsPlan | None = None) -> Finding:
+def statistics_finding(
+    stats: TableStats,
+    policy: Policy,
+    plan: StatisticsPlan | None = None,
+    refused: StatisticsRefusal | None = None,
+) -> Finding:
+    """``refused``: the store's refusal of the last run's statistics file, while it holds: a failing
+    finding then states it (OK, the op will not act) rather than warning again."""
     facts, p = stats.statistics, policy.statistics
     plan = plan_statistics(stats, policy) if plan is None else plan
     ids = dict((n, i) for i, n in facts.columns)
@@ -131,6 +186,15 @@ def statistics_finding(stats: TableStats, policy: Policy, plan: StatisticsPlan |
     )
     if not plan.failing:
         return Finding("statistics", Severity.OK, summary + unknown, "nothing to compute", metrics, rows)
+    if refused is not None:
+        return Finding(
+            "statistics",
+            Severity.OK,
+            f"{summary}: {'; '.join(plan.problems)}; {refused.reason}{unknown}",
+            "nothing to compute while the store refuses the statistics file",
+            {**metrics, "statistics_refused": 1},
+            rows,
+        )
     return Finding(
         "statistics",
         Severity.WARN,
@@ -142,9 +206,15 @@ def statistics_finding(stats: TableStats, policy: Policy, plan: StatisticsPlan |
     )
 
 
-def decide_statistics(stats: TableStats, policy: Policy, rewrite_commits: int = 0) -> Decision:
+def decide_statistics(
+    stats: TableStats,
+    policy: Policy,
+    rewrite_commits: int = 0,
+    refused: StatisticsRefusal | None = None,
+) -> Decision:
     """``rewrite_commits``: snapshots this run's rewrites committed; statistics then follow the new
-    current snapshot even when the finding passes (readers such as Spark use the current one's)."""
+    current snapshot even when the finding passes (readers such as Spark use the current one's).
+    ``refused``: the store refused the last run's statistics file (see :func:`statistics_refusal`)."""
     if off := disabled(OP, policy):
         return off
     facts = stats.statistics
@@ -157,6 +227,8 @@ def decide_statistics(stats: TableStats, policy: Policy, rewrite_commits: int = 
         "statistics_snapshot_id": facts.snapshot_id,
         "rewrite_commits": rewrite_commits,
     }
+    if refused is not None and (plan.failing or (plan.needed and rewrite_commits and not facts.current)):
+        return Decision(OP, False, refused.reason, {**signals, "statistics_refused": 1})
     if plan.failing:
         return Decision(OP, True, "; ".join(plan.problems), signals)
     if plan.needed and rewrite_commits and not facts.current:
@@ -176,6 +248,8 @@ def decide_statistics(stats: TableStats, policy: Policy, rewrite_commits: int = 
     )
 
 
-def evaluate(stats: TableStats, policy: Policy) -> Evaluation:
+def evaluate(stats: TableStats, policy: Policy, refused: StatisticsRefusal | None = None) -> Evaluation:
     plan = plan_statistics(stats, policy)
-    return Evaluation(statistics_finding(stats, policy, plan), decide_statistics(stats, policy))
+    return Evaluation(
+        statistics_finding(stats, policy, plan, refused), decide_statistics(stats, policy, refused=refused)
+    )

@@ -47,17 +47,27 @@ class TableDecision:
         return self.outcome in (Outcome.HELD, Outcome.PROPOSED)
 
 
-def op_decisions(stats: TableStats, policy: Policy, orphans: Sequence[SizedFile] | None) -> list[Decision]:
-    """Each op's decision in chain order (planning/op_plans.py); ``orphans`` (the removable orphan files)
-    only when storage was listed (None: the orphan op is not decided)."""
-    return decisions(DecisionInputs(stats, policy, orphans))
+def op_decisions(
+    stats: TableStats,
+    policy: Policy,
+    orphans: Sequence[SizedFile] | None,
+    statistics_refused: statistics.StatisticsRefusal | None = None,
+) -> list[Decision]:
+    """Each op's decision in chain order (planning/op_plans.py); ``orphans`` (the removable orphan
+    files) only when storage was listed (None: the orphan op is not decided); ``statistics_refused``:
+    the store refused the last run's statistics file (compute_statistics then waits)."""
+    return decisions(DecisionInputs(stats, policy, orphans, statistics_refused=statistics_refused))
 
 
 def decide_table(
-    stats: TableStats, policy: Policy, mode: Mode, orphans: Sequence[SizedFile] | None = None
+    stats: TableStats,
+    policy: Policy,
+    mode: Mode,
+    orphans: Sequence[SizedFile] | None = None,
+    statistics_refused: statistics.StatisticsRefusal | None = None,
 ) -> TableDecision:
     """The decision the maintenance sensor takes for a table in ``mode`` (see TableDecision)."""
-    decisions = op_decisions(stats, policy, orphans)
+    decisions = op_decisions(stats, policy, orphans, statistics_refused)
     planned = rewrite.plan_rewrite(stats, policy)
     verdict = evaluate_guards(
         stats,
@@ -124,14 +134,24 @@ def plan_table(
     name: str | None = None,
 ) -> TablePlan:
     """The table's decision (decide_table), then the guards only the sensor's memory can apply, in
-    this order: an ineffective last run on the same table and policy (relaunch hold: ``backoff``,
-    recorded as skipped), then a run queued or running (``in_flight``) or the backoff after failed
-    runs (``backoff``), both recorded as deferred. ``now``: epoch s; ``name``: the table's full name."""
+    this order: the store's refusal of the last run's statistics file (compute_statistics waits and
+    the table is decided again without it), an ineffective last run on the same table and policy
+    (relaunch hold: ``backoff``, recorded as skipped), then a run queued or running (``in_flight``) or
+    the backoff after failed runs (``backoff``), both recorded as deferred. ``now``: epoch s;
+    ``name``: the table's full name."""
     decided = decide_table(stats, policy, mode, orphans)
-    outcome, verdict = decided.outcome, decided.verdict
+    outcome = decided.outcome
+    last = (
+        history.last_outcome() if outcome == Outcome.LAUNCHED and history.last_outcome is not None else None
+    )
+    age_hours = (now - last.ended_at) / 3600 if last is not None else None
+    if last is not None and statistics.OP in decided.acting:
+        if refused := statistics.statistics_refusal(last.tags, policy, age_hours):
+            decided = decide_table(stats, policy, mode, orphans, statistics_refused=refused)
+            outcome = decided.outcome
+    verdict = decided.verdict
     reason, record = verdict.reason, _RECORDED.get(outcome, "skipped")
-    if outcome == Outcome.LAUNCHED and history.last_outcome is not None and (last := history.last_outcome()):
-        age_hours = (now - last.ended_at) / 3600
+    if outcome == Outcome.LAUNCHED and last is not None:
         if why := relaunch_hold(last.tags, stats.current_snapshot_id, policy, age_hours):
             outcome, reason, record = Outcome.BACKOFF, why, "skipped"
             verdict = Verdict("skip", why, verdict.ops, verdict.details)

@@ -5,18 +5,24 @@ import pytest
 from icelake_assets.health.findings import Severity
 from icelake_assets.health.statistics import StatisticsFacts
 from icelake_assets.health.stats import TableStats
+from icelake_assets.planning.history import History, LastOutcome
+from icelake_assets.planning.outcome import Outcome
+from icelake_assets.planning.relaunch import OUTCOME_SNAPSHOT_TAG, POLICY_HASH_TAG, policy_hash
 from icelake_assets.planning.statistics import (
     decide_statistics,
     evaluate,
     plan_statistics,
+    refused_tag,
     selected_columns,
     statistics_finding,
+    statistics_refusal,
 )
-from icelake_assets.planning.table import decide_table
+from icelake_assets.planning.table import decide_table, plan_table
 from icelake_assets.settings import Policy
 
 COLUMNS = ((1, "id"), (2, "ts"), (3, "user_id"), (4, "page"))
 POLICY = Policy()
+NOW = 1_800_000_000.0
 
 
 def table(rows: int = 20_000, **facts) -> TableStats:
@@ -118,3 +124,44 @@ def test_a_disabled_op_never_acts_and_the_table_plan_previews_the_columns():
     decided = decide_table(table(), POLICY, "enforce")
     assert decided.acting == ("compute_statistics",)
     assert decided.statistics is not None and decided.statistics.columns == ("id", "ts", "user_id", "page")
+
+
+def test_a_store_that_refused_the_statistics_file_is_a_stated_reason_not_a_warning_every_tick():
+    """The last run's statistics file was refused (403): while the refusal holds the op waits, the table
+    is skipped with the store's answer as its reason and the finding states it (OK) instead of warning;
+    a new policy or the backoff lets the product try again. A new snapshot does not: the store refuses
+    the file, whatever the rows."""
+    cause = "AmazonS3Exception: Forbidden (Service: Amazon S3; Status Code: 403) (in UncheckedIOException)"
+    tags = {POLICY_HASH_TAG: policy_hash(POLICY), OUTCOME_SNAPSHOT_TAG: "3", **refused_tag(cause)}
+    s = table()  # 20 000 rows, no statistics: the finding fails and the op alone would launch
+    assert decide_table(s, POLICY, "enforce").acting == ("compute_statistics",)
+
+    refused = statistics_refusal(tags, POLICY, age_hours=2.0)
+    assert refused is not None and refused.cause == cause and refused.hours_left == 22.0
+    finding = evaluate(s, POLICY, refused).finding
+    assert finding.severity is Severity.OK and finding.metrics["statistics_refused"] == 1
+    assert f"the store refused the statistics file: {cause}" in finding.summary
+    assert "will not retry until the policy changes or in 22.0 h" in finding.summary
+    decision = decide_statistics(s, POLICY, refused=refused)
+    assert not decision.act and decision.reason == refused.reason
+
+    def plan(last_tags, hours_ago, pol=POLICY):
+        return plan_table(
+            s,
+            pol,
+            History(last_outcome=lambda: LastOutcome(last_tags, NOW - hours_ago * 3600)),
+            NOW,
+            mode="enforce",
+        )
+
+    held = plan(tags, 2.0)
+    assert held.outcome is Outcome.SKIPPED and held.record == "skipped"
+    assert "the store refused the statistics file: AmazonS3Exception: Forbidden" in held.reason
+    assert not any(d.act for d in held.decisions)
+    # The backoff passed, the policy changed, or the last run recorded no refusal: computed again.
+    assert plan(tags, 25.0).outcome is Outcome.LAUNCHED
+    assert plan(tags, 2.0, policy(min_rows=5_000)).outcome is Outcome.LAUNCHED
+    assert plan({POLICY_HASH_TAG: policy_hash(POLICY)}, 2.0).outcome is Outcome.LAUNCHED
+    # Statistics that would only follow a rewrite (an ancestor's) wait while refused too.
+    rewritten = table(**sketched(20_000, behind=1))
+    assert not decide_statistics(rewritten, POLICY, rewrite_commits=1, refused=refused).act

@@ -150,10 +150,17 @@ def statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy, 
         return OpEffect(res.op, "ineffective", f"no statistics: {res.error}", finding.check)
     facts = after.statistics
     if finding.passed and facts.current:
+        # The partition statistics are a second file the finding does not judge: a store that refused
+        # it is said here, once per run, beside the table statistics that were registered.
+        partition = (
+            f"; partition statistics not written: {res.partition_statistics_error}"
+            if res.partition_statistics_error
+            else ""
+        )
         return OpEffect(
             res.op,
             "effective",
-            f"{len(res.ndv)} NDV sketches for snapshot {facts.snapshot_id} ({finding.summary})",
+            f"{len(res.ndv)} NDV sketches for snapshot {facts.snapshot_id} ({finding.summary}){partition}",
             finding.check,
         )
     why = finding.summary if not finding.passed else f"the statistics are of snapshot {facts.snapshot_id}"

@@ -8,11 +8,19 @@ registered for the snapshot and, read from the Puffin file itself, an NDV blob p
 A failure of the statistics (a column type the sketch refuses, a full disk) is recorded, not raised:
 the run's rewrites committed and are validated either way, and the op's effect says it failed. An
 outage (the driver or the store down) still fails the run, which is then retried soon.
+
+The two files are judged apart. The table statistics (the Puffin file the statistics finding reads) may
+be registered while the store refuses the partition statistics file: SeaweedFS's S3 Tables buckets admit
+only Iceberg's usual names under ``metadata/`` (``*.metadata.json``, ``*.avro``, ``*.stats``), and
+Iceberg writes partition statistics as ``metadata/partition-stats-<snapshot>-<uuid>.parquet``, which
+the store answers with 403 whatever the identity. That refusal is recorded beside statistics that
+were written (``partition_statistics_error``), not as the op's failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
@@ -46,12 +54,8 @@ def compute_statistics(
         planned = plan_statistics(stats, policy)
         spark = spark_fn()  # outside the try: a pre-flight refusal ends the op with its own cause
         partitions = policy.statistics.partition_stats and stats.statistics.partitioned
-        written: dict = {}
-        partition_written: dict = {}
         try:
             written = _retrying(lambda: spark_actions.compute_table_stats(spark, ref, planned.columns))
-            if partitions:
-                partition_written = _retrying(lambda: spark_actions.compute_partition_stats(spark, ref))
         except Exception as err:
             cause = root_cause(err)
             if cause.kind == "outage":
@@ -61,11 +65,31 @@ def compute_statistics(
                 reason=f"{d.reason}; failed: {cause}",
                 signals=d.signals,
                 columns=planned.columns,
-                statistics_file=written.get("statistics_file"),
                 error=str(cause),
                 error_kind=cause.kind,
             )
-        return _found(table, d.reason, d.signals, planned.columns, written, partition_written)
+        found = _found(table, d.reason, d.signals, planned.columns, written)
+        if not partitions:
+            return found
+        # The table statistics are registered by now: a failure of the partition statistics file must
+        # not discard them (the finding reads the table statistics; Spark and Trino use them).
+        try:
+            partition_written = _retrying(lambda: spark_actions.compute_partition_stats(spark, ref))
+        except Exception as err:
+            cause = root_cause(err)
+            if cause.kind == "outage":
+                raise
+            return replace(
+                found,
+                reason=f"{found.reason}; partition statistics failed: {cause}",
+                partition_statistics_error=str(cause),
+                partition_statistics_error_kind=cause.kind,
+            )
+        return replace(
+            found,
+            partition_statistics_file=partition_written.get("partition_statistics_file"),
+            partition_statistics_snapshot_id=partition_written.get("snapshot_id"),
+        )
 
     return timed(table, work)
 
@@ -85,9 +109,7 @@ def _retrying(call: Callable[[], dict]) -> dict:
     raise AssertionError("unreachable")
 
 
-def _found(
-    table: Table, reason: str, signals, columns: tuple[str, ...], written: dict, partition_written: dict
-) -> StatisticsResult:
+def _found(table: Table, reason: str, signals, columns: tuple[str, ...], written: dict) -> StatisticsResult:
     """What the op wrote, checked with pyiceberg: the file is the one the metadata names for the
     current snapshot, and its footer holds an NDV blob for each column."""
     table.refresh()
@@ -107,6 +129,4 @@ def _found(
         ndv=ndv,
         ndv_read_back=sum(1 for c in columns if facts.field_id(c) in read_back),
         registered=path is not None and facts.path == path and facts.current,
-        partition_statistics_file=partition_written.get("partition_statistics_file"),
-        partition_statistics_snapshot_id=partition_written.get("snapshot_id"),
     )

@@ -211,6 +211,16 @@ class StatisticsResult(OpResult):
     partition_statistics_snapshot_id: int | None = None
     error: str | None = None  # a Spark/Iceberg failure, recorded rather than raised
     error_kind: str | None = None
+    # The partition statistics file failed after the table statistics were registered (a store that
+    # refuses its name under metadata/): recorded beside them, not the op's failure.
+    partition_statistics_error: str | None = None
+    partition_statistics_error_kind: str | None = None
+
+    @property
+    def refused(self) -> str | None:
+        """The store's refusal of the table statistics file (causes.py's ``access_denied``), or None:
+        what the sensor remembers so as not to compute them again on every tick."""
+        return self.error if self.error_kind == "access_denied" else None
 
     def metrics(self) -> dict[str, int | None]:
         return {
@@ -249,6 +259,9 @@ class StatisticsResult(OpResult):
         }
         if self.error is not None:
             out["error"], out["error_kind"] = self.error, self.error_kind
+        if self.partition_statistics_error is not None:
+            out["partition_statistics_error"] = self.partition_statistics_error
+            out["partition_statistics_error_kind"] = self.partition_statistics_error_kind
         return out
 
 

@@ -17,7 +17,13 @@ from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding
 from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance.ops.chain import ORPHANS_OP, REWRITE_OP, REWRITING_OPS, judge_effects
+from icelake_assets.maintenance.ops.chain import (
+    ORPHANS_OP,
+    REWRITE_OP,
+    REWRITING_OPS,
+    STATISTICS_OP,
+    judge_effects,
+)
 from icelake_assets.maintenance.results.base import OpResult
 from icelake_assets.maintenance.results.effect import Effect, OpEffect, run_outcome
 from icelake_assets.maintenance.results.rewrite import RewriteResult
@@ -39,6 +45,7 @@ from icelake_assets.planning.relaunch import (
     POLICY_HASH_TAG,
     policy_hash,
 )
+from icelake_assets.planning.statistics import refused_tag
 from icelake_assets.settings import Policy
 
 # How a run ends, for the audit's metrics (audit/metric_families.RUN_OUTCOMES).
@@ -177,6 +184,7 @@ class RunReport:
     outcome: Effect | None  # the worst effect; None when no op acted
     failure: RewriteResult | None  # the rewrite, when partitions did not compact or Spark failed
     scanned_orphans: Finding | None
+    statistics_refused: str | None = None  # the store's answer when it refused the statistics file
 
     @property
     def ineffective(self) -> tuple[OpEffect, ...]:
@@ -222,7 +230,8 @@ class RunReport:
         )
 
     def outcome_tags(self, ref: TableRef, after_snapshot_id: int | None, policy: Policy) -> dict[str, str]:
-        """The run tags the sensor reads back (effect.relaunch_hold); none when no op acted."""
+        """The run tags the sensor reads back (effect.relaunch_hold, and the statistics refusal:
+        planning/statistics.statistics_refusal); none when no op acted."""
         if self.outcome is None:
             return {}
         return {
@@ -230,6 +239,7 @@ class RunReport:
             OUTCOME_TABLE_TAG: str(ref),
             OUTCOME_SNAPSHOT_TAG: str(after_snapshot_id),
             POLICY_HASH_TAG: policy_hash(policy),
+            **(refused_tag(self.statistics_refused) if self.statistics_refused else {}),
         }
 
 
@@ -261,6 +271,7 @@ def judge(
         outcome=run_outcome(effects),
         failure=rewrite_failure(merged_ops),
         scanned_orphans=scanned_orphans(merged_ops, policy),
+        statistics_refused=(s.refused if (s := STATISTICS_OP.find(merged_ops)) is not None else None),
     )
 
 

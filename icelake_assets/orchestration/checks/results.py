@@ -29,6 +29,8 @@ HEALTH_CHECK_DESCRIPTION = (
     "score out of 100, and each failing check with a link to the maintenance "
     "job that fixes it."
 )
+
+
 def number_value(value: int | float) -> MetadataValue:
     if isinstance(value, int) and not isinstance(value, bool):
         return MetadataValue.int(value)

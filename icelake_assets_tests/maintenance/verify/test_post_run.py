@@ -176,3 +176,56 @@ def test_commits_by_others_are_the_ones_on_top_of_each_op_that_name_another_run(
         "rewrite_data_files": 2,
     }
     assert post_run.commits_by_others(table, [lost, skipped], "run-1") == {}
+
+
+def test_a_refused_statistics_file_is_remembered_in_the_run_tags_and_a_refused_partition_file_is_no_failure():
+    """The store's 403 on the table statistics file becomes the run tag the sensor reads back
+    (planning/statistics.statistics_refusal); a 403 on the partition statistics file alone, after the
+    table statistics were registered, leaves the op effective and says so in its reason."""
+    from icelake_assets.health.statistics import StatisticsFacts
+    from icelake_assets.maintenance.results.models import StatisticsResult
+    from icelake_assets.planning.statistics import STATISTICS_REFUSED_TAG
+
+    cause = "AmazonS3Exception: Forbidden (Service: Amazon S3; Status Code: 403) (in UncheckedIOException)"
+    columns = ((1, "id"), (2, "day"))
+    after = TableStats(
+        table="ns.t",
+        metadata_location="m.json",
+        current_snapshot_id=9,
+        target_file_size_bytes=128 * 1_048_576,
+        records=20_000,
+        statistics=StatisticsFacts(
+            current_rows=20_000,
+            columns=columns,
+            snapshot_id=9,
+            path="s.stats",
+            ndv={1: 20_000, 2: 2},
+            rows_at=20_000,
+            commits_behind=0,
+        ),
+    )
+    written = StatisticsResult(
+        acted=True,
+        reason="no statistics",
+        columns=("id", "day"),
+        statistics_file="s.stats",
+        ndv={"id": 20_000, "day": 2},
+        registered=True,
+        partition_statistics_error=cause,
+        partition_statistics_error_kind="access_denied",
+    )
+    report = post_run.judge([written], after, Policy())
+    [effect] = report.effects
+    assert effect.effect == "effective" and f"partition statistics not written: {cause}" in effect.reason
+    assert report.statistics_refused is None
+    assert STATISTICS_REFUSED_TAG not in report.outcome_tags(REF, 9, Policy())
+    assert written.details()["partition_statistics_error_kind"] == "access_denied"
+
+    refused = StatisticsResult(
+        acted=True, reason="no statistics", columns=("id", "day"), error=cause, error_kind="access_denied"
+    )
+    report = post_run.judge([refused], replace(after, statistics=StatisticsFacts(columns=columns)), Policy())
+    assert report.statistics_refused == cause and report.outcome == "ineffective"
+    assert report.outcome_tags(REF, 9, Policy())[STATISTICS_REFUSED_TAG] == cause
+    other = replace(refused, error="ValidationException: bad column", error_kind="error")
+    assert post_run.judge([other], after, Policy()).statistics_refused is None

@@ -137,6 +137,21 @@ def where_clause(layout: PartitionLayout, catalog: str, partitions: Iterable[Par
     return terms[0] if len(terms) == 1 else " OR ".join(f"({t})" for t in terms)
 
 
+def excluding_clause(
+    layout: PartitionLayout, catalog: str, partitions: Iterable[PartitionValues]
+) -> str | None:
+    """A ``where`` selecting every file but those of ``partitions`` of the current spec, or None.
+
+    Only when the current spec is identity fields alone: Iceberg projects ``col <> v`` exactly onto
+    identity partitions (those of ``partitions`` are pruned), while no file's column bounds can rule a
+    ``<>`` out, so files of an older spec without these fields are all selected by it (unless a column
+    holds only nulls). A time range's negation could be ruled out by bounds: None there."""
+    dims = layout.dimensions
+    if not dims or len(dims) != len(layout.fields) or any(f.kind != "identity" for f in dims):
+        return None
+    return f"NOT ({where_clause(layout, catalog, partitions)})"
+
+
 # -- the scope of one run ----------------------------------------------------------------------------
 
 

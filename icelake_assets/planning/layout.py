@@ -1,12 +1,63 @@
-"""Layout drift: the layout_drift finding (no op of its own: a rewrite with rewrite-all or sort
-fixes it, on an operator's word)."""
+"""Layout drift: the layout_drift finding and the drift the data rewrite acts on.
+
+Past ``layout.max_drift_ratio`` the rewrite (planning/rewrite.py) takes every partition holding a
+drift file with ``rewrite-all=true``: files of an older spec are re-partitioned into the current
+one, and files out of sort order are rewritten by the table's sort order. The finding and the
+rewrite's decision read the same numbers (``drift_acts``), so a failing finding is one the
+rewrite acts on."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from icelake_assets.health.findings import Finding, Severity, grade
 from icelake_assets.health.stats import TableStats
 from icelake_assets.planning.decision import Evaluation
 from icelake_assets.settings import Policy
+
+
+def drift_acts(stats: TableStats, policy: Policy) -> bool:
+    """The finding's own rule: more drift files than ``max_drift_ratio`` of the data files."""
+    return grade(stats.drift_ratio, policy.layout.max_drift_ratio) is not Severity.OK
+
+
+@dataclass(frozen=True)
+class DriftPlan:
+    """The partitions holding drift files the rewrite takes (all of them past the max, else none),
+    and what that rewrite moves. ``sort``: some are out of the table's sort order, so the rewrite
+    sorts by it (a binpack of several files would leave them overlapping)."""
+
+    partitions: tuple[str, ...] = ()
+    old_spec_files: int = 0
+    unsorted_files: int = 0
+    data_bytes: int = 0
+    sort: bool = False
+    reason: str = ""
+
+
+def plan_drift(stats: TableStats, policy: Policy) -> DriftPlan:
+    if not drift_acts(stats, policy):
+        return DriftPlan()
+    parts = [p for p in stats.partitions.values() if p.old_spec_files or p.unsorted_files]
+    if not parts:
+        return DriftPlan()
+    old = sum(p.old_spec_files for p in parts)
+    unsorted = sum(p.unsorted_files for p in parts)
+    what = [f"{old} written under a spec older than {stats.default_spec_id}"] if old else []
+    if unsorted:
+        what.append(f"{unsorted} out of sort order on {stats.sort_column}")
+    reason = (
+        f"{stats.drift_files} of {stats.data_files} files drift (ratio {stats.drift_ratio:.2f}, max "
+        f"{policy.layout.max_drift_ratio:g}): {', '.join(what)}"
+    )
+    return DriftPlan(
+        tuple(sorted(p.partition for p in parts)),
+        old,
+        unsorted,
+        sum(p.data_bytes for p in parts),
+        bool(unsorted and stats.sort_column),
+        reason,
+    )
 
 
 def layout_drift_finding(stats: TableStats, policy: Policy) -> Finding:
@@ -44,9 +95,8 @@ def layout_drift_finding(stats: TableStats, policy: Policy) -> Finding:
         f"max {p.max_drift_ratio:g}): {stats.old_spec_files} written under an older partition spec than "
         f"{stats.default_spec_id}; {sort_note}"
     )
-    severity = grade(stats.drift_ratio, p.max_drift_ratio)
-    if severity is Severity.OK:
-        return Finding("layout_drift", severity, summary, "nothing to rewrite", metrics, rows)
+    if not drift_acts(stats, policy):
+        return Finding("layout_drift", Severity.OK, summary, "nothing to rewrite", metrics, rows)
     steps = []
     if stats.old_spec_files:
         steps.append(
@@ -55,6 +105,7 @@ def layout_drift_finding(stats: TableStats, policy: Policy) -> Finding:
         )
     if stats.unsorted_files:
         steps.append(f"rewrite_data_files with strategy 'sort' (table sort order, {stats.sort_column} first)")
+    severity = grade(stats.drift_ratio, p.max_drift_ratio)
     return Finding("layout_drift", severity, summary, "; then ".join(steps), metrics, rows)
 
 

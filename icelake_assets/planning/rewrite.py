@@ -1,5 +1,6 @@
 """Small files: the small_files finding and the rewrite_data_files decision, both from one rewrite
-plan (what Iceberg's rewrite will take), so a failing finding is always one the rewrite acts on."""
+plan (what Iceberg's rewrite will take), so a failing finding is always one the rewrite acts on.
+The same plan heals layout drift past its max (planning/layout.py): rewrite-all on its partitions."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from icelake_assets.health.findings import Finding, Severity, grade
 from icelake_assets.health.stats import SIZE_BUCKETS, TableStats
 from icelake_assets.planning.decision import Decision, Evaluation, disabled
 from icelake_assets.planning.deletes import deletes_crossed, position_delete_compaction
+from icelake_assets.planning.layout import DriftPlan, plan_drift
 from icelake_assets.settings import Policy
 
 MiB = 1_048_576
@@ -20,8 +22,9 @@ MAX_FILE_GROUP_BYTES = 100 * 1024**3
 
 def rewrite_candidates(stats: TableStats, policy: Policy) -> list[str]:
     """Partitions a rewrite should take: the small-file candidates, plus, when the delete ratio is
-    crossed, every partition holding delete files (the rewrite applies and drops them)."""
-    chosen = set(stats.compaction_candidates)
+    crossed, every partition holding delete files (the rewrite applies and drops them), plus, past
+    the max drift ratio, every partition holding drift files (planning/layout.py)."""
+    chosen = set(stats.compaction_candidates) | set(plan_drift(stats, policy).partitions)
     if deletes_crossed(stats, policy):
         chosen.update(p.partition for p in stats.partitions.values() if p.delete_files and p.data_files)
     return sorted(chosen)
@@ -46,7 +49,10 @@ class RewritePlan:
     ``excluded`` the chosen ones it would skip (never named), with the reason. ``position_partitions``:
     the chosen partitions whose position deletes rewrite_position_delete_files compacts instead
     (planning/deletes.py), reading and writing ``position_delete_bytes`` rather than their
-    ``position_data_bytes`` of data; ``position_reason`` says why (or why not)."""
+    ``position_data_bytes`` of data; ``position_reason`` says why (or why not). ``drift``: the layout
+    drift past its max the rewrite heals; ``drift_partitions`` its partitions among the chosen, named
+    whatever their small files, and the options then carry ``rewrite-all=true`` (Iceberg takes every
+    file the run's ``where`` selects, in every named partition)."""
 
     partitions: tuple[str, ...]
     excluded: dict[str, str]
@@ -57,6 +63,12 @@ class RewritePlan:
     position_delete_bytes: int = 0
     position_data_bytes: int = 0
     position_reason: str = ""
+    drift: DriftPlan = DriftPlan()
+    drift_partitions: tuple[str, ...] = ()
+
+    @property
+    def rewrite_all(self) -> bool:
+        return self.options.get("rewrite-all") == "true"
 
 
 def rewritable(p, min_input: int, with_deletes: bool) -> bool:
@@ -76,8 +88,11 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
     ``partial_progress_min_groups`` groups or ``partial_progress_min_bytes``: a small rewrite commits once."""
     sf = policy.small_files
     chosen = list(rewrite_candidates(stats, policy) if candidates is None else candidates)
+    drift = plan_drift(stats, policy)
+    drifting = tuple(c for c in chosen if c in set(drift.partitions))
     compaction = position_delete_compaction(stats, policy)
-    position = tuple(c for c in chosen if c in set(compaction.partitions))
+    # A drifting partition is rewritten whole, its deletes applied: nothing left to compact apart.
+    position = tuple(c for c in chosen if c in set(compaction.partitions) and c not in drifting)
     chosen = [c for c in chosen if c not in position]
     with_deletes = deletes_crossed(stats, policy) and any(
         stats.partitions[c].delete_files for c in chosen if c in stats.partitions
@@ -87,7 +102,7 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
     min_input = max(2, min([sf.min_input_files, *counts]))
     named, excluded = [], {}
     for label, p in parts.items():
-        if rewritable(p, min_input, with_deletes):
+        if label in drifting or rewritable(p, min_input, with_deletes):
             named.append(label)
         else:
             excluded[label] = (
@@ -117,6 +132,8 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
         # ... and the delete files no live row is left for go in the same run: Iceberg removes them
         # per partition (equality deletes too); runner.rewrite_data_files cleans up what it leaves.
         **({"delete-file-threshold": "1", "remove-dangling-deletes": "true"} if with_deletes else {}),
+        # Drift: files of an older spec or out of order are rewritten whatever their size.
+        **({"rewrite-all": "true"} if drifting else {}),
     }
     return RewritePlan(
         tuple(sorted(named)),
@@ -128,6 +145,8 @@ def plan_rewrite(stats: TableStats, policy: Policy, candidates: Sequence[str] | 
         sum(stats.partitions[c].delete_bytes for c in position),
         sum(stats.partitions[c].data_bytes for c in position),
         compaction.reason,
+        drift,
+        drifting,
     )
 
 
@@ -149,7 +168,7 @@ def decide_rewrite(
     chosen = list(rp.partitions)
     files = sum(stats.partitions[c].data_files for c in chosen)
     deletes = sum(stats.partitions[c].delete_files for c in chosen)
-    signals = {
+    signals: dict[str, int | float] = {
         "data_files": stats.data_files,
         "small_files": stats.small_files,
         "candidate_partitions": len(chosen),
@@ -168,6 +187,12 @@ def decide_rewrite(
     signals["position_delete_partitions"] = len(rp.position_partitions)
     signals["position_delete_bytes"] = rp.position_delete_bytes
     signals["data_bytes_not_rewritten"] = rp.position_data_bytes
+    drifting = [c for c in chosen if c in set(rp.drift_partitions)]
+    signals["drift_files"] = stats.drift_files
+    signals["drift_ratio"] = round(stats.drift_ratio, 4)
+    signals["max_drift_ratio"] = policy.layout.max_drift_ratio
+    signals["drift_partitions"] = len(drifting)
+    signals["drift_bytes"] = sum(stats.partitions[c].data_bytes for c in drifting)
     position = (
         f"position deletes of {len(rp.position_partitions)} partitions{where} compacted by "
         f"rewrite_position_delete_files ({rp.position_delete_bytes} bytes of delete files instead of "
@@ -179,19 +204,30 @@ def decide_rewrite(
     if rp.excluded:
         first = next(iter(rp.excluded.items()))
         skipped = f"; {len(rp.excluded)} flagged partitions Iceberg would skip (e.g. {first[0]}: {first[1]})"
+    compacted = [c for c in chosen if c not in drifting]
     if chosen:
-        why = (
-            (
-                f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
-                f"averaging < {p.max_avg_file_bytes} bytes or past the delete-file ratio ({files} files"
-                f"{f', {deletes} delete files' if deletes else ''})"
+        whys = []
+        if drifting:
+            whys.append(
+                f"{rp.drift.reason}; rewrite-all on the {len(drifting)} partitions{where} holding them "
+                f"({signals['drift_bytes']} bytes"
+                f"{', sorted by the table order' if rp.drift.sort else ''})"
             )
-            if deletes
-            else (
-                f"{len(chosen)} partitions{where} with > {p.max_files_per_partition} files "
-                f"averaging < {p.max_avg_file_bytes} bytes ({files} files)"
+        if compacted:
+            compacted_files = sum(stats.partitions[c].data_files for c in compacted)
+            whys.append(
+                (
+                    f"{len(compacted)} partitions{where} with > {p.max_files_per_partition} files "
+                    f"averaging < {p.max_avg_file_bytes} bytes or past the delete-file ratio "
+                    f"({compacted_files} files{f', {deletes} delete files' if deletes else ''})"
+                )
+                if deletes
+                else (
+                    f"{len(compacted)} partitions{where} with > {p.max_files_per_partition} files "
+                    f"averaging < {p.max_avg_file_bytes} bytes ({compacted_files} files)"
+                )
             )
-        )
+        why = "; ".join(whys)
         return Decision(
             "rewrite_data_files", True, why + skipped + (f"; {position}" if position else ""), signals
         )

@@ -4,7 +4,8 @@ import pytest
 
 from icelake_assets.health.findings import Severity
 from icelake_assets.health.stats import PartitionStats, TableStats
-from icelake_assets.planning import rewrite
+from icelake_assets.planning import layout, rewrite
+from icelake_assets.planning.guards import estimated_rewrite_bytes
 from icelake_assets.settings import Policy
 from icelake_assets_tests.planning.test_findings import stats
 
@@ -54,3 +55,69 @@ def test_the_finding_fails_exactly_when_the_rewrite_acts(files, small, size, fai
     assert evaluation.decision is not None
     assert (not evaluation.finding.passed) is fails
     assert evaluation.decision.act is fails
+
+
+def drifted(old_files: int, new_files: int) -> TableStats:
+    """A table partitioned after it was written: ``old_files`` files of the unpartitioned spec 0 (one
+    compacted file each of 100 MiB), and three identity partitions of spec 1 holding ``new_files``
+    compacted files in all (none a compaction candidate)."""
+    old = PartitionStats(
+        "<unpartitioned>", data_files=old_files, data_bytes=old_files * 100 * MIB, old_spec_files=old_files
+    )
+    parts = {"<unpartitioned>": old}
+    for i in range(3):
+        n = new_files // 3 + (i < new_files % 3)
+        parts[f"cat={i}"] = PartitionStats(
+            f"cat={i}", data_files=n, data_bytes=n * 100 * MIB, spec_id=1, values=(str(i),)
+        )
+    return stats(
+        data_files=old_files + new_files,
+        data_bytes=(old_files + new_files) * 100 * MIB,
+        old_spec_files=old_files,
+        drift_files=old_files,
+        default_spec_id=1,
+        partitions=parts,
+    )
+
+
+def test_drift_past_the_max_makes_the_rewrite_take_the_old_spec_files():
+    """Issue 39: 1 of 4 files under an older spec (ratio 0.25, max 0.1) failed layout_drift while the
+    rewrite said "no partition has > 20 files": nothing acted and the table stayed Critical. Now the
+    rewrite acts on the old spec's partition alone, with rewrite-all, priced at its bytes."""
+    table = drifted(1, 3)
+    finding = layout.layout_drift_finding(table, POLICY)
+    decision = rewrite.decide_rewrite(table, POLICY)
+    planned = rewrite.plan_rewrite(table, POLICY)
+    assert not finding.passed
+    assert decision.act
+    assert decision.reason.startswith("1 of 4 files drift (ratio 0.25, max 0.1): 1 written under a spec")
+    assert planned.partitions == planned.drift_partitions == ("<unpartitioned>",)
+    assert planned.options["rewrite-all"] == "true" and planned.rewrite_all
+    assert planned.input_bytes == decision.signals["drift_bytes"] == 100 * MIB
+    assert estimated_rewrite_bytes(table, planned.partitions) == 100 * MIB
+    assert not planned.drift.sort
+
+
+def test_drift_within_the_max_does_not_make_the_rewrite_act():
+    table = drifted(1, 9)  # ratio 0.1: at the max
+    assert layout.layout_drift_finding(table, POLICY).passed
+    decision = rewrite.decide_rewrite(table, POLICY)
+    planned = rewrite.plan_rewrite(table, POLICY)
+    assert not decision.act and decision.signals["drift_partitions"] == 0
+    assert planned.partitions == planned.drift_partitions == ()
+    assert "rewrite-all" not in planned.options
+
+
+def test_files_out_of_sort_order_are_rewritten_by_the_table_order():
+    part = PartitionStats("p=1", data_files=4, data_bytes=4 * MIB, unsorted_files=2)
+    table = stats(
+        data_files=4,
+        data_bytes=4 * MIB,
+        unsorted_files=2,
+        drift_files=2,
+        sort_column="id",
+        partitions={"p=1": part},
+    )
+    planned = rewrite.plan_rewrite(table, POLICY)
+    assert planned.partitions == ("p=1",) and planned.drift.sort and planned.rewrite_all
+    assert "2 out of sort order on id" in rewrite.decide_rewrite(table, POLICY).reason

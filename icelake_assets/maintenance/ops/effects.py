@@ -18,6 +18,7 @@ from icelake_assets.maintenance.results.models import (
     StatisticsResult,
 )
 from icelake_assets.planning.deletes import delete_files_finding
+from icelake_assets.planning.layout import layout_drift_finding
 from icelake_assets.planning.manifests import manifest_finding
 from icelake_assets.planning.rewrite import small_files_finding
 from icelake_assets.planning.snapshots import snapshot_finding
@@ -81,6 +82,40 @@ def _data_effect(res: RewriteResult, after: TableStats, policy: Policy, others: 
             finding.check,
             tuple(named),
         )
+    if res.drift_partitions:
+        drift = _drift_effect(res, after, policy, others)
+        compacted = [p for p in named if p not in set(res.drift_partitions)]
+        return (
+            worst([drift, _compaction_effect(res, after, policy, others, compacted)]) if compacted else drift
+        )
+    return _compaction_effect(res, after, policy, others, named)
+
+
+def _drift_effect(res: RewriteResult, after: TableStats, policy: Policy, others: int) -> OpEffect:
+    """The drift part of a rewrite: effective when layout_drift passes, partial when the drift files
+    dropped but it still fails."""
+    finding = layout_drift_finding(after, policy)
+    before = res.drift_files_before or 0
+    moved = f"{before} → {after.drift_files} drift files in {len(res.drift_partitions)} partitions"
+    if finding.passed:
+        return OpEffect(res.op, "effective", f"layout_drift passes ({moved})", finding.check)
+    still = tuple(
+        p for p in res.drift_partitions if p in after.partitions and after.partitions[p].drift_files
+    )
+    if after.drift_files < before:
+        why = f"drift files dropped ({moved}) but {finding.summary}"
+        return OpEffect(res.op, "partial", why, finding.check, still)
+    if others:
+        return replace(overtaken(res.op, finding.check, moved, others, finding.summary), still_failing=still)
+    why = f"layout_drift still fails after rewrite_data_files ({moved}): {finding.summary}"
+    return OpEffect(res.op, "ineffective", why, finding.check, still)
+
+
+def _compaction_effect(
+    res: RewriteResult, after: TableStats, policy: Policy, others: int, named: list[str]
+) -> OpEffect:
+    """The small-file (and delete-applying) part of a rewrite that committed, on ``named``."""
+    finding = small_files_finding(after, policy)
     still = tuple(p for p in named if p in set(after.compaction_candidates))
     progress = f"{res.data_files_before} → {res.data_files_after} data files"
     # A rewrite that applied deletes is done only when its partitions hold no delete files any more.

@@ -14,12 +14,12 @@ from icelake_assets.catalog.connection import TableRef, current_snapshot_id as _
 from icelake_assets.causes import Cause, describe, root_cause
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.ops import delete_compaction, progress
+from icelake_assets.maintenance.ops.rewrite_where import table_where
 from icelake_assets.maintenance.ops.runner import StatsFn, refreshed, timed
 from icelake_assets.maintenance.results.models import DanglingDeletes, ProcedureRow, RewriteResult
 from icelake_assets.maintenance.spark import procedures
-from icelake_assets.partitions.filters import PartitionScope, where_clause
-from icelake_assets.partitions.layout import partition_layout
-from icelake_assets.partitions.values import PartitionValues, partition_values
+from icelake_assets.partitions.filters import PartitionScope
+from icelake_assets.partitions.values import PartitionValues
 from icelake_assets.planning.guards import APPROVAL_TAG, estimated_rewrite_bytes
 from icelake_assets.planning.rewrite import (
     RewritePlan,
@@ -80,10 +80,18 @@ def rewrite_data_files(
         measured = _untouched(stats)
         if rp.partitions:
             call = _Call(
-                spark_fn, ref, table, stats.current_snapshot_id, run_where, policy, say, progress_every_s
+                spark_fn,
+                ref,
+                table,
+                stats.current_snapshot_id,
+                run_where,
+                policy,
+                say,
+                progress_every_s,
+                table_order=rp.drift.sort and bool(rp.drift_partitions),
             )
             run = call.with_fallback(rp.options, rp.groups)
-            measured = _measure(spark_fn, ref, table, stats_fn, stats, candidates, run, run_where, scope)
+            measured = _measure(spark_fn, ref, table, stats_fn, stats, candidates, run, run_where, scope, rp)
         if rp.position_partitions:
             position_where = _position_where(table, ref, stats, rp.position_partitions, where, scope)
             compacted = delete_compaction.compact_position_deletes(
@@ -136,7 +144,7 @@ def _position_where(
             [v for c in labels for v in scope.values_of(c, parts[c].spec_id, parts[c].values)]
         )
     else:
-        named = _table_where(table, ref, stats, list(labels))[0]
+        named = table_where(table, ref, stats, list(labels))[0]
     return f"({where}) AND ({named})" if where and named else (where or named)
 
 
@@ -168,17 +176,25 @@ def _planned(
         )
         return candidates, (f"({where}) AND ({scoped})" if where else scoped)
     # Whole table: scope Iceberg to the planned partitions, so it rewrites what was priced.
-    table_where, covered = _table_where(table, ref, stats, candidates)
-    run_where = f"({where}) AND ({table_where})" if where and table_where else (where or table_where)
-    # What the where also takes (a coarser filter, or none) and Iceberg would rewrite is priced too.
+    named, covered = table_where(table, ref, stats, candidates, rp.rewrite_all)
+    run_where = f"({where}) AND ({named})" if where and named else (where or named)
+    # What the where also takes (a coarser filter, or none) and Iceberg would rewrite is priced too:
+    # under rewrite-all (drift), every file it selects.
     min_input, deletes = int(rp.options["min-input-files"]), "delete-file-threshold" in rp.options
-    extra = [c for c in covered if c not in rp.partitions and rewritable(parts[c], min_input, deletes)]
+    extra = [
+        c
+        for c in covered
+        if c not in rp.partitions and (rp.rewrite_all or rewritable(parts[c], min_input, deletes))
+    ]
     return sorted([*candidates, *extra]), run_where
 
 
-def _sort_spec(policy: Policy) -> tuple[str, str | None]:
-    """Iceberg's strategy and sort order for the policy (z-order is a sort order expression)."""
+def _sort_spec(policy: Policy, table_order: bool = False) -> tuple[str, str | None]:
+    """Iceberg's strategy and sort order for the policy (z-order is a sort order expression);
+    ``table_order``: files out of the table's sort order are rewritten, so a binpack sorts by it."""
     sf = policy.small_files
+    if table_order and sf.strategy == "binpack":
+        return "sort", None  # Iceberg's sort strategy without an order: the table's
     if sf.strategy == "zorder":
         return "sort", f"zorder({', '.join(procedures.quote_identifier(c) for c in sf.zorder_columns)})"
     order = ", ".join(procedures.quote_identifier(c) for c in sf.sort_order) if sf.sort_order else None
@@ -207,12 +223,13 @@ class _Call:
     policy: Policy
     say: Callable[[str], None] | None
     progress_every_s: float
+    table_order: bool = False
 
     def once(self, options: dict[str, str]) -> tuple[ProcedureRow, Cause | None]:
         # Outside the try: a pre-flight refusal (PreflightError) is no partition's failure to retry,
         # it ends the op with its cause before anything is committed.
         spark = self.spark_fn()
-        strategy, sort_order = _sort_spec(self.policy)
+        strategy, sort_order = _sort_spec(self.policy, self.table_order)
         try:
             # Partial progress commits group by group: say what is committed while Spark works.
             with progress.reporting(self.table, self.before_id, self.say, self.progress_every_s):
@@ -254,11 +271,14 @@ def _measure(
     run: _Run,
     where: str | None,
     scope: PartitionScope | None,
+    rp: RewritePlan,
 ) -> RewriteResult:
-    """Which partitions kept their small files, the commits, and the dangling-delete cleanup."""
+    """Which partitions kept their small files (or drift files), the commits, and the dangling-delete
+    cleanup."""
     options = run.options
     after = stats_fn(refreshed(table))
-    failed = [c for c in candidates if _not_compacted(stats, after, c, int(options["min-input-files"]))]
+    min_input, drifting = int(options["min-input-files"]), set(rp.drift_partitions)
+    failed = [c for c in candidates if _not_compacted(stats, after, c, min_input, c in drifting)]
     iceberg_failed = int(run.row.get("failed_data_files_count", 0) or 0)
     commits = delete_compaction.commits_after(refreshed(table), stats.current_snapshot_id)
     dangling: DanglingDeletes | None = None
@@ -301,6 +321,9 @@ def _measure(
         rewritten_partition_values=vals(rewritten),
         error=str(run.cause) if run.cause else None,
         error_kind=run.cause.kind if run.cause else None,
+        drift_partitions=tuple(c for c in candidates if c in drifting),
+        drift_files_before=stats.drift_files,
+        drift_files_after=after.drift_files,
     )
 
 
@@ -343,35 +366,16 @@ def _remove_dangling_deletes(
     )
 
 
-def _table_where(
-    table: Table, ref: TableRef, stats: TableStats, named: list[str]
-) -> tuple[str | None, list[str]]:
-    """A ``where`` selecting the named partitions of a whole-table rewrite, and every partition of the
-    table it selects. None (and every partition) when the partitions cannot be named by a filter: an
-    unpartitioned table (one partition), or fields no filter can express."""
-    if set(stats.partitions) <= set(named):
-        return None, sorted(stats.partitions)
-    layout = partition_layout(table, with_earliest=False)
-    wanted: set[PartitionValues] = set()
-    for label in named:
-        ps = stats.partitions[label]
-        values = partition_values(layout, label, ps.spec_id, ps.values) if layout.dimensions else ()
-        if not values:
-            return None, sorted(stats.partitions)
-        wanted.update(values)
-    covered = [
-        label
-        for label, ps in stats.partitions.items()
-        if set(partition_values(layout, label, ps.spec_id, ps.values)) & wanted
-    ]
-    return where_clause(layout, ref.catalog, wanted), sorted(covered)
-
-
-def _not_compacted(before: TableStats, after: TableStats, label: str, min_input_files: int) -> bool:
+def _not_compacted(
+    before: TableStats, after: TableStats, label: str, min_input_files: int, drifting: bool = False
+) -> bool:
     """A partition whose rewrite did not commit: it still holds enough small files for a rewrite group
     and none of its small files went away. (Binpack rewrites the files under 75 % of the target, health's
-    small files at the default ratio, so a committed rewrite leaves at most one small file per group.)"""
+    small files at the default ratio, so a committed rewrite leaves at most one small file per group.)
+    A drifting one (rewritten whole): it still holds drift files, no fewer than before."""
     now = after.partitions.get(label)
+    if drifting:
+        return now is not None and 0 < before.partitions[label].drift_files <= now.drift_files
     return (
         now is not None
         and now.small_files >= min_input_files

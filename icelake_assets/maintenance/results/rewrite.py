@@ -52,6 +52,11 @@ class RewriteResult(OpResult):
     # ... and the Dagster partition keys orchestration derived from them.
     partition_keys_failed: tuple[str, ...] | None = None
     partition_keys_rewritten: tuple[str, ...] | None = None
+    # Layout drift past its max (planning/layout.py): the partitions rewritten whole for it, and the
+    # table's drift files before and after (the effect check counts their drop).
+    drift_partitions: tuple[str, ...] = ()
+    drift_files_before: int | None = None
+    drift_files_after: int | None = None
 
     @property
     def rewritten_data_files_count(self) -> int | None:
@@ -194,4 +199,8 @@ class RewriteResult(OpResult):
             out["partition_keys_failed"] = list(self.partition_keys_failed)
         if self.partition_keys_rewritten is not None:
             out["partition_keys_rewritten"] = list(self.partition_keys_rewritten)
+        if self.drift_partitions:
+            out["drift_partitions"] = list(self.drift_partitions)
+            out["drift_files_before"] = self.drift_files_before
+            out["drift_files_after"] = self.drift_files_after
         return out

@@ -4,6 +4,7 @@ decision of the same numbers), the score and the status (health/score.py's one r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from icelake_assets.health.findings import Finding
 from icelake_assets.health.overview import TableHealth
@@ -11,6 +12,7 @@ from icelake_assets.health.score import verdict
 from icelake_assets.health.stats import TableStats
 from icelake_assets.planning import deletes, layout, manifests, rewrite, snapshots, statistics
 from icelake_assets.planning.decision import Evaluation
+from icelake_assets.planning.op_plans import DecisionInputs, healers, op_plan
 from icelake_assets.settings import Policy
 
 # The concerns computable from metadata alone (orphans need a storage listing), by check name.
@@ -25,8 +27,23 @@ EVALUATORS: dict[str, Callable[[TableStats, Policy], Evaluation]] = {
 
 
 def metadata_findings(stats: TableStats, policy: Policy) -> list[Finding]:
-    """The findings computable from metadata alone (orphans need a storage listing)."""
-    return [evaluate_concern(stats, policy).finding for evaluate_concern in EVALUATORS.values()]
+    """The findings computable from metadata alone (orphans need a storage listing), each failing one
+    saying why no op will act on it when none will (planning/op_plans.py names the ops that heal it)."""
+    findings = [evaluate_concern(stats, policy).finding for evaluate_concern in EVALUATORS.values()]
+    return [why_no_op_acts(f, DecisionInputs(stats, policy)) for f in findings]
+
+
+def why_no_op_acts(finding: Finding, inputs: DecisionInputs) -> Finding:
+    """A failing finding whose healing ops will not act (disabled by the table's policy, below their
+    own threshold while the finding fails on another number, a store refusal) says so, with each op's
+    reason, so the owner sees what would change it; any other finding is returned as it is."""
+    if finding.passed:
+        return finding
+    decided = [d for name in healers(finding.check) if (d := op_plan(name).decide(inputs)) is not None]
+    if not decided or any(d.act for d in decided):
+        return finding
+    why = "; ".join(f"{d.op}: {d.reason}" for d in decided)
+    return replace(finding, recommendation=f"{finding.recommendation} (no op will act: {why})")
 
 
 def evaluate(

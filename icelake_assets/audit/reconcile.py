@@ -15,6 +15,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from icelake_assets.audit.records import AuditRecord
+from icelake_assets.catalog.ancestry import ancestors
 from icelake_assets.types import (
     SNAPSHOT_ATTEMPT as ATTEMPT_PROPERTY,
     SNAPSHOT_OP as OP_PROPERTY,
@@ -50,12 +51,7 @@ def commits_of_run(table: Table, run_id: str) -> list[Snapshot]:
 
 def _chain(table: Table, after: int, before: int | None) -> set[int]:
     """Snapshot ids from ``after`` back to (not including) ``before``, along the parents."""
-    out: set[int] = set()
-    snap = table.snapshot_by_id(after)
-    while snap is not None and snap.snapshot_id != before and snap.snapshot_id not in out:
-        out.add(snap.snapshot_id)
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
-    return out
+    return {s.snapshot_id for s in ancestors(table, after, until=before)}
 
 
 def audited_snapshots(table: Table, records: Iterable[AuditRecord]) -> set[int]:

@@ -13,13 +13,13 @@ written file back (the op's proof, the tests).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyiceberg.table import Table
 from pyiceberg.table.puffin import PuffinFile
-from pyiceberg.table.snapshots import Snapshot
+
+from icelake_assets.catalog.ancestry import ancestors
 
 # The blob type of an NDV sketch (Iceberg's StandardBlobTypes.APACHE_DATASKETCHES_THETA_V1) and the
 # property holding its estimate (NDVSketchUtil.APACHE_DATASKETCHES_THETA_V1_NDV_PROPERTY).
@@ -92,7 +92,7 @@ def statistics_facts(table: Table) -> StatisticsFacts:
     out: dict[str, Any] = {"current_rows": _total_records(snap.summary)}
     if not (table_files or partition_files):
         return replace(facts, **out)
-    for behind, ancestor in enumerate(_ancestors(table, snap)):
+    for behind, ancestor in enumerate(ancestors(table, snap)):
         found = table_files.get(ancestor.snapshot_id)
         if found is not None and "snapshot_id" not in out:
             out.update(
@@ -113,18 +113,6 @@ def statistics_facts(table: Table) -> StatisticsFacts:
         if "snapshot_id" in out and "partition_snapshot_id" in out:
             break
     return replace(facts, **out)
-
-
-def _ancestors(table: Table, snap: Snapshot) -> Iterator[Snapshot]:
-    """``snap``, its parent, and so on while the metadata holds them (expiry cuts the chain)."""
-    by_id = {s.snapshot_id: s for s in table.metadata.snapshots}  # pyiceberg's lookup is a scan
-    seen: set[int] = set()
-    current: Snapshot | None = snap
-    while current is not None and current.snapshot_id not in seen:
-        seen.add(current.snapshot_id)
-        yield current
-        parent = current.parent_snapshot_id
-        current = by_id.get(parent) if parent is not None else None
 
 
 def read_puffin_ndv(table: Table, path: str) -> dict[int, int]:

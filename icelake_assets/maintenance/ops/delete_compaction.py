@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
+from icelake_assets.catalog.ancestry import ancestors
 from icelake_assets.catalog.connection import TableRef, current_snapshot_id
 from icelake_assets.causes import root_cause
 from icelake_assets.health.stats import MAINTENANCE_OPERATION, TableStats
@@ -27,11 +28,10 @@ OPTIONS = {"rewrite-all": "true"}
 def commits_after(table: Table, snapshot_id: int | None) -> int:
     """Rewrite (``replace``) snapshots on the current branch after ``snapshot_id``: the commits one
     op made (writers committing meanwhile are not counted)."""
-    n, snap = 0, table.current_snapshot()
-    while snap is not None and snap.snapshot_id != snapshot_id:
-        n += snap.summary is not None and snap.summary.operation.value == MAINTENANCE_OPERATION
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
-    return n
+    return sum(
+        s.summary is not None and s.summary.operation.value == MAINTENANCE_OPERATION
+        for s in ancestors(table, until=snapshot_id)
+    )
 
 
 def compact_position_deletes(

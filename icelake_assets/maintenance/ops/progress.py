@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pyiceberg.table import Table
 
+from icelake_assets.catalog.ancestry import ancestors
 from icelake_assets.health.stats import MAINTENANCE_OPERATION
 
 DEFAULT_EVERY_SECONDS = 30.0
@@ -40,15 +41,13 @@ def progress_since(table: Table, snapshot_id: int | None, started: float) -> Rew
     """The rewrite's commits on the current branch after ``snapshot_id``, from their summaries."""
     table.refresh()
     commits = rewritten = added = size = 0
-    snap = table.current_snapshot()
-    while snap is not None and snap.snapshot_id != snapshot_id:
+    for snap in ancestors(table, until=snapshot_id):
         summary = snap.summary
         if summary is not None and summary.operation.value == MAINTENANCE_OPERATION:
             commits += 1
             rewritten += int(summary.get("deleted-data-files") or 0)
             added += int(summary.get("added-data-files") or 0)
             size += int(summary.get("removed-files-size") or 0)
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
     return RewriteProgress(commits, rewritten, added, size, time.monotonic() - started)
 
 

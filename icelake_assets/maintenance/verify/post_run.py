@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import ancestors_of
 from pyspark.sql import SparkSession
 
+from icelake_assets.catalog.ancestry import ancestors
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding
 from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
@@ -247,9 +247,7 @@ def commits_by_others(table: Table, ops: Sequence[OpResult], run_id: str) -> dic
     """Per op that acted: the commits on the table's current branch after the op's end that name
     another run than ``run_id`` or none (writers). An op whose end is not on that branch any more
     counts none: what came after it cannot be told."""
-    chain = [
-        (s.snapshot_id, run_of(s.summary)) for s in ancestors_of(table.current_snapshot(), table.metadata)
-    ]
+    chain = [(s.snapshot_id, run_of(s.summary)) for s in ancestors(table)]
     at = {snapshot_id: i for i, (snapshot_id, _) in enumerate(chain)}
     out = {}
     for o in ops:

@@ -25,6 +25,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
+from icelake_assets.catalog.ancestry import ancestors, reaches
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.spark import fencing
 from icelake_assets.maintenance.spark.procedures import count_rows
@@ -131,17 +132,12 @@ def _is_rewrite(snap) -> bool:
 
 def _commits_since(table: Table, before_id: int | None) -> list:
     """Snapshots on the current branch after ``before_id``, oldest first."""
-    chain = []
-    snap = table.current_snapshot()
-    while snap is not None and snap.snapshot_id != before_id:
-        chain.append(snap)
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
-    if before_id is not None and snap is None:
+    if not reaches(table, before_id):
         raise ValidationFailed(
             f"snapshot {before_id} is no longer an ancestor of the current snapshot of "
             f"{'.'.join(table.name())}: the table was rolled back or replaced during maintenance"
         )
-    return list(reversed(chain))
+    return list(reversed(list(ancestors(table, until=before_id))))
 
 
 def _runs(commits: list) -> list[tuple[bool, list]]:

@@ -129,3 +129,18 @@ def judge_effects(
     the commits others made on top of it (post_run.commits_by_others): a finding they made fail
     again is ``overtaken``."""
     return [op_named(o.op).judge(o, after, policy, (others or {}).get(o.op, 0)) for o in ops if o.acted]
+
+
+def chain_markdown() -> str:
+    """The chain as docs/loop.md shows it (a test keeps the two equal)."""
+    lines = [
+        "| # | op | heals | takes from the run | commits rewritten files | what it does |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i, o in enumerate(MAINTENANCE_OPS, 1):
+        heals = ", ".join(f"`{c}`" for c in o.heals)
+        inputs = ", ".join(f"`{n}`" for n in o.inputs) or "—"
+        lines.append(
+            f"| {i} | `{o.name}` | {heals} | {inputs} | {'yes' if o.rewrites else 'no'} | {o.plan.summary} |"
+        )
+    return "\n".join(lines)

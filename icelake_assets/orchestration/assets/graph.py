@@ -41,8 +41,8 @@ from dagster import (
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.ops import runner, statistics
 from icelake_assets.orchestration.assets.description import asset_group, asset_metadata, asset_tags, describe
-from icelake_assets.orchestration.assets.ops import (
-    op_step,
+from icelake_assets.orchestration.assets.ops import TableOpStep
+from icelake_assets.orchestration.assets.rewrite_op import (
     partitions_policy,
     rewrite_commits,
     rewrite_step,
@@ -63,28 +63,25 @@ def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
     """The group's graph of ops (one output per table) and its producers' inputs (lineage)."""
     # Producers (lineage) feed one fanned-in Nothing input of the first op.
     ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(group.producers)}
-    expire = op_step(group, "expire_snapshots", runner.expire_snapshots, first=True, after_upstream=bool(ins))
+    expire = TableOpStep(group, "expire_snapshots", runner.expire_snapshots).definition(
+        first=True, after_upstream=bool(ins)
+    )
     # The orphan scan needs every known table (their files are never orphans of this one).
-    orphans = op_step(
+    orphans = TableOpStep(
         group,
         "remove_orphan_files",
         lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
             spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)
         ),
-        first=False,
         work_kwargs=lambda context, dt, state: {"icelake": context.resources.icelake},
-    )
+    ).definition(first=False)
     rewrite = rewrite_step(group, policies)
-    manifests = op_step(
-        group, "rewrite_manifests", runner.rewrite_manifests, first=False, work_kwargs=rewrite_commits
-    )
-    compute_statistics = op_step(
-        group,
-        "compute_statistics",
-        statistics.compute_statistics,
-        first=False,
-        work_kwargs=statistics_follow,
-    )
+    manifests = TableOpStep(
+        group, "rewrite_manifests", runner.rewrite_manifests, work_kwargs=rewrite_commits
+    ).definition(first=False)
+    compute_statistics = TableOpStep(
+        group, "compute_statistics", statistics.compute_statistics, work_kwargs=statistics_follow
+    ).definition(first=False)
     validate = validate_op(group)
     names = {t.ref.safe_name: t for t in group.tables}
 

@@ -1,23 +1,21 @@
 """The maintenance ops of a table group: one Dagster op per maintenance function of
-maintenance/ops/runner.py, run for every table of the run in turn (orchestration/assets/graph.py assembles
+maintenance/runner.py, run for every table of the run in turn (orchestration/assets/graph.py assembles
 them into the group's graph), with the retry of failed partitions and the one-run-per-table guard."""
 
 import contextlib
-import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 from dagster import (
     AssetObservation,
-    Backoff,
     DagsterEventType,
     Failure,
     In,
-    Jitter,
     MetadataValue,
     Nothing,
+    OpDefinition,
     OpExecutionContext,
     Out,
     RetryPolicy,
@@ -33,8 +31,6 @@ from icelake_assets.catalog.connection import (
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.causes import root_cause
-from icelake_assets.maintenance.ops import rewrite
-from icelake_assets.maintenance.ops.chain import REWRITE_OP
 from icelake_assets.maintenance.results.base import OpResult
 from icelake_assets.maintenance.results.codec import decode_result, encode
 from icelake_assets.maintenance.spark import fencing
@@ -45,13 +41,8 @@ from icelake_assets.orchestration.assets.run_state import RunState, RunStates
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.runs.model import TABLE_TAG, earlier_run_maintaining, failure_tags
-from icelake_assets.orchestration.tables.partitions import partition_key, run_scope
 from icelake_assets.orchestration.tables.table_groups import TableGroup
-from icelake_assets.planning.guards import APPROVAL_TAG
-from icelake_assets.settings import PartitionsPolicy
 
-# How often a running rewrite logs what it committed so far (ICELAKE_PROGRESS_SECONDS overrides).
-REWRITE_PROGRESS_SECONDS = float(os.environ.get("ICELAKE_PROGRESS_SECONDS", "30"))
 # Metadata of a retry request: each table's outcome of the attempt that asks for the retry.
 ATTEMPT_METADATA = "icelake/attempt_outcomes"
 
@@ -102,7 +93,7 @@ def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef,
 
 
 def stop_if_fenced(context: OpExecutionContext, err: BaseException | None = None) -> None:
-    """A fenced run (maintenance/spark/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
+    """A fenced run (maintenance/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
     Dagster raises itself on Terminate); judged dead or without a lease, it fails saying why."""
     reason = fencing.fenced()
     if reason is None:
@@ -115,111 +106,106 @@ def stop_if_fenced(context: OpExecutionContext, err: BaseException | None = None
     ) from err
 
 
-def op_step(
-    group: TableGroup,
-    name: str,
-    work: Callable[..., OpResult],
-    first: bool,
-    *,
-    after_upstream: bool = False,
-    work_kwargs: Callable[[OpExecutionContext, DiscoveredTable, RunState], dict[str, Any]] | None = None,
-    annotate: Callable[[DiscoveredTable, OpResult], OpResult] | None = None,
-    wants_retry: Callable[[OpExecutionContext, DiscoveredTable, OpResult], bool] | None = None,
-    retry_policy: RetryPolicy | None = None,
-):
+WorkKwargs = Callable[[OpExecutionContext, DiscoveredTable, RunState], dict[str, Any]]
+
+
+class _RunSpark:
+    """The work's Spark session, opened when the work asks for it: its commits name this run, op and
+    attempt (maintenance/commit_tags.py); the tags end with the op (one session per run)."""
+
+    def __init__(
+        self,
+        context: OpExecutionContext,
+        resource: IcebergSparkResource,
+        ref: TableRef,
+        table: Any,
+        op_name: str,
+    ) -> None:
+        self._context = context
+        self._resource = resource
+        self._ref = ref
+        self._table = table
+        self._op_name = op_name
+        self._tagged: Any = None  # the last session opened: its tags are cleared when the op ends
+
+    def __call__(self) -> Any:
+        session = self._resource.session_for(self._ref, self._table)
+        tag_session(session, self._context.run_id, self._op_name, self._context.retry_number + 1)
+        self._tagged = session
+        return session
+
+    def untag(self) -> None:
+        if self._tagged is not None:
+            with contextlib.suppress(Exception):  # a dead JVM has no tags left to clear
+                untag_session(self._tagged)
+
+
+class TableOpStep:
     """A Dagster op around one runner function, for every table of the run in turn; it appends each
     table's outcome to that table's state.
 
     ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``annotate`` adds
     what only orchestration knows to an outcome (Dagster partition keys) before it is recorded;
     ``wants_retry`` sees an outcome and asks for the op to be retried under ``retry_policy`` (after
-    every table had its turn). ``after_upstream``: the first op waits on a Nothing input fed by the table's producer
-    assets (lineage). A table whose op fails is left out of the later ops and fails the run at
-    validation; with a single table (the sensor's runs) the op fails at once, as Dagster shows best."""
+    every table had its turn). A table whose op fails is left out of the later ops and fails the run
+    at validation; with a single table (the sensor's runs) the op fails at once, as Dagster shows best."""
 
-    def one_table(
-        context: OpExecutionContext,
-        icelake: IcelakeResource,
-        icelake_spark: IcebergSparkResource,
-        dt: DiscoveredTable,
-        state: RunState | None,
-    ) -> tuple[RunState, str | None]:
-        ref = dt.ref
-        stop_if_fenced(context)
-        table = load_table_of_run(icelake, ref, context)
-        policy = icelake.policy(table)
-        if state is None:
-            _refuse_if_another_run_maintains(context, ref, group.pool)
-            snap = table.current_snapshot()
-            state = RunState(
-                table=str(ref),
-                before_snapshot_id=snap.snapshot_id if snap else None,
-                before=icelake.stats(table, policy).summary(),
-            )
-        extra = work_kwargs(context, dt, state) if work_kwargs else {}
-        started = time.perf_counter()
+    def __init__(
+        self,
+        group: TableGroup,
+        name: str,
+        work: Callable[..., OpResult],
+        *,
+        work_kwargs: WorkKwargs | None = None,
+        annotate: Callable[[DiscoveredTable, OpResult], OpResult] | None = None,
+        wants_retry: Callable[[OpExecutionContext, DiscoveredTable, OpResult], bool] | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self.group, self.name, self.work = group, name, work
+        self.work_kwargs, self.annotate, self.wants_retry = work_kwargs, annotate, wants_retry
+        self.retry_policy = retry_policy
 
-        tagged: list[Any] = []
+    def definition(self, first: bool, after_upstream: bool = False) -> OpDefinition:
+        """The op: the first of the graph starts the tables' states (``after_upstream``: it waits on a
+        Nothing input fed by the table's producer assets, lineage); the others carry them on."""
+        common: dict[str, Any] = {
+            "name": f"{self.group.name}__{self.name}",
+            "out": Out(RunStates, io_manager_key=RUN_STATE_IO_MANAGER),
+            "description": f"{self.name} on each table of the run; acts only when its own threshold is crossed",
+            "tags": {"icelake/op": self.name},
+            "pool": self.group.pool,
+        }
+        if first:
 
-        def spark():  # its commits name this run, op and attempt (maintenance/spark/commit_tags.py)
-            session = icelake_spark.session_for(ref, table)
-            tag_session(session, context.run_id, name, context.retry_number + 1)
-            tagged.append(session)
-            return session
+            @op(**common, ins={"upstream": In(Nothing)} if after_upstream else None)
+            def first_op(
+                context: OpExecutionContext, icelake: IcelakeResource, icelake_spark: IcebergSparkResource
+            ):
+                return self.run(context, icelake, icelake_spark, None)
 
-        try:
-            with fencing.acting():
-                outcome = work(
-                    spark,
-                    ref,
-                    table,
-                    policy,
-                    lambda t: icelake.stats(t, policy),
-                    **extra,
-                )
-        except Failure:
-            raise
-        except Exception as err:  # e.g. a dead JVM: the run fails, but not without its audit record
-            if fencing.fenced() is not None:  # its Spark work was stopped by the fence, on purpose
-                stop_if_fenced(context, err)
-            write_op_failure(
-                context,
-                icelake.settings,
-                ref,
-                name,
-                policy,
-                err,
-                time.perf_counter() - started,
-                _current_snapshot_id(table),
-            )
-            cause = root_cause(err)
-            # A pre-flight refusal (nothing committed) is told in its own words, naming the table.
-            refused = isinstance(err, PreflightError)
-            said = str(err) if refused else f"{ref} {name} failed: {cause}"
-            tag = str(err) if refused else str(cause)
-            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, tag))
-            raise Failure(description=said, allow_retries=False) from err
-        finally:
-            for session in tagged[-1:]:  # one session per run: the op's tags end with the op
-                with contextlib.suppress(Exception):  # a dead JVM has no tags left to clear
-                    untag_session(session)
-        stop_if_fenced(context)  # fenced meanwhile: the run ends here, its op is not retried
-        outcome = replace(outcome, attempt=context.retry_number + 1)
-        verb = "acted" if outcome.acted else "skipped"
-        context.log.info(f"{ref} {name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
-        if annotate is not None:
-            outcome = annotate(dt, outcome)
-        retry = bool(wants_retry and wants_retry(context, dt, outcome))
-        return state.with_op(outcome), (f"{ref}: {outcome.reason}" if retry else None)
+            return first_op
 
-    def body(
+        @op(**common, ins={"state": In(RunStates)}, retry_policy=self.retry_policy)
+        def next_op(
+            context: OpExecutionContext,
+            state: RunStates,
+            icelake: IcelakeResource,
+            icelake_spark: IcebergSparkResource,
+        ):
+            return self.run(context, icelake, icelake_spark, state)
+
+        return next_op
+
+    def run(
+        self,
         context: OpExecutionContext,
         icelake: IcelakeResource,
         icelake_spark: IcebergSparkResource,
         states: RunStates | None,
     ) -> RunStates:
+        """Every table of the run not failed before, in turn; then the retry, if one asked for it."""
         states = states or RunStates()
-        tables = selected_tables(context, group)
+        tables = selected_tables(context, self.group)
         # A retry starts from the op's input again: the earlier attempts' outcomes (their commits
         # included) come back from the event log, so validation and audit cover every attempt.
         earlier = earlier_attempts(context) if context.retry_number else {}
@@ -233,72 +219,112 @@ def op_step(
             for outcome in earlier.get(key, ()):
                 before = before.with_op(outcome) if before is not None else None
             try:
-                state, retry_reason = one_table(context, icelake, icelake_spark, dt, before)
+                state, retry_reason = self._maintain(context, icelake, icelake_spark, dt, before)
             except Exception as err:
                 if len(tables) == 1:
                     raise
-                context.log.error(f"{dt.ref} {name} failed; the run's other tables go on: {err}")
-                states = states.with_error(key, f"{name} failed: {err}")
+                context.log.error(f"{dt.ref} {self.name} failed; the run's other tables go on: {err}")
+                states = states.with_error(key, f"{self.name} failed: {err}")
                 continue
             states = states.with_table(key, state)
             attempt[key] = state.ops[-1]
             if retry_reason:
                 retry.append(retry_reason)
         if retry:
-            max_retries = retry_policy.max_retries if retry_policy else 0
-            for dt in tables:  # a retry request carries no metadata: the event log keeps the outcomes
-                if (done := attempt.get(key := str(dt.ref))) is not None:
-                    context.log_event(
-                        AssetObservation(
-                            asset_key=table_asset_key(dt.ref),
-                            description=f"{name} attempt {context.retry_number + 1}: {done.reason}",
-                            metadata={
-                                ATTEMPT_METADATA: MetadataValue.json({"table": key, "result": encode(done)})
-                            },
-                        )
-                    )
-            raise Failure(
-                description=f"{'; '.join(retry)}; retrying (attempt {context.retry_number + 1} of {max_retries})",
-                allow_retries=True,
-            )
+            self._ask_for_retry(context, tables, attempt, retry)
         return states
 
-    description = f"{name} on each table of the run; acts only when its own threshold is crossed"
-    if first:
-
-        @op(
-            name=f"{group.name}__{name}",
-            out=Out(RunStates, io_manager_key=RUN_STATE_IO_MANAGER),
-            description=description,
-            tags={"icelake/op": name},
-            pool=group.pool,
-            ins={"upstream": In(Nothing)} if after_upstream else None,
-        )
-        def first_op(
-            context: OpExecutionContext, icelake: IcelakeResource, icelake_spark: IcebergSparkResource
-        ):
-            return body(context, icelake, icelake_spark, None)
-
-        return first_op
-
-    @op(
-        name=f"{group.name}__{name}",
-        ins={"state": In(RunStates)},
-        out=Out(RunStates, io_manager_key=RUN_STATE_IO_MANAGER),
-        description=description,
-        tags={"icelake/op": name},
-        retry_policy=retry_policy,
-        pool=group.pool,
-    )
-    def next_op(
+    def _maintain(
+        self,
         context: OpExecutionContext,
-        state: RunStates,
         icelake: IcelakeResource,
         icelake_spark: IcebergSparkResource,
-    ):
-        return body(context, icelake, icelake_spark, state)
+        dt: DiscoveredTable,
+        state: RunState | None,
+    ) -> tuple[RunState, str | None]:
+        """One table: its state with this op's outcome, and why it asks for a retry (None: it does not)."""
+        ref = dt.ref
+        stop_if_fenced(context)
+        table = load_table_of_run(icelake, ref, context)
+        policy = icelake.policy(table)
+        if state is None:
+            _refuse_if_another_run_maintains(context, ref, self.group.pool)
+            snap = table.current_snapshot()
+            before = icelake.stats(table, policy).summary()
+            state = RunState(
+                table=str(ref), before_snapshot_id=snap.snapshot_id if snap else None, before=before
+            )
+        extra = self.work_kwargs(context, dt, state) if self.work_kwargs else {}
+        outcome = self._work(context, icelake, icelake_spark, ref, table, policy, extra)
+        stop_if_fenced(context)  # fenced meanwhile: the run ends here, its op is not retried
+        outcome = replace(outcome, attempt=context.retry_number + 1)
+        verb = "acted" if outcome.acted else "skipped"
+        context.log.info(f"{ref} {self.name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
+        if self.annotate is not None:
+            outcome = self.annotate(dt, outcome)
+        retry = bool(self.wants_retry and self.wants_retry(context, dt, outcome))
+        return state.with_op(outcome), (f"{ref}: {outcome.reason}" if retry else None)
 
-    return next_op
+    def _work(
+        self,
+        context: OpExecutionContext,
+        icelake: IcelakeResource,
+        icelake_spark: IcebergSparkResource,
+        ref: TableRef,
+        table: Any,
+        policy: Any,
+        extra: dict[str, Any],
+    ) -> OpResult:
+        """The runner function on the table; a failure fails the op, but not without its audit record."""
+        started = time.perf_counter()
+        spark = _RunSpark(context, icelake_spark, ref, table, self.name)
+        try:
+            with fencing.acting():
+                return self.work(spark, ref, table, policy, lambda t: icelake.stats(t, policy), **extra)
+        except Failure:
+            raise
+        except Exception as err:  # e.g. a dead JVM
+            if fencing.fenced() is not None:  # its Spark work was stopped by the fence, on purpose
+                stop_if_fenced(context, err)
+            elapsed = time.perf_counter() - started
+            write_op_failure(
+                context, icelake.settings, ref, self.name, policy, err, elapsed, _current_snapshot_id(table)
+            )
+            cause = root_cause(err)
+            # A pre-flight refusal (nothing committed) is told in its own words, naming the table.
+            refused = isinstance(err, PreflightError)
+            said = str(err) if refused else f"{ref} {self.name} failed: {cause}"
+            tag = str(err) if refused else str(cause)
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, tag))
+            raise Failure(description=said, allow_retries=False) from err
+        finally:
+            spark.untag()
+
+    def _ask_for_retry(
+        self,
+        context: OpExecutionContext,
+        tables: Sequence[DiscoveredTable],
+        attempt: Mapping[str, OpResult],
+        reasons: Sequence[str],
+    ) -> NoReturn:
+        """A retry request carries no metadata: each table's outcome of this attempt goes to the event
+        log first (earlier_attempts reads it back on the retry)."""
+        max_retries = self.retry_policy.max_retries if self.retry_policy else 0
+        for dt in tables:
+            if (done := attempt.get(key := str(dt.ref))) is not None:
+                context.log_event(
+                    AssetObservation(
+                        asset_key=table_asset_key(dt.ref),
+                        description=f"{self.name} attempt {context.retry_number + 1}: {done.reason}",
+                        metadata={
+                            ATTEMPT_METADATA: MetadataValue.json({"table": key, "result": encode(done)})
+                        },
+                    )
+                )
+        raise Failure(
+            description=f"{'; '.join(reasons)}; retrying (attempt {context.retry_number + 1} of {max_retries})",
+            allow_retries=True,
+        )
 
 
 def earlier_attempts(context: OpExecutionContext) -> dict[str, list[OpResult]]:
@@ -317,77 +343,3 @@ def earlier_attempts(context: OpExecutionContext) -> dict[str, list[OpResult]]:
         if entry is not None and isinstance(entry.value, dict) and "result" in entry.value:
             out.setdefault(str(entry.value["table"]), []).append(decode_result(entry.value["result"]))
     return out
-
-
-def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]):
-    """The rewrite op: scoped to the run's partitions, retried with exponential backoff while
-    partitions of a table fail (up to the most retries any table's policy allows, each table within
-    its own); on its last attempt it hands the failures on (validation runs first)."""
-    by_ref = {t.ref: partitions_policy(policies.get(t.ref)) for t in group.tables}
-    worst = max(by_ref.values(), key=lambda p: p.max_retries)
-    retry = (
-        RetryPolicy(
-            max_retries=worst.max_retries,
-            delay=worst.retry_delay_seconds,
-            backoff=Backoff.EXPONENTIAL,
-            jitter=Jitter.PLUS_MINUS,
-        )
-        if worst.max_retries
-        else None
-    )
-
-    def scope(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
-        return {
-            "scope": run_scope(context, dt.layout, dt.ref.catalog),
-            "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true",
-            "say": lambda text: context.log.info(f"{dt.ref}: {text}"),
-            "progress_every_s": REWRITE_PROGRESS_SECONDS,
-        }
-
-    def keys(dt: DiscoveredTable, outcome: OpResult) -> OpResult:
-        """The Dagster partition keys of the partitions the rewrite failed and finished."""
-        layout = dt.layout
-        rewritten = REWRITE_OP.own(outcome)
-        if rewritten.failed_partition_values is None or layout is None:
-            return outcome
-
-        def named(values: tuple[tuple[str | None, ...], ...]) -> tuple[str, ...]:
-            return tuple(sorted({str(k) for v in values if (k := partition_key(layout, v)) is not None}))
-
-        return replace(
-            rewritten,
-            partition_keys_failed=named(rewritten.failed_partition_values),
-            partition_keys_rewritten=named(rewritten.rewritten_partition_values or ()),
-        )
-
-    def wants_retry(context: OpExecutionContext, dt: DiscoveredTable, outcome: OpResult) -> bool:
-        # The same plan under the same permissions fails the same way: no retry.
-        rewritten = REWRITE_OP.own(outcome)
-        if rewritten.error_kind == "access_denied":
-            return False
-        return rewritten.failed and context.retry_number < by_ref[dt.ref].max_retries
-
-    return op_step(
-        group,
-        "rewrite_data_files",
-        rewrite.rewrite_data_files,
-        first=False,
-        work_kwargs=scope,
-        annotate=keys,
-        wants_retry=wants_retry,
-        retry_policy=retry,
-    )
-
-
-def rewrite_commits(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
-    """The manifest op consolidates what a partial-progress rewrite of this run committed."""
-    return {"rewrite_commits": state.rewrite_commits()}
-
-
-def statistics_follow(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
-    """The statistics op follows the snapshots this run's rewrites committed."""
-    return {"rewrite_commits": state.rewrote()}
-
-
-def partitions_policy(effective: Any) -> PartitionsPolicy:
-    return effective.policy.partitions if effective is not None else PartitionsPolicy()

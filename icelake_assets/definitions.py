@@ -4,6 +4,9 @@ Tables come from the cached inventory when it is fresh (catalog/inventory.py), e
 
 from dagster import DagsterRun, Definitions, definitions
 
+# Importing the demo registers its lineage assets (demo/__init__.py), for tables whose lineage names
+# them: orchestration does not import the demo, the code location brings it.
+import icelake_assets.demo  # noqa: F401
 from icelake_assets.orchestration.project import INVENTORY_METADATA_KEY, RunSelection, load_definitions
 from icelake_assets.private_api import DefinitionsLoadContext, DefinitionsLoadType, run_being_loaded
 

@@ -65,6 +65,8 @@ def icelake_definitions(
     maintains them with jobs that record observations, never materializations."""
     # Here, not at the top: `dg list components` and `dg scaffold defs` import this module (the
     # registry entry point), and the definitions' code (pyiceberg, pyarrow) costs them 2 s.
+    # The demo registers its lineage assets (demo/__init__.py), as for the stand-alone code location.
+    import icelake_assets.demo  # noqa: F401
     from icelake_assets.orchestration.project import build_definitions
     from icelake_assets.orchestration.sensors.recovery import build_recovery_sensor
 

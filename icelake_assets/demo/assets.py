@@ -1,7 +1,8 @@
 """The demo's own pipeline around ``taxi.trips``: a writer asset that appends micro-batches with
 pyiceberg (each commit adds one tiny file per day it touches: the small files maintenance fixes) and
 a consumer asset that aggregates the maintained table with Spark. They exist when the settings name
-their keys in a table's lineage (see orchestration/assets/lineage.py), as the demo's icelake.yaml does."""
+their keys in a table's lineage (see orchestration/assets/lineage.py), as the demo's icelake.yaml does;
+the demo package registers them there (demo/__init__.py)."""
 
 import time
 
@@ -20,6 +21,7 @@ from pydantic import Field
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.demo.lake import TRIPS_SCHEMA, degrade_trips
 from icelake_assets.maintenance.spark.procedures import table_identifier
+from icelake_assets.orchestration.assets.lineage import LineageBuilders
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
 
@@ -111,5 +113,6 @@ def build_demo_consumer(ref: TableRef, key: AssetKey = CONSUMER_KEY) -> AssetsDe
 
 
 # By role: the writer only makes sense upstream of its table, the consumer downstream.
-DEMO_PRODUCERS = {WRITER_KEY: build_demo_writer}
-DEMO_CONSUMERS = {CONSUMER_KEY: build_demo_consumer}
+DEMO_LINEAGE = LineageBuilders(
+    producers={WRITER_KEY: build_demo_writer}, consumers={CONSUMER_KEY: build_demo_consumer}
+)

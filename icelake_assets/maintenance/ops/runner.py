@@ -32,7 +32,8 @@ from icelake_assets.planning.snapshots import decide_expire, expire_cutoff
 from icelake_assets.settings import Policy
 
 StatsFn = Callable[[Table], TableStats]
-ScanFn = Callable[[Table], OrphanScan]
+# The table's orphan scan (IcelakeResource.scan_orphans: every known table's files are left alone).
+OrphanScanFn = Callable[[TableRef, Table, Policy], OrphanScan]
 R = TypeVar("R", bound=OpResult)
 
 
@@ -110,9 +111,14 @@ def _forecast_mismatch(forecast: set[int], removed: set[int], manifest_lists: ob
 
 
 def remove_orphan_files(
-    spark_fn: Callable[[], SparkSession], ref: TableRef, table: Table, policy: Policy, scan_fn: ScanFn
+    spark_fn: Callable[[], SparkSession],
+    ref: TableRef,
+    table: Table,
+    policy: Policy,
+    stats_fn: StatsFn,
+    scan_orphans: OrphanScanFn,
 ) -> OrphanResult:
-    """Delete exactly the orphans ``scan_fn`` decided on (health/orphans.py: not referenced, not hidden,
+    """Delete exactly the orphans ``scan_orphans`` decided on (health/orphans.py: not referenced, not hidden,
     not another table's, old enough), one by one through the table's own FileIO, then verify that every
     file the metadata references still exists (else raise ReferencedFilesMissingError).
 
@@ -120,7 +126,7 @@ def remove_orphan_files(
     would delete the files of a table nested inside it. So this op needs no Spark."""
 
     def work() -> OrphanResult:
-        scan = scan_fn(table)
+        scan = scan_orphans(ref, table, policy)
         info = OrphanScanSummary(
             listed_files=scan.listed_files,
             orphans_found=len(scan.orphans),

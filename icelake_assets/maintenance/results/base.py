@@ -30,6 +30,10 @@ def count_of(row: ProcedureRow, key: str) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+# Every op's result class by its op's name, filled as each class is declared (the codec reads it).
+RESULT_CLASSES: dict[str, type[OpResult]] = {}
+
+
 @dataclass(frozen=True, kw_only=True)
 class OpResult:
     """What one op did to one table in one attempt: whether it acted and why, its signals, its time
@@ -47,6 +51,11 @@ class OpResult:
     # The post-run effect verification's verdict on this op (maintenance/results/effect.py), for the audit.
     effect: str | None = None
     effect_reason: str | None = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.op:
+            RESULT_CLASSES[cls.op] = cls
 
     def _details(self) -> Details:
         return {}

@@ -15,26 +15,14 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar, Union, cast
 
-from icelake_assets.maintenance.results.base import OpResult
-from icelake_assets.maintenance.results.models import (
-    ExpireResult,
-    ManifestResult,
-    OrphanResult,
-    RewriteResult,
-    StatisticsResult,
-)
+from icelake_assets.maintenance.results import models as models  # declares the ops' result classes
+from icelake_assets.maintenance.results.base import RESULT_CLASSES, OpResult
 
 T = TypeVar("T")
-RESULT_CLASSES: dict[str, type[OpResult]] = {
-    c.op: c for c in (ExpireResult, OrphanResult, RewriteResult, ManifestResult, StatisticsResult)
-}
-
-_RESULT_TYPES = frozenset(RESULT_CLASSES.values())
-
 
 def encode(value: object) -> Any:
     """Plain JSON (dicts, lists, strings, numbers, booleans, None) of a result or any part of it."""
-    if type(value) in _RESULT_TYPES:  # an op result names its op, which names its class
+    if type(value) in RESULT_CLASSES.values():  # an op result names its op, which names its class
         return {"op": cast(OpResult, value).op, "fields": _fields(value)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _fields(value)
@@ -80,7 +68,7 @@ def _decode(hint: Any, value: Any) -> Any:
         options = [a for a in typing.get_args(hint) if a is not type(None)]
         # A union of scalars (a procedure row's cell) keeps the JSON value; one other type decodes.
         return _decode(options[0], value) if len(options) == 1 else value
-    if hint is OpResult or hint in _RESULT_TYPES:
+    if hint is OpResult or hint in RESULT_CLASSES.values():
         return decode_result(value)  # the op names its class
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return _build(hint, value)

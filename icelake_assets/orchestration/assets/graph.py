@@ -34,20 +34,20 @@ from dagster import (
     GraphOut,
     JobDefinition,
     Nothing,
+    OpDefinition,
+    OpExecutionContext,
     graph,
     in_process_executor,
 )
 
 from icelake_assets.catalog.connection import TableRef
-from icelake_assets.maintenance.ops import runner, statistics
+from icelake_assets.catalog.discovery import DiscoveredTable
+from icelake_assets.maintenance.ops import chain
+from icelake_assets.maintenance.ops.chain import MaintenanceOp
 from icelake_assets.orchestration.assets.description import asset_group, asset_metadata, asset_tags, describe
-from icelake_assets.orchestration.assets.ops import TableOpStep
-from icelake_assets.orchestration.assets.rewrite_op import (
-    partitions_policy,
-    rewrite_commits,
-    rewrite_step,
-    statistics_follow,
-)
+from icelake_assets.orchestration.assets.ops import TableOpStep, WorkKwargs
+from icelake_assets.orchestration.assets.rewrite_op import partitions_policy, rewrite_step
+from icelake_assets.orchestration.assets.run_state import RunState
 from icelake_assets.orchestration.assets.validation import validate_op
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.tables.table_groups import (
@@ -59,29 +59,42 @@ from icelake_assets.orchestration.tables.table_groups import (
 MAINTENANCE_JOB = "icelake_maintenance"
 
 
+def run_inputs(op: MaintenanceOp[Any]) -> WorkKwargs:
+    """What the run gives ``op`` besides the table (its descriptor's ``inputs``), from the run's
+    resources and the state the ops before it left."""
+
+    def kwargs(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
+        given: dict[str, Any] = {}
+        for name in op.inputs:
+            if name == "orphan_scan":  # every known table's files are left alone
+                given["scan_orphans"] = context.resources.icelake.scan_orphans
+            elif name == "data_commits":  # the manifests consolidate a partial-progress rewrite
+                given["rewrite_commits"] = state.rewrite_commits()
+            elif name == "rewritten_snapshots":  # statistics follow the snapshots the run committed
+                given["rewrite_commits"] = state.rewrote()
+        return given
+
+    return kwargs
+
+
+def op_steps(group: TableGroup, policies: Mapping[TableRef, Any], after_upstream: bool) -> list[OpDefinition]:
+    """One op definition per maintenance op of the chain (maintenance/ops/chain.py), in its order;
+    the rewrite has its partition scope and retries (rewrite_op.py)."""
+    steps = []
+    for i, op in enumerate(chain.MAINTENANCE_OPS):
+        if "partition_scope" in op.inputs:
+            steps.append(rewrite_step(group, policies, op))
+        else:
+            step = TableOpStep(group, op.name, op.work, work_kwargs=run_inputs(op) if op.inputs else None)
+            steps.append(step.definition(first=i == 0, after_upstream=after_upstream and i == 0))
+    return steps
+
+
 def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
     """The group's graph of ops (one output per table) and its producers' inputs (lineage)."""
     # Producers (lineage) feed one fanned-in Nothing input of the first op.
     ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(group.producers)}
-    expire = TableOpStep(group, "expire_snapshots", runner.expire_snapshots).definition(
-        first=True, after_upstream=bool(ins)
-    )
-    # The orphan scan needs every known table (their files are never orphans of this one).
-    orphans = TableOpStep(
-        group,
-        "remove_orphan_files",
-        lambda spark, r, t, p, stats_fn, icelake: runner.remove_orphan_files(
-            spark, r, t, p, lambda tbl: icelake.scan_orphans(r, tbl, p)
-        ),
-        work_kwargs=lambda context, dt, state: {"icelake": context.resources.icelake},
-    ).definition(first=False)
-    rewrite = rewrite_step(group, policies)
-    manifests = TableOpStep(
-        group, "rewrite_manifests", runner.rewrite_manifests, work_kwargs=rewrite_commits
-    ).definition(first=False)
-    compute_statistics = TableOpStep(
-        group, "compute_statistics", statistics.compute_statistics, work_kwargs=statistics_follow
-    ).definition(first=False)
+    first, *later = op_steps(group, policies, after_upstream=bool(ins))
     validate = validate_op(group)
     names = {t.ref.safe_name: t for t in group.tables}
 
@@ -93,9 +106,10 @@ def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
         def short(op_def):
             return op_def.alias(op_def.name.removeprefix(f"{group.name}__"))
 
-        first = short(expire)(upstream=list(upstream.values())) if upstream else short(expire)()
-        rewritten = short(manifests)(short(rewrite)(short(orphans)(first)))
-        done = short(validate)(short(compute_statistics)(rewritten))
+        state = short(first)(upstream=list(upstream.values())) if upstream else short(first)()
+        for step in later:
+            state = short(step)(state)
+        done = short(validate)(state)
         return {next(iter(names)): done} if len(names) == 1 else dict(done._asdict())
 
     return maintained_tables, ins

@@ -1,6 +1,6 @@
-"""The rewrite op of a table group's graph (scoped to the run's partitions, retried while partitions
-fail) and what the ops after it take from its commits. Apart from ops.py, which runs any runner
-function for every table of a run: this module knows the rewrite's arguments."""
+"""The rewrite op of a table group's graph: scoped to the run's partitions, retried while partitions
+fail. Apart from ops.py, which runs any op's work for every table of a run: this module knows the
+rewrite's arguments (its descriptor's ``partition_scope`` input)."""
 
 import os
 from collections.abc import Mapping
@@ -11,8 +11,7 @@ from dagster import Backoff, Jitter, OpDefinition, OpExecutionContext, RetryPoli
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
-from icelake_assets.maintenance.ops import rewrite
-from icelake_assets.maintenance.ops.chain import REWRITE_OP
+from icelake_assets.maintenance.ops.chain import REWRITE_OP, MaintenanceOp
 from icelake_assets.maintenance.results.base import OpResult
 from icelake_assets.orchestration.assets.ops import TableOpStep
 from icelake_assets.orchestration.assets.run_state import RunState
@@ -25,7 +24,7 @@ from icelake_assets.settings import PartitionsPolicy
 REWRITE_PROGRESS_SECONDS = float(os.environ.get("ICELAKE_PROGRESS_SECONDS", "30"))
 
 
-def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]) -> OpDefinition:
+def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any], op: MaintenanceOp[Any]) -> OpDefinition:
     """The rewrite op: scoped to the run's partitions, retried with exponential backoff while
     partitions of a table fail (up to the most retries any table's policy allows, each table within
     its own); on its last attempt it hands the failures on (validation runs first)."""
@@ -75,23 +74,13 @@ def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any]) -> OpDefin
 
     return TableOpStep(
         group,
-        "rewrite_data_files",
-        rewrite.rewrite_data_files,
+        op.name,
+        op.work,
         work_kwargs=scope,
         annotate=keys,
         wants_retry=wants_retry,
         retry_policy=retry,
     ).definition(first=False)
-
-
-def rewrite_commits(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
-    """The manifest op consolidates what a partial-progress rewrite of this run committed."""
-    return {"rewrite_commits": state.rewrite_commits()}
-
-
-def statistics_follow(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
-    """The statistics op follows the snapshots this run's rewrites committed."""
-    return {"rewrite_commits": state.rewrote()}
 
 
 def partitions_policy(effective: Any) -> PartitionsPolicy:

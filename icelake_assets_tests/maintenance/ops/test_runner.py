@@ -57,8 +57,9 @@ def _remove(lake, short: str) -> OrphanResult:
         ref,
         table,
         policy,
-        lambda t: scan_orphans(
-            t, str(ref), policy.orphans.older_than_hours, known.tables, where, unlisted=known.unlisted
+        lambda t: None,  # no stats needed: the orphan op decides from its scan
+        lambda r, t, p: scan_orphans(
+            t, str(r), p.orphans.older_than_hours, known.tables, where, unlisted=known.unlisted
         ),
     )
 

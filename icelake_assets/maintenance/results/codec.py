@@ -20,6 +20,7 @@ from icelake_assets.maintenance.results.base import RESULT_CLASSES, OpResult
 
 T = TypeVar("T")
 
+
 def encode(value: object) -> Any:
     """Plain JSON (dicts, lists, strings, numbers, booleans, None) of a result or any part of it."""
     if type(value) in RESULT_CLASSES.values():  # an op result names its op, which names its class

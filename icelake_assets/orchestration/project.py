@@ -9,7 +9,6 @@ import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from dagster import (
     AssetKey,
@@ -48,7 +47,7 @@ from icelake_assets.orchestration.sensors.maintenance import build_maintenance_s
 from icelake_assets.orchestration.sensors.schedules import schedule_definitions
 from icelake_assets.orchestration.tables.partitions import build_partition_keys_sensor
 from icelake_assets.orchestration.tables.table_groups import TableGroup, group_tables, maintenance_job_name
-from icelake_assets.policies import resolve_policies
+from icelake_assets.policies import EffectivePolicy, resolve_policies
 from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME, DefinitionsLoadContext, DefinitionsLoadType
 from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
 from icelake_assets.settings.asset_keys import use_asset_keys
@@ -77,7 +76,7 @@ class _LakeShape:
     settings: Settings
     tables: list[DiscoveredTable]
     problems: Sequence[DiscoveryProblem]
-    policies: Mapping[TableRef, Any]
+    policies: Mapping[TableRef, EffectivePolicy]
     lineage: Lineage
     groups: list[TableGroup]
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from cachetools import LRUCache
 from dagster import ConfigurableResource, DagsterInstance, DagsterRun, InitResourceContext
 from dagster_pyspark import LazyPySparkResource
 from dagster_pyspark.resources import spark_session_from_config
@@ -31,7 +32,7 @@ from icelake_assets.maintenance.spark.resident_spark import Attachment, attach, 
 from icelake_assets.maintenance.spark.session import SparkSetupError, secret_spark_config
 from icelake_assets.orchestration.runs.leases import RunLease
 from icelake_assets.planning.stale_runs import max_runtime_seconds
-from icelake_assets.policies import EffectivePolicy, policy_for, resolve_policy
+from icelake_assets.policies import EffectivePolicy, resolve_policy
 from icelake_assets.settings import Policy, Settings, load_settings, redact_value
 
 # Resource keys, namespaced to the product: a user's project may have its own ``pyspark`` resource
@@ -75,6 +76,11 @@ class IcelakeResource(ConfigurableResource):
     _settings: Settings | None = PrivateAttr(default=None)
     _catalogs: dict = PrivateAttr(default_factory=dict)
     _lease: RunLease | None = PrivateAttr(default=None)
+    # Each table's policy, resolved once per run (a run's ops each ask): by table and properties, so a
+    # property a writer changes meanwhile is resolved again.
+    _policies: LRUCache[tuple[str, tuple[tuple[str, str], ...]], EffectivePolicy] = PrivateAttr(
+        default_factory=lambda: LRUCache(maxsize=4096)
+    )
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # Every run of the product uses this resource: its worker holds the run's lease while it lives
@@ -107,12 +113,18 @@ class IcelakeResource(ConfigurableResource):
         return load_table(self.catalog(ref.catalog), ref)
 
     def effective_policy(self, table: Table) -> EffectivePolicy:
-        """The table's policy with its mode and the source of every value."""
-        return resolve_policy(self.settings, table_ref(table), table.properties)
+        """The table's policy with its mode and the source of every value, resolved once per table
+        and properties for as long as this resource lives (a run, a sensor tick)."""
+        ref = table_ref(table)
+        key = (str(ref), tuple(sorted(table.properties.items())))
+        found = self._policies.get(key)
+        if found is None:
+            # The table's catalog and identifier pick its catalog/namespace/table layers.
+            found = self._policies[key] = resolve_policy(self.settings, ref, table.properties)
+        return found
 
     def policy(self, table: Table) -> Policy:
-        # The table's catalog and identifier pick its catalog/namespace/table layers.
-        return policy_for(self.settings, table_ref(table), table.properties)
+        return self.effective_policy(table).policy
 
     def known_tables(self) -> KnownTables:
         """Every table of every configured catalog, and those that cannot be read (with the cause)."""

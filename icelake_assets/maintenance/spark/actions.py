@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from py4j.java_gateway import JavaObject
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef
@@ -72,7 +73,9 @@ def _acting(spark: SparkSession, ref: TableRef, what: str) -> Iterator[tuple[Any
         _refresh(spark, ref)
 
 
-def _strategy(spark: SparkSession, action: Any, table: Any, strategy: str, sort_order: str | None) -> Any:
+def _strategy(
+    spark: SparkSession, action: JavaObject, java_table: JavaObject, strategy: str, sort_order: str | None
+) -> JavaObject:
     """RewriteDataFilesProcedure.checkAndApplyStrategy: binpack, or sort by the table's order, by
     columns, or by a z-order expression (parsed by Iceberg's own SQL parser)."""
     if strategy == "binpack" and sort_order is None:
@@ -89,7 +92,7 @@ def _strategy(spark: SparkSession, action: Any, table: Any, strategy: str, sort_
     if zorder:
         names = [ref.name() for f in zorder for ref in f.term().refs()]
         return action.zOrder(_java_strings(spark, names))  # String... columns
-    builder = jvm.org.apache.iceberg.SortOrder.builderFor(table.schema())
+    builder = jvm.org.apache.iceberg.SortOrder.builderFor(java_table.schema())
     for f in fields:
         builder = builder.sortBy(f.term(), f.direction(), f.nullOrder())
     return action.sort(builder.build())

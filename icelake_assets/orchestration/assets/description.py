@@ -10,6 +10,7 @@ from dagster import MetadataValue
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.checks.configuration import policy_asset_metadata
+from icelake_assets.policies import EffectivePolicy
 from icelake_assets.private_api import build_kind_tag
 
 # Kinds: the catalog list shows them beside the name, the lineage node at its foot.
@@ -19,7 +20,7 @@ _KIND_TAGS = {**build_kind_tag("iceberg"), **build_kind_tag("spark")}
 HEALTH_LEGEND = "health: its `health` check (red Critical, yellow Warning or Unknown, green Healthy)"
 
 
-def asset_tags(ref: TableRef, policy: Any) -> dict[str, str]:
+def asset_tags(ref: TableRef, policy: EffectivePolicy | None) -> dict[str, str]:
     return {"icelake/catalog": ref.catalog, **(policy.asset_tags() if policy else {}), **_KIND_TAGS}
 
 
@@ -47,7 +48,7 @@ def describe(table: DiscoveredTable) -> str:
     return "\n".join(lines)
 
 
-def asset_metadata(table: DiscoveredTable, policy: Any = None) -> dict[str, Any]:
+def asset_metadata(table: DiscoveredTable, policy: EffectivePolicy | None = None) -> dict[str, Any]:
     return {
         **(policy_asset_metadata(policy) if policy else {}),
         "location": MetadataValue.path(table.location),

@@ -55,6 +55,7 @@ from icelake_assets.orchestration.tables.table_groups import (
     maintenance_job_name,
     maintenance_jobs,
 )
+from icelake_assets.policies import EffectivePolicy
 
 MAINTENANCE_JOB = "icelake_maintenance"
 
@@ -77,7 +78,9 @@ def run_inputs(op: MaintenanceOp[Any]) -> WorkKwargs:
     return kwargs
 
 
-def op_steps(group: TableGroup, policies: Mapping[TableRef, Any], after_upstream: bool) -> list[OpDefinition]:
+def op_steps(
+    group: TableGroup, policies: Mapping[TableRef, EffectivePolicy], after_upstream: bool
+) -> list[OpDefinition]:
     """One op definition per maintenance op of the chain (maintenance/ops/chain.py), in its order;
     the rewrite has its partition scope and retries (rewrite_op.py)."""
     steps = []
@@ -90,7 +93,7 @@ def op_steps(group: TableGroup, policies: Mapping[TableRef, Any], after_upstream
     return steps
 
 
-def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
+def _group_graph(group: TableGroup, policies: Mapping[TableRef, EffectivePolicy]):
     """The group's graph of ops (one output per table) and its producers' inputs (lineage)."""
     # Producers (lineage) feed one fanned-in Nothing input of the first op.
     ins = {f"producer_{i}": AssetIn(key, dagster_type=Nothing) for i, key in enumerate(group.producers)}
@@ -115,7 +118,9 @@ def _group_graph(group: TableGroup, policies: Mapping[TableRef, Any]):
     return maintained_tables, ins
 
 
-def build_group_asset(group: TableGroup, policies: Mapping[TableRef, Any] | None = None) -> AssetsDefinition:
+def build_group_asset(
+    group: TableGroup, policies: Mapping[TableRef, EffectivePolicy] | None = None
+) -> AssetsDefinition:
     """The maintenance of a group of tables (orchestration/tables/table_groups.py): one graph of ops, one
     asset per table. ``policies``: each table's EffectivePolicy, shown as metadata, owners and tags;
     its ``partitions`` part sets the backfill policy and the rewrite's retries. The group's
@@ -149,7 +154,7 @@ def group_job_name(group: TableGroup) -> str:
     return f"{MAINTENANCE_JOB}__{group.name}"
 
 
-def build_group_job(group: TableGroup, policies: Mapping[TableRef, Any]) -> JobDefinition:
+def build_group_job(group: TableGroup, policies: Mapping[TableRef, EffectivePolicy]) -> JobDefinition:
     """The maintenance of a group of tables whose assets the project's own code defines: the same
     graph as a job, each table chosen by the run's ``icelake/table`` tag (every table of the group
     without one), what it did recorded as observations on the project's keys."""
@@ -165,7 +170,9 @@ def build_group_job(group: TableGroup, policies: Mapping[TableRef, Any]) -> JobD
 
 
 def maintenance_definitions(
-    groups: Sequence[TableGroup], policies: Mapping[TableRef, Any], defined_by_project: bool = False
+    groups: Sequence[TableGroup],
+    policies: Mapping[TableRef, EffectivePolicy],
+    defined_by_project: bool = False,
 ) -> Definitions:
     """This module's part of the code location: one maintenance asset definition per table group, and
     the whole-table maintenance jobs (:func:`~icelake_assets.orchestration.tables.table_groups.maintenance_jobs`);

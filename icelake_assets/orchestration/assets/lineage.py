@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from dagster import AssetKey, AssetsDefinition, AssetSpec
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.names import table_asset_key
+from icelake_assets.policies import EffectivePolicy
 from icelake_assets.settings import SettingsError
 
 AssetBuilder = Callable[[TableRef], AssetsDefinition]
@@ -67,7 +67,7 @@ def _keys(values: Sequence[str]) -> list[AssetKey]:
 
 def build_lineage(
     tables: Sequence[DiscoveredTable],
-    policies: Mapping[TableRef, Any],
+    policies: Mapping[TableRef, EffectivePolicy],
     builders: LineageBuilders | None = None,
 ) -> Lineage:
     """``policies``: each table's EffectivePolicy; ``builders``: default, the registered ones. Raises

@@ -21,6 +21,7 @@ from dagster import (
     RetryPolicy,
     op,
 )
+from pyiceberg.table import Table
 
 from icelake_assets import private_api
 from icelake_assets.catalog.connection import (
@@ -42,6 +43,7 @@ from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.runs.model import TABLE_TAG, earlier_run_maintaining, failure_tags
 from icelake_assets.orchestration.tables.table_groups import TableGroup
+from icelake_assets.settings import Policy
 
 # Metadata of a retry request: each table's outcome of the attempt that asks for the retry.
 ATTEMPT_METADATA = "icelake/attempt_outcomes"
@@ -118,7 +120,7 @@ class _RunSpark:
         context: OpExecutionContext,
         resource: IcebergSparkResource,
         ref: TableRef,
-        table: Any,
+        table: Table,
         op_name: str,
     ) -> None:
         self._context = context
@@ -271,8 +273,8 @@ class TableOpStep:
         icelake: IcelakeResource,
         icelake_spark: IcebergSparkResource,
         ref: TableRef,
-        table: Any,
-        policy: Any,
+        table: Table,
+        policy: Policy,
         extra: dict[str, Any],
     ) -> OpResult:
         """The runner function on the table; a failure fails the op, but not without its audit record."""

@@ -18,13 +18,16 @@ from icelake_assets.orchestration.assets.run_state import RunState
 from icelake_assets.orchestration.tables.partitions import partition_key, run_scope
 from icelake_assets.orchestration.tables.table_groups import TableGroup
 from icelake_assets.planning.guards import APPROVAL_TAG
+from icelake_assets.policies import EffectivePolicy
 from icelake_assets.settings import PartitionsPolicy
 
 # How often a running rewrite logs what it committed so far (ICELAKE_PROGRESS_SECONDS overrides).
 REWRITE_PROGRESS_SECONDS = float(os.environ.get("ICELAKE_PROGRESS_SECONDS", "30"))
 
 
-def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any], op: MaintenanceOp[Any]) -> OpDefinition:
+def rewrite_step(
+    group: TableGroup, policies: Mapping[TableRef, EffectivePolicy], op: MaintenanceOp[Any]
+) -> OpDefinition:
     """The rewrite op: scoped to the run's partitions, retried with exponential backoff while
     partitions of a table fail (up to the most retries any table's policy allows, each table within
     its own); on its last attempt it hands the failures on (validation runs first)."""
@@ -83,5 +86,5 @@ def rewrite_step(group: TableGroup, policies: Mapping[TableRef, Any], op: Mainte
     ).definition(first=False)
 
 
-def partitions_policy(effective: Any) -> PartitionsPolicy:
+def partitions_policy(effective: EffectivePolicy | None) -> PartitionsPolicy:
     return effective.policy.partitions if effective is not None else PartitionsPolicy()

@@ -3,16 +3,22 @@ metadata), its numbers under short keys the UI plots, its change in words, and t
 acted when this one did nothing. Rendering only: the run's work and validation are in assets.py."""
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, MetadataValue, TimestampMetadataValue
 
+from icelake_assets.health.overview import TableHealth
 from icelake_assets.health.scan_cost import ScanBenefit
+from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.ops.chain import op_named
 from icelake_assets.maintenance.results.base import MetadataItem, OpResult
+from icelake_assets.maintenance.results.effect import OpEffect
+from icelake_assets.maintenance.verify.validation import ValidationResult
 from icelake_assets.orchestration.assets.run_state import RunState
 from icelake_assets.orchestration.display import human_bytes, human_duration, md_cell, readable
+from icelake_assets.settings import Policy
 
 # The table's measures before and after a run: stats summary key -> metadata group.
 _MEASURES = {
@@ -93,10 +99,10 @@ def _change(ops: list[OpResult], before: dict[str, int], after: dict[str, int]) 
 
 def _summary(
     ops: list[OpResult],
-    effects: dict[str, Any],
+    effects: Mapping[str, OpEffect],
     before: dict[str, int],
     after: dict[str, int],
-    validation,
+    validation: ValidationResult,
     outcome: str | None,
     last: LastEffective | None,
 ) -> str:
@@ -149,12 +155,12 @@ def _summary(
 
 def run_metadata(
     state: RunState,
-    after_stats,
-    validation,
-    effects,
+    after_stats: TableStats,
+    validation: ValidationResult,
+    effects: Sequence[OpEffect],
     outcome: str | None,
-    health,
-    policy,
+    health: TableHealth,
+    policy: Policy,
     last: LastEffective | None,
 ) -> dict[str, Any]:
     """The materialization's metadata: a summary for people first, then numbers (plotted by the UI)

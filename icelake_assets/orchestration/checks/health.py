@@ -18,10 +18,12 @@ from dagster import (
     DagsterInstance,
     MetadataValue,
 )
+from pyiceberg.table import Table
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.overview import TableHealth
+from icelake_assets.health.stats import TableStats
 from icelake_assets.orchestration.checks.configuration import configuration_finding
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
@@ -100,10 +102,10 @@ _HISTORY = 10
 
 def table_health(
     icelake: IcelakeResource,
-    table,
+    table: Table,
     ref: TableRef,
     instance: DagsterInstance | None = None,
-    stats=None,
+    stats: TableStats | None = None,
     orphans_removed: bool = False,
     orphans: Finding | None = None,
 ) -> TableHealth:

@@ -20,6 +20,7 @@ from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.runs.model import TABLE_TAG
 from icelake_assets.orchestration.sensors.maintenance import TRIGGER_TAG
 from icelake_assets.planning.stale_runs import max_runtime_seconds
+from icelake_assets.policies import EffectivePolicy
 from icelake_assets.private_api import MAX_RUNTIME_SECONDS_TAG
 from icelake_assets.settings import Settings
 from icelake_assets.types import TableRef
@@ -52,7 +53,7 @@ def build_check_schedules(settings: Settings, checks_job, orphan_checks_job) -> 
 
 def build_table_schedules(
     tables: Sequence[DiscoveredTable],
-    policies: Mapping[TableRef, Any],
+    policies: Mapping[TableRef, EffectivePolicy],
     group_jobs: Mapping[TableRef, str] | None = None,
 ) -> list[ScheduleDefinition]:
     """Cron as an alternative trigger: a table whose policy sets ``schedule.cron`` (and enforces) gets
@@ -95,7 +96,7 @@ def build_table_schedules(
 def schedule_definitions(
     settings: Settings,
     tables: Sequence[DiscoveredTable],
-    policies: Mapping[TableRef, Any],
+    policies: Mapping[TableRef, EffectivePolicy],
     health: Definitions,
     group_jobs: Mapping[TableRef, str] | None = None,
 ) -> Definitions:

@@ -117,6 +117,25 @@ def test_the_resource_resolves_the_table_own_layers(lake):
     assert resource.policy(resource.load_table(_ref(lake, "free", "loose"))).snapshots.min_keep == 5
 
 
+def test_the_resource_resolves_a_table_policy_once_until_its_properties_change(lake):
+    """Issue 39: a run's ops each ask for the table's policy; it is resolved once per table and
+    properties while the resource lives, and again when a property changes."""
+    from icelake_assets.orchestration.resources import IcelakeResource
+
+    _create(lake["catalog"], "gov.memo", {})
+    resource = IcelakeResource(config_path=lake["settings"].source)
+    ref = _ref(lake, "gov", "memo")
+    first = resource.effective_policy(resource.load_table(ref))
+    assert resource.effective_policy(resource.load_table(ref)) is first
+    assert resource.policy(resource.load_table(ref)) is first.policy
+    with resource.load_table(ref).transaction() as tx:
+        tx.set_properties({"icelake.snapshots.min_keep": "9"})
+    changed = resource.load_table(ref)
+    assert (
+        resource.effective_policy(changed) is not first and resource.policy(changed).snapshots.min_keep == 9
+    )
+
+
 def _ref(lake, ns, table):
     from icelake_assets.catalog.connection import TableRef
 

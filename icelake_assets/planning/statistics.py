@@ -27,7 +27,7 @@ from icelake_assets.planning.relaunch import POLICY_HASH_TAG, policy_hash
 from icelake_assets.settings import Policy
 
 OP = "compute_statistics"
-# Run tag: the store's answer when it refused the table statistics file (maintenance/post_run.py
+# Run tag: the store's answer when it refused the table statistics file (maintenance/verify/post_run.py
 # writes it beside the outcome tags; the sensor reads the latest outcome run's back).
 STATISTICS_REFUSED_TAG = "icelake/statistics_refused"
 _MAX_CAUSE = 200  # Dagster tag values are short; the cause's first words name it

@@ -1,6 +1,6 @@
 """Snapshot properties naming the run that made a maintenance commit: its Dagster run id, op and
 attempt. The op sets them on its run's Spark session (each run has a session of its own, on the
-shared driver too); spark_actions.py puts them on every snapshot it commits. A commit of a run that
+shared driver too); actions.py puts them on every snapshot it commits. A commit of a run that
 never recorded it (the run was killed) is then found by its run id (audit/reconcile.py)."""
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def rewrite_data_files(
     where: str | None = None,
 ) -> dict[str, Any]:
     """The rewrite_data_files procedure's work, through its action: the commits carry the run's
-    snapshot properties (spark_actions.py)."""
+    snapshot properties (actions.py)."""
     if strategy not in ("binpack", "sort"):
         raise ValueError(f"unknown rewrite strategy {strategy!r} (binpack, sort)")
     return spark_actions.rewrite_data_files(spark, ref, strategy, sort_order, dict(options or {}), where)

@@ -1,5 +1,5 @@
 """The maintenance ops of a table group: one Dagster op per maintenance function of
-maintenance/runner.py, run for every table of the run in turn (orchestration/assets/graph.py assembles
+maintenance/ops/chain.py, run for every table of the run in turn (orchestration/assets/graph.py assembles
 them into the group's graph), with the retry of failed partitions and the one-run-per-table guard."""
 
 import contextlib
@@ -95,7 +95,7 @@ def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef,
 
 
 def stop_if_fenced(context: OpExecutionContext, err: BaseException | None = None) -> None:
-    """A fenced run (maintenance/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
+    """A fenced run (maintenance/spark/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
     Dagster raises itself on Terminate); judged dead or without a lease, it fails saying why."""
     reason = fencing.fenced()
     if reason is None:
@@ -113,7 +113,7 @@ WorkKwargs = Callable[[OpExecutionContext, DiscoveredTable, RunState], dict[str,
 
 class _RunSpark:
     """The work's Spark session, opened when the work asks for it: its commits name this run, op and
-    attempt (maintenance/commit_tags.py); the tags end with the op (one session per run)."""
+    attempt (maintenance/spark/commit_tags.py); the tags end with the op (one session per run)."""
 
     def __init__(
         self,
@@ -143,8 +143,8 @@ class _RunSpark:
 
 
 class TableOpStep:
-    """A Dagster op around one runner function, for every table of the run in turn; it appends each
-    table's outcome to that table's state.
+    """A Dagster op around one op's work (its descriptor: maintenance/ops/chain.py), for every table of
+    the run in turn; it appends each table's outcome to that table's state.
 
     ``work_kwargs`` adds run-dependent arguments (the rewrite's partition scope); ``annotate`` adds
     what only orchestration knows to an outcome (Dagster partition keys) before it is recorded;
@@ -277,7 +277,7 @@ class TableOpStep:
         policy: Policy,
         extra: dict[str, Any],
     ) -> OpResult:
-        """The runner function on the table; a failure fails the op, but not without its audit record."""
+        """The op's work on the table; a failure fails the op, but not without its audit record."""
         started = time.perf_counter()
         spark = _RunSpark(context, icelake_spark, ref, table, self.name)
         try:

@@ -1,6 +1,6 @@
 """What a table's asset checks report: a Finding as an AssetCheckResult (numeric metadata the UI plots,
 the worst partitions as a table, a one-line recommendation) and the health summary with its score and
-status. checks.py builds the check definitions that return these."""
+status. checks/asset_checks.py builds the check definitions that return these."""
 
 from collections.abc import Mapping, Sequence
 from typing import Any, cast

@@ -222,7 +222,7 @@ def build_health_sensor(
 
 
 def build_overview_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
-    """Evaluates the lake overview's automation condition (checks.py: after a table's maintenance or
+    """Evaluates the lake overview's automation condition (checks/asset_checks.py: after a table's maintenance or
     checks) every ``interval_seconds``. Running by default like the health sensor: it launches only
     the overview's runs (pyiceberg metadata, no Spark). Named and running, unlike the
     ``default_automation_condition_sensor`` Dagster would otherwise add (stopped by default)."""

@@ -101,7 +101,7 @@ def schedule_definitions(
     group_jobs: Mapping[TableRef, str] | None = None,
 ) -> Definitions:
     """This module's part of the code location: the checks' schedules (on the jobs of ``health``,
-    checks.py's part) and the per-table maintenance crons (``group_jobs``: each table's maintenance
+    checks/asset_checks.py's part) and the per-table maintenance crons (``group_jobs``: each table's maintenance
     job when the project defines the tables' assets)."""
     jobs = {j.name: j for j in health.jobs or ()}
     return Definitions(

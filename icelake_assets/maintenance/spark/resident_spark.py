@@ -1,13 +1,10 @@
 """A Spark driver kept across runs (``spark.session: shared``): runs attach to it instead of each
 starting a JVM of its own.
 
-Every Dagster run is a process of its own; a classic PySpark session starts its driver JVM in that
-process and loads the Iceberg runtime again, which costs a tiny table's run most of its time. Here the
-first run that needs Spark starts one *resident* process (``python -m
-icelake_assets.maintenance.spark.resident_driver``) that holds a SparkSession for the given configuration;
-every later run connects to that JVM's py4j gateway (the mechanism PySpark itself uses for
-``PYSPARK_GATEWAY_PORT``) and works in a session of its own (``SparkSession.newSession``: its own SQL
-configuration, temporary views and catalog instances; one SparkContext).
+A JVM per run costs a tiny table's run most of its time. The first run that needs Spark starts one
+*resident* process (resident_driver.py) holding a SparkSession for the configuration; later runs
+connect to its py4j gateway (as PySpark does for ``PYSPARK_GATEWAY_PORT``), each in a session of its
+own (``SparkSession.newSession``: its own SQL conf, views and catalogs; one SparkContext).
 
 Isolation: each attached process holds a *lease* (a file naming its PID and job group) while it lives;
 its Spark jobs run in that job group. When a leaseholder dies (a killed run worker), the resident
@@ -23,13 +20,11 @@ The resident exits by itself after ``idle`` seconds with no lease and no active 
 its PID); its JVM exits with it (PySpark's gateway server ends when its parent's pipe closes).
 
 A driver is judged by a real call on its gateway under a timeout (resident_probe.py), not a TCP
-connect: a wedged JVM accepts connections but never answers. Such a driver is killed with its JVM
-and replaced, under the folder lock; its ``driver.log`` says so.
+connect: a wedged JVM accepts connections but never answers; it is killed with its JVM and replaced.
 
-State lives in ``<base>/<digest of the configuration and the code's version>/``: ``driver.json`` (PID,
-gateway port and auth token; mode 0600 in a 0700 folder), ``leases/``, ``driver.log``. The
-configuration, which may carry catalog credentials, reaches the resident on its stdin, never on disk;
-a different configuration gets a different resident, and so does an upgrade (:func:`code_version`).
+State: ``<base>/<digest>/`` (configuration, code version, host): ``driver.json`` (PID, gateway port,
+auth token; 0600 in a 0700 folder), ``leases/``, ``driver.log``. The configuration (credentials too)
+reaches the resident on its stdin, never on disk (:func:`code_version`: an upgrade gets a new one).
 """
 
 from __future__ import annotations
@@ -72,8 +67,7 @@ class RunFencedError(ResidentSparkError):
 
 
 class ResidentDriverKilledError(ResidentSparkError):
-    """The resident driver was killed by a signal while it started: an outage (causes.py), not a bad
-    configuration, which makes it exit with a status of its own."""
+    """Killed by a signal while it started: an outage (causes.py), not a bad configuration."""
 
 
 @dataclass(frozen=True)
@@ -386,8 +380,7 @@ def release(folder: Path) -> None:
 
 
 def stop(folder: Path, timeout_s: float = 30.0) -> bool:
-    """Stop the folder's resident driver by its PID (SIGTERM, then SIGKILL of it and its JVM: a wedged
-    one ignores SIGTERM); True if one was running."""
+    """Stop the folder's resident driver by its PID (SIGTERM, then SIGKILL with its JVM); True if one ran."""
     driver = read_driver(folder)
     if driver is None:
         return False

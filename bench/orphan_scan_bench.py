@@ -9,30 +9,13 @@ import pyarrow as pa
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from bench.health_bench import CATALOG, bench_settings
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.catalog.known_tables import _BY_METADATA, default_locations, known_tables
 from icelake_assets.health.orphans import scan_orphans, verify_referenced_files
-from icelake_assets.settings import Settings
-
-CATALOG = "orphanbench"
-
-
-def bench_settings(root: pathlib.Path) -> Settings:
-    """A new lake: one SQLite catalog in ``root`` (the bench's own, not the tests' fixtures)."""
-    (root / "warehouse").mkdir(parents=True)
-    return Settings(
-        catalogs={
-            CATALOG: {
-                "type": "sql",
-                "uri": f"sqlite:///{root / 'catalog.db'}",
-                "warehouse": (root / "warehouse").as_uri(),
-            }
-        }
-    )
-
 
 s = bench_settings(pathlib.Path(tempfile.mkdtemp(prefix="orphan_scan_bench")))
-name = CATALOG
+name = CATALOG  # the bench's own lake (bench/health_bench.py), not the tests' fixtures
 cat = open_catalog(s, name, create=True)
 N = 300
 cat.create_namespace("ns")

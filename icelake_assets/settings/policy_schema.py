@@ -17,6 +17,7 @@ from icelake_assets.dagster_rules import (
     is_valid_strict_tag_value,
     is_valid_tag_key,
 )
+from icelake_assets.settings.lifecycle_policy import RestorePointPolicy, RetentionPolicy
 from icelake_assets.types import IcelakeError
 
 # Namespace the product writes its own tables to (audit log); never maintained as a user table.
@@ -101,6 +102,9 @@ class OrphanPolicy(StrictModel):
     older_than_hours: float = Field(72.0, le=MAX_HOURS)
     # remove_orphan_files acts when more orphans than this are found.
     max_count: int = Field(0, ge=0, le=100 * MAX_COUNT)
+    # Deletion in two phases (issue 40): a run records the orphans it finds as candidates; a later run
+    # deletes those recorded at least this long ago that are still unreferenced and unchanged.
+    recovery_window_hours: float = Field(24.0, ge=0, le=MAX_HOURS)
 
     @field_validator("older_than_hours")
     @classmethod
@@ -303,6 +307,8 @@ class Policy(StrictModel):
     partitions: PartitionsPolicy = PartitionsPolicy()
     loop: LoopPolicy = LoopPolicy()
     lineage: LineagePolicy = LineagePolicy()
+    retention: RetentionPolicy = RetentionPolicy()
+    restore_points: RestorePointPolicy = RestorePointPolicy()
     # Dagster asset owners (e-mail or 'team:name') and tags, shown on the table's asset.
     owners: tuple[str, ...] = ()
     tags: dict[str, str] = {}

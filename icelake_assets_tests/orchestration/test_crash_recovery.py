@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from dagster import DagsterInstance
@@ -15,7 +16,7 @@ from dagster import DagsterInstance
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.health.orphans import find_orphans
-from icelake_assets.maintenance.ops import runner
+from icelake_assets.maintenance.ops import chain
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets_tests.orchestration.sensors.test_maintenance import _lake
 
@@ -96,7 +97,11 @@ def test_an_op_that_raises_still_leaves_its_audit_record(make_lake, monkeypatch)
     def dead_jvm(*args, **kwargs):
         raise ConnectionRefusedError("py4j: the Java gateway died")
 
-    monkeypatch.setattr(runner, "rewrite_manifests", dead_jvm)  # the op's work, bound when definitions build
+    # The op's work, as its descriptor holds it when definitions build.
+    ops = tuple(
+        replace(o, work=dead_jvm) if o.name == "rewrite_manifests" else o for o in chain.MAINTENANCE_OPS
+    )
+    monkeypatch.setattr(chain, "MAINTENANCE_OPS", ops)
     result = (
         build_definitions(settings)
         .resolve_job_def(MAINTENANCE_JOB)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 # Only light modules at import: `icelake --help` must not load pyiceberg, pyarrow or Dagster (each
 # command imports what it needs).
-from icelake_assets.operate.commands import add_commands as add_operator_commands
+from icelake_assets.operate.commands import DEFAULT_DAGSTER_URL, add_commands as add_operator_commands
 from icelake_assets.operate.names import parse_table
 from icelake_assets.types import IcelakeError, KnownTables, TableRef
 
@@ -227,6 +227,12 @@ def cmd_demo_lake(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from icelake_assets.agents.server import cmd_mcp as serve
+
+    return serve(args.config, args.agent, args.http, args.host, args.port, args.dagster_url)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from icelake_assets.demo.headless import run_headless_demo
     from icelake_assets.settings import load_settings
@@ -257,6 +263,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print the policy as JSON (icelake.policy/v1)")
     p.set_defaults(func=cmd_policy)
     add_operator_commands(sub, TABLE_HELP)
+    p = sub.add_parser("mcp", help="serve the operator tools to agents over MCP (stdio, or --http)")
+    p.add_argument(
+        "--agent", help="the identity of the stdio client (default: $ICELAKE_AGENT, else anonymous)"
+    )
+    p.add_argument(
+        "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp (bearer tokens)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="the HTTP address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="the HTTP port (default 0: a free port, printed)")
+    p.add_argument(
+        "--dagster-url",
+        default=DEFAULT_DAGSTER_URL,
+        help=f"the webserver approvals launch on ({DEFAULT_DAGSTER_URL})",
+    )
+    p.set_defaults(func=cmd_mcp)
     p = sub.add_parser("demo-lake", help="build the degraded demo lake")
     p.add_argument("--scale", default="demo", choices=["test", "demo"])
     p.add_argument("--reset", action="store_true", help="drop and rebuild the demo tables")

@@ -249,6 +249,8 @@ class MetricsWriter:
         validations, rollbacks."""
         if not isinstance(record, AuditRecord):
             raise MetricsError(f"expected an AuditRecord, got {type(record).__name__}")
+        if record.kind == "agent":  # a tool call of an agent: the audit log's alone, no metric
+            return
         t = table_labels(record.table_name)
         if record.kind == "decision":
             self.inc("icelake_decisions_total", outcome=record.decision, **t)

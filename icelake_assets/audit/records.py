@@ -22,8 +22,8 @@ from typing import Any, Literal, get_args
 
 from icelake_assets.catalog.connection import TableRef
 
-Trigger = Literal["sensor", "schedule", "backfill", "manual"]
-Kind = Literal["decision", "op", "validation", "rollback", "recovery"]
+Trigger = Literal["sensor", "schedule", "backfill", "manual", "agent"]
+Kind = Literal["decision", "op", "validation", "rollback", "recovery", "agent"]
 
 # The decisions each kind of record may carry: for kind "decision" whether a run is launched; for an
 # op whether it acted; for validation and rollback their outcome.
@@ -38,6 +38,9 @@ DECISIONS: dict[str, frozenset[str]] = {
     # whose worker was gone; worker_lost, a run Dagster failed after its worker was killed; reconciled,
     # a commit of a run that never recorded it, matched by its run id.
     "recovery": frozenset({"run_failed", "worker_lost", "reconciled"}),
+    # A call of an `icelake mcp` tool (agents/): op is the tool, results.agent the identity; answered,
+    # refused by a guard (results.guard names it) or failed (bad input, catalog down).
+    "agent": frozenset({"answered", "refused", "failed"}),
 }
 TRIGGERS: frozenset[str] = frozenset(get_args(Trigger))
 

@@ -260,6 +260,13 @@ def literal_secrets(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:
             for k, v in spark["config"].items()
             if _is_literal_secret(str(k), v, unknown_is_secret=False)
         ]
+    agents = data.get("agents")
+    if isinstance(agents, Mapping):  # an agent's bearer token (icelake mcp --http)
+        found += [
+            ("agents", name, "token")
+            for name, agent in agents.items()
+            if isinstance(agent, Mapping) and _is_literal_secret("token", agent.get("token"), False)
+        ]
     return found
 
 

@@ -113,6 +113,28 @@ class AuditSettings(StrictModel):
         return v
 
 
+class AgentSettings(StrictModel):
+    """One agent identity of ``icelake mcp`` (docs/agents.md): read tools always; write tools only with
+    ``write: true``, within its cost caps, and held for a person when ``require_human_approval``."""
+
+    write: bool = False
+    # Bytes one approve may rewrite (the plan's estimate); None: only the table's own cost guard.
+    max_rewrite_bytes_per_call: int | None = Field(None, ge=0, le=MAX_REWRITE_BYTES)
+    # Bytes this agent's approved runs may rewrite per UTC day (from its audit records).
+    max_rewrite_bytes_per_day: int | None = Field(None, ge=0)
+    # An approve is not launched: it is recorded as held, for a person to approve in the UI or shell.
+    require_human_approval: bool = False
+    # The bearer token of this identity over HTTP: a ${VAR} reference (a literal is refused).
+    token: str | None = None
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, v: str | None) -> str | None:
+        if v is not None and len(v) < 16:
+            raise ValueError("must be at least 16 characters (a ${VAR} holding a random token)")
+        return v
+
+
 class MetricsSettings(StrictModel):
     """Prometheus metrics (see icelake_assets.audit.metrics)."""
 
@@ -190,6 +212,8 @@ class Settings(StrictModel):
     metrics: MetricsSettings = MetricsSettings()
     automation: AutomationSettings = AutomationSettings()
     asset_keys: AssetKeySettings = AssetKeySettings()
+    # Agent identities of `icelake mcp` (read-only unless one allows writing).
+    agents: dict[str, AgentSettings] = {}
     source: str = "<embedded default>"
 
     @field_validator("catalogs", mode="before")
@@ -234,10 +258,23 @@ class Settings(StrictModel):
             )
         return self
 
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, v: dict[str, AgentSettings]) -> dict[str, AgentSettings]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", name):
+                raise ValueError(f"agent name {name!r} must be 1-64 letters, digits, '_', '.' or '-'")
+        tokens = [a.token for a in v.values() if a.token]
+        if len(tokens) != len(set(tokens)):
+            raise ValueError("two agents share a token: each identity needs its own")
+        return v
+
     def __repr_args__(self):  # printing settings never shows a secret
         for key, value in super().__repr_args__():
             if key == "catalogs":
                 value = {name: redact_properties(props) for name, props in value.items()}
+            elif key == "agents":
+                value = {n: a.model_copy(update={"token": a.token and "***"}) for n, a in value.items()}
             elif key == "spark":
                 value = value.model_copy(update={"config": redact_properties(value.config)})
             yield key, value

@@ -64,9 +64,9 @@ PLAN: dict[str, Any] = {
 }
 RECORD: dict[str, Any] = {
     "table_name": STR,
-    "kind": ("decision", "op", "validation", "rollback"),
+    "kind": ("decision", "op", "validation", "rollback", "agent"),
     "decision": STR,
-    "trigger": ("sensor", "schedule", "backfill", "manual"),
+    "trigger": ("sensor", "schedule", "backfill", "manual", "agent"),
     "reason": STR,
     "run_id": OPT_STR,
     "op": OPT_STR,

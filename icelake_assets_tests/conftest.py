@@ -38,6 +38,8 @@ TEST_THRESHOLDS: dict[str, Any] = {
     # default minimum age set their own thresholds).
     "snapshots": {"max_count": 20, "min_keep": 5, "min_age_hours": 0},
     "manifests": {"max_count": 10},
+    # One-pass orphan removal, as before the recovery window (tests of the two phases set their own).
+    "orphans": {"recovery_window_hours": 0},
 }
 
 

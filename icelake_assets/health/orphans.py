@@ -64,6 +64,7 @@ class OrphanFile:
     path: str
     size: int
     age_hours: float
+    mtime_ns: int | None = None  # as listed: a recorded candidate must be unchanged to be deleted
 
 
 @dataclass
@@ -80,6 +81,8 @@ class OrphanScan:
     # why it is not cleaned now: a table that may share its location could not be listed
     deferred: str | None = None
     listed_files: int = 0
+    # The referenced files' normalized paths: why a recorded candidate is no longer an orphan.
+    referenced: frozenset[str] = field(default_factory=frozenset, repr=False)
 
     @property
     def removable(self) -> list[OrphanFile]:
@@ -276,7 +279,9 @@ def scan_orphans(
             continue
         age = (now - info.mtime.timestamp()) / 3600 if info.mtime else 0.0
         if age >= older_than_hours:
-            scan.orphans.append(OrphanFile(path=listed, size=info.size or 0, age_hours=age))
+            scan.orphans.append(
+                OrphanFile(path=listed, size=info.size or 0, age_hours=age, mtime_ns=info.mtime_ns)
+            )
     if mismatches:
         raise PathMismatchError(
             f"{name}: {len(mismatches)} listed files match referenced files by path but not by scheme or "
@@ -284,6 +289,7 @@ def scan_orphans(
             "catalog's file IO settings"
         )
     scan.orphans.sort(key=lambda o: o.path)
+    scan.referenced = frozenset(refs)
     return scan
 
 

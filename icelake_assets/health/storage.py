@@ -120,3 +120,12 @@ def list_files(location: str, io: FileIO | None = None) -> list[pafs.FileInfo]:
     filesystem, root, _ = filesystem_for(io, location)
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
     return [info for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.File]
+
+
+def file_state(io: FileIO, location: str) -> tuple[int, int | None] | None:
+    """A file's (size, modification time in ns) now, through ``io``'s filesystem; None: it is gone."""
+    filesystem, path, _ = filesystem_for(io, location)
+    info = filesystem.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return None
+    return info.size or 0, info.mtime_ns

@@ -1,4 +1,4 @@
-"""The operator commands behind cli.py: ``plan``, ``audit``, ``approve`` and the JSON shapes of
+"""The operator commands behind cli.py: ``plan``, ``audit``, ``orphans``, ``approve`` and the JSON shapes of
 ``health --json`` and ``policy --json``. Each command computes a typed result (operate/plan.py,
 audit_view.py, approve.py) and prints it, as text or as its documented JSON (docs/operating.md).
 
@@ -204,6 +204,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- orphans ---------------------------------------------------------------------------------------
+
+
+def cmd_orphans(args: argparse.Namespace) -> int:
+    from icelake_assets.operate.names import parse_table
+    from icelake_assets.operate.orphans_view import print_candidates, read_candidates
+    from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
+
+    settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
+    view = read_candidates(settings, parse_table(args.table, settings))
+    if args.json:
+        emit_json(view.to_json())
+    else:
+        print_candidates(view)
+    return 0
+
+
 # -- approve ---------------------------------------------------------------------------------------
 
 
@@ -250,6 +269,10 @@ def add_commands(sub: Any, table_help: str) -> None:
     p.add_argument("--limit", type=int, help="only the most recent N records")
     p.add_argument("--json", action="store_true", help="print the records as JSON (icelake.audit/v1)")
     p.set_defaults(func=cmd_audit)
+    p = sub.add_parser("orphans", help="the orphan candidates waiting their recovery window (no listing)")
+    p.add_argument("table", help=table_help)
+    p.add_argument("--json", action="store_true", help="print the candidates as JSON (icelake.orphans/v1)")
+    p.set_defaults(func=cmd_orphans)
     p = sub.add_parser(
         "approve", help="launch a held or proposed table's maintenance through Dagster, approved"
     )

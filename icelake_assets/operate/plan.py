@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -251,16 +252,21 @@ def plan_table(
     stats = compute_table_stats(
         table, policy, cache if cache is not None else ManifestCache(path=default_cache_path())
     )
-    removable = None
+    removable, pending = None, None
     if orphans:
+        from icelake_assets.audit.orphan_candidates import OrphanCandidates
         from icelake_assets.catalog.known_tables import known_tables
+        from icelake_assets.health.orphan_phases import phases_of, removable_orphans
         from icelake_assets.health.orphans import scan_table_orphans
 
         listing = known_tables(settings)
-        removable = scan_table_orphans(
-            catalog, ref, table, policy.orphans.older_than_hours, listing
-        ).removable
-    decided = decide_table(stats, policy, effective.mode, removable)
+        scan = scan_table_orphans(catalog, ref, table, policy.orphans.older_than_hours, listing)
+        window = policy.orphans.recovery_window_hours
+        store = OrphanCandidates.from_settings(settings) if window > 0 else None
+        phases = phases_of(scan, store, str(ref), window, time.time())
+        removable = removable_orphans(scan, phases)
+        pending = phases.summary() if phases is not None else None
+    decided = decide_table(stats, policy, effective.mode, removable, orphan_pending=pending)
     return build_plan(
         ref,
         decided,

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -21,9 +22,11 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets import private_api
+from icelake_assets.audit.orphan_candidates import OrphanCandidates
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog, table_ref
 from icelake_assets.catalog.known_tables import known_tables
 from icelake_assets.health.cache import default_cache_path
+from icelake_assets.health.orphan_phases import OrphanPhases, phases_of
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
 from icelake_assets.maintenance.spark import fencing
@@ -139,6 +142,19 @@ class IcelakeResource(ConfigurableResource):
         return scan_table_orphans(
             self.catalog(ref.catalog), ref, table, policy.orphans.older_than_hours, others
         )
+
+    def orphan_candidates(self) -> OrphanCandidates:
+        """The store of orphan candidates (audit/orphan_candidates.py), in the audit's catalog."""
+        name = self.settings.audit.catalog or next(iter(self.settings.catalogs))
+        return OrphanCandidates(self.catalog(name))
+
+    def orphan_phases(
+        self, ref: TableRef, scan: OrphanScan, policy: Policy, now: float | None = None
+    ) -> OrphanPhases | None:
+        """The scan's orphans split by the recorded candidates (None: no recovery window, one pass)."""
+        window = policy.orphans.recovery_window_hours
+        store = self.orphan_candidates() if window > 0 else None
+        return phases_of(scan, store, str(ref), window, time.time() if now is None else now)
 
     def stats(self, table: Table, policy: Policy | None = None) -> TableStats:
         with _LOCK:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from icelake_assets.health.findings import CHECKS
+from icelake_assets.health.orphan_phases import PendingSummary
 from icelake_assets.health.stats import TableStats
 from icelake_assets.planning.decision import Decision
 from icelake_assets.planning.manifests import decide_manifests
@@ -44,6 +45,7 @@ class DecisionInputs:
     orphans: Sequence[SizedFile] | None = None
     rewrite_commits: int = 0
     statistics_refused: StatisticsRefusal | None = None  # the store refused the last run's statistics
+    orphan_pending: PendingSummary | None = None  # orphans in their recovery window (two phases)
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class OpPlan:
 def _orphans(i: DecisionInputs) -> Decision | None:
     if i.orphans is None:
         return None
-    return decide_orphans(len(i.orphans), sum(o.size for o in i.orphans), i.policy)
+    return decide_orphans(len(i.orphans), sum(o.size for o in i.orphans), i.policy, i.orphan_pending)
 
 
 OP_PLANS: tuple[OpPlan, ...] = (
@@ -73,7 +75,7 @@ OP_PLANS: tuple[OpPlan, ...] = (
     OpPlan(
         ORPHANS,
         ("orphan_files",),
-        "removes files no snapshot references, older than the policy's age",
+        "records files no snapshot references (older than the policy's age), removes them a recovery window later",
         _orphans,
     ),
     OpPlan(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from icelake_assets.health.orphan_phases import PendingSummary
 from icelake_assets.health.overview import TableBenefit, table_benefit
 from icelake_assets.health.stats import TableStats
 from icelake_assets.planning import health, rewrite, statistics
@@ -52,11 +53,17 @@ def op_decisions(
     policy: Policy,
     orphans: Sequence[SizedFile] | None,
     statistics_refused: statistics.StatisticsRefusal | None = None,
+    orphan_pending: PendingSummary | None = None,
 ) -> list[Decision]:
     """Each op's decision in chain order (planning/op_plans.py); ``orphans`` (the removable orphan
-    files) only when storage was listed (None: the orphan op is not decided); ``statistics_refused``:
-    the store refused the last run's statistics file (compute_statistics then waits)."""
-    return decisions(DecisionInputs(stats, policy, orphans, statistics_refused=statistics_refused))
+    files) only when storage was listed (None: the orphan op is not decided), ``orphan_pending`` those
+    in their recovery window; ``statistics_refused``: the store refused the last run's statistics file
+    (compute_statistics then waits)."""
+    return decisions(
+        DecisionInputs(
+            stats, policy, orphans, statistics_refused=statistics_refused, orphan_pending=orphan_pending
+        )
+    )
 
 
 def decide_table(
@@ -65,9 +72,10 @@ def decide_table(
     mode: Mode,
     orphans: Sequence[SizedFile] | None = None,
     statistics_refused: statistics.StatisticsRefusal | None = None,
+    orphan_pending: PendingSummary | None = None,
 ) -> TableDecision:
     """The decision the maintenance sensor takes for a table in ``mode`` (see TableDecision)."""
-    decisions = op_decisions(stats, policy, orphans, statistics_refused)
+    decisions = op_decisions(stats, policy, orphans, statistics_refused, orphan_pending)
     planned = rewrite.plan_rewrite(stats, policy)
     verdict = evaluate_guards(
         stats,
@@ -132,6 +140,7 @@ def plan_table(
     mode: Mode,
     orphans: Sequence[SizedFile] | None = None,
     name: str | None = None,
+    orphan_pending: PendingSummary | None = None,
 ) -> TablePlan:
     """The table's decision (decide_table), then the guards only the sensor's memory can apply, in
     this order: the store's refusal of the last run's statistics file (compute_statistics waits and
@@ -139,7 +148,7 @@ def plan_table(
     (relaunch hold: ``backoff``, recorded as skipped), then a run queued or running (``in_flight``) or
     the backoff after failed runs (``backoff``), both recorded as deferred. ``now``: epoch s;
     ``name``: the table's full name."""
-    decided = decide_table(stats, policy, mode, orphans)
+    decided = decide_table(stats, policy, mode, orphans, orphan_pending=orphan_pending)
     outcome = decided.outcome
     last = (
         history.last_outcome() if outcome == Outcome.LAUNCHED and history.last_outcome is not None else None
@@ -147,7 +156,9 @@ def plan_table(
     age_hours = (now - last.ended_at) / 3600 if last is not None else None
     if last is not None and statistics.OP in decided.acting:
         if refused := statistics.statistics_refusal(last.tags, policy, age_hours):
-            decided = decide_table(stats, policy, mode, orphans, statistics_refused=refused)
+            decided = decide_table(
+                stats, policy, mode, orphans, statistics_refused=refused, orphan_pending=orphan_pending
+            )
             outcome = decided.outcome
     verdict = decided.verdict
     reason, record = verdict.reason, _RECORDED.get(outcome, "skipped")

@@ -37,6 +37,7 @@ PROPERTY_ALLOWLIST: dict[str, Direction] = {
     "snapshots.min_age_hours": "up",
     "orphans.older_than_hours": "up",
     "orphans.max_count": "up",
+    "orphans.recovery_window_hours": "up",
     "manifests.max_count": "up",
     "small_files.max_files_per_partition": "up",
     "small_files.min_input_files": "up",

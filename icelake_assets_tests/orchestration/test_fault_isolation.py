@@ -68,7 +68,11 @@ def _together(name: str) -> bool:
 
 
 def build_lake(tmp_path_factory, accept):
-    settings = new_lake(tmp_path_factory, {**TEST_THRESHOLDS, "orphans": {"max_count": 0}}, accept=accept)
+    settings = new_lake(
+        tmp_path_factory,
+        {**TEST_THRESHOLDS, "orphans": {"max_count": 0, "recovery_window_hours": 0}},
+        accept=accept,
+    )
     name = catalog_name(settings)
     cat = open_catalog(settings, name, create=True)
     cat.create_namespace("ns")

@@ -22,7 +22,9 @@ def _files(table) -> set[str]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    settings = new_lake(tmp_path_factory, {**TEST_THRESHOLDS, "orphans": {"max_count": 0}})
+    settings = new_lake(
+        tmp_path_factory, {**TEST_THRESHOLDS, "orphans": {"max_count": 0, "recovery_window_hours": 0}}
+    )
     spark = IcebergSparkResource(spark_config=spark_config(settings)).spark_session
     lake = build_nested_lake(settings, spark, gc_disabled=("g",))
     before = {short: _files(t) for short, t in lake["tables"].items()}

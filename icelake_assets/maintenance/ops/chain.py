@@ -29,9 +29,12 @@ from icelake_assets.settings import Policy
 
 R = TypeVar("R", bound=OpResult)
 # What an op's work takes besides (spark, ref, table, policy, stats_fn), supplied by the run:
-# the orphan scan of the table's storage, the run's partition scope (and approval, progress), or
-# the snapshots this run's rewrites committed before it.
-RunInput = Literal["orphan_scan", "partition_scope", "data_commits", "rewritten_snapshots"]
+# the orphan scan of the table's storage and the orphan candidates earlier runs recorded (with the
+# run's id), the run's partition scope (and approval, progress), or the snapshots this run's rewrites
+# committed before it.
+RunInput = Literal[
+    "orphan_scan", "orphan_candidates", "partition_scope", "data_commits", "rewritten_snapshots"
+]
 EffectCheck = Callable[[R, TableStats, Policy, int], OpEffect]
 
 
@@ -76,7 +79,7 @@ ORPHANS_OP = MaintenanceOp(
     runner.remove_orphan_files,
     effects.orphans_effect,
     "orphans",
-    inputs=("orphan_scan",),
+    inputs=("orphan_scan", "orphan_candidates"),
 )
 REWRITE_OP = MaintenanceOp(
     op_plan("rewrite_data_files"),

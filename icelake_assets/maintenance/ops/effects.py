@@ -32,9 +32,12 @@ def expire_effect(res: ExpireResult, after: TableStats, policy: Policy, others: 
 
 
 def orphans_effect(res: OrphanResult, after: TableStats, policy: Policy, others: int) -> OpEffect:
-    found, removed = res.scan.orphans_found, res.orphans_removed
-    effect: Effect = "effective" if removed >= found else ("partial" if removed else "ineffective")
-    return OpEffect(res.op, effect, f"{removed} of {found} orphan files removed", "orphan_files")
+    found, removed, pending = res.scan.orphans_found, res.orphans_removed, res.pending_files
+    # Orphans in their recovery window were recorded, not left: removing them now would be wrong.
+    done = removed + pending
+    effect: Effect = "effective" if done >= found else ("partial" if done else "ineffective")
+    waiting = f", {pending} pending their recovery window" if pending else ""
+    return OpEffect(res.op, effect, f"{removed} of {found} orphan files removed{waiting}", "orphan_files")
 
 
 def manifests_effect(res: ManifestResult, after: TableStats, policy: Policy, others: int) -> OpEffect:

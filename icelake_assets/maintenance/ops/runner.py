@@ -14,9 +14,23 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.connection import TableRef, current_snapshot_id as _snapshot_id
-from icelake_assets.health.orphans import OrphanScan, file_key, referenced_locations, verify_referenced_files
+from icelake_assets.health.orphan_phases import (
+    CandidateEvent,
+    CandidateStore,
+    OrphanPhases,
+    phases_of,
+    removable_orphans,
+)
+from icelake_assets.health.orphans import (
+    OrphanFile,
+    OrphanScan,
+    file_key,
+    referenced_locations,
+    verify_referenced_files,
+)
 from icelake_assets.health.retention import expiry_forecast
 from icelake_assets.health.stats import TableStats
+from icelake_assets.health.storage import file_state
 from icelake_assets.maintenance.results.models import (
     ExpireResult,
     ManifestResult,
@@ -27,9 +41,10 @@ from icelake_assets.maintenance.results.models import (
 )
 from icelake_assets.maintenance.spark import fencing, procedures
 from icelake_assets.planning.manifests import decide_manifests
-from icelake_assets.planning.orphans import decide_orphans
+from icelake_assets.planning.orphans import crossed, decide_orphans
 from icelake_assets.planning.snapshots import decide_expire, expire_cutoff
 from icelake_assets.settings import Policy
+from icelake_assets.types import IcelakeError
 
 StatsFn = Callable[[Table], TableStats]
 # The table's orphan scan (IcelakeResource.scan_orphans: every known table's files are left alone).
@@ -117,15 +132,24 @@ def remove_orphan_files(
     policy: Policy,
     stats_fn: StatsFn,
     scan_orphans: OrphanScanFn,
+    candidates: CandidateStore | None = None,
+    now: float | None = None,
+    run_id: str | None = None,
 ) -> OrphanResult:
     """Delete exactly the orphans ``scan_orphans`` decided on (health/orphans.py: not referenced, not hidden,
     not another table's, old enough), one by one through the table's own FileIO, then verify that every
     file the metadata references still exists (else raise ReferencedFilesMissingError).
 
+    With ``orphans.recovery_window_hours`` > 0 in two phases (health/orphan_phases.py): the new orphans
+    are recorded in ``candidates``; only those recorded a window before ``now`` (epoch s, default the
+    clock) are deleted, each still unreferenced and unchanged at deletion time; the others are dropped
+    from the candidates, with why.
+
     Iceberg's ``remove_orphan_files`` procedure is not called: it lists the whole location itself and
     would delete the files of a table nested inside it. So this op needs no Spark."""
 
     def work() -> OrphanResult:
+        clock = time.time() if now is None else now
         scan = scan_orphans(ref, table, policy)
         info = OrphanScanSummary(
             listed_files=scan.listed_files,
@@ -137,8 +161,11 @@ def remove_orphan_files(
             refused=scan.refused or None,
             deferred=scan.deferred or None,
         )
-        orphans = scan.removable
-        d = decide_orphans(len(orphans), sum(o.size for o in orphans), policy)
+        phases = phases_of(scan, candidates, str(ref), policy.orphans.recovery_window_hours, clock)
+        orphans = removable_orphans(scan, phases)
+        d = decide_orphans(
+            len(orphans), sum(o.size for o in orphans), policy, phases.summary() if phases else None
+        )
         signals = {
             **d.signals,
             "hidden_files": scan.hidden_files,
@@ -150,41 +177,81 @@ def remove_orphan_files(
             )
         if scan.deferred:
             return OrphanResult(acted=False, reason=scan.deferred, signals=signals, scan=info)
-        if not d.act:
-            return OrphanResult(acted=False, reason=d.reason, signals=signals, scan=info)
+        dropped: list[CandidateEvent] = []
+        if phases is not None:  # the first phase, committed before anything is deleted
+            assert candidates is not None
+            candidates.record(str(ref), phases.first_phase_events(), clock, run_id)
+            dropped.extend(phases.dropped)
+        if not d.act or not crossed(len(orphans), policy):  # nothing to delete (new candidates wait)
+            res = OrphanResult(acted=d.act, reason=d.reason, signals=signals, scan=info)
+            return _waiting(res, phases, dropped)
         # A commit since the listing may reference a listed file (e.g. add_files): keep those.
         listed_at = table.metadata_location
         table.refresh()
         if table.metadata_location != listed_at:
             now_referenced = {file_key(r).path for r in referenced_locations(table)}
-            orphans = [o for o in orphans if file_key(o.path).path not in now_referenced]
-        removed, errors = [], []
+            late = [o for o in orphans if file_key(o.path).path in now_referenced]
+            dropped.extend(_drop(o, "referenced by a commit since the listing") for o in late)
+            orphans = [o for o in orphans if o not in late]
+        removed: list[OrphanFile] = []
+        errors = []
         for orphan in orphans:
             try:
                 fencing.check(f"{ref} remove_orphan_files")  # each deletion is a commit
+                if phases is not None and file_state(table.io, orphan.path) != (orphan.size, orphan.mtime_ns):
+                    dropped.append(_drop(orphan, "changed or gone at deletion time"))
+                    continue
                 table.io.delete(orphan.path)
-                removed.append(orphan.path)
+                removed.append(orphan)
             except FileNotFoundError:
                 pass  # gone already: nothing to do
             except OSError as err:
                 errors.append(f"{orphan.path}: {type(err).__name__}: {err}")
-        checked = verify_referenced_files(table)
         reason = d.reason
+        if phases is not None:  # the second phase's record; lost (a crash), the next run drops them
+            assert candidates is not None
+            deleted = [CandidateEvent(o.path, o.size, o.mtime_ns, "deleted") for o in removed]
+            try:
+                candidates.record(str(ref), deleted + dropped[len(phases.dropped) :], clock, run_id)
+            except IcelakeError as err:  # the files are gone either way: report, verify the table
+                reason = f"{reason}; deletions not recorded ({err}): the next run drops them"
+        checked = verify_referenced_files(table)
         if errors:
             reason = f"{reason}; {len(errors)} files could not be deleted (e.g. {errors[0]})"
-        return OrphanResult(
+        res = OrphanResult(
             acted=True,
             reason=reason,
             signals=signals,
             scan=info,
             orphans_removed=len(removed),
             bytes_found=sum(o.size for o in scan.orphans),
-            removed_sample=tuple(removed[:20]),
+            bytes_removed=sum(o.size for o in removed),
+            removed_sample=tuple(o.path for o in removed[:20]),
             referenced_files_verified=checked,
             delete_errors=tuple(errors[:20]),
         )
+        return _waiting(res, phases, dropped)
 
     return timed(table, work)
+
+
+def _waiting(res: OrphanResult, phases: OrphanPhases | None, dropped: list[CandidateEvent]) -> OrphanResult:
+    """``res`` with the two phases' numbers: the pending orphans, the candidates recorded and dropped."""
+    if phases is None:
+        return res
+    return replace(
+        res,
+        pending_files=len(phases.pending),
+        pending_bytes=phases.pending_bytes,
+        candidates_recorded=len(phases.unmarked),
+        first_removable_at=phases.first_removable_at,
+        recovery_window_hours=phases.window_hours,
+        candidates_dropped=tuple(f"{e.path}: {e.reason}" for e in dropped[:20]),
+    )
+
+
+def _drop(o: OrphanFile, reason: str) -> CandidateEvent:
+    return CandidateEvent(o.path, o.size, o.mtime_ns, "dropped", reason)
 
 
 def rewrite_manifests(

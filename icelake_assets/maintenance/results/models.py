@@ -115,9 +115,18 @@ class OrphanScanSummary:
 class OrphanResult(OpResult):
     op: ClassVar[str] = ORPHANS
     scan: OrphanScanSummary = field(default_factory=OrphanScanSummary)
+    # With a recovery window (health/orphan_phases.py): the orphans waiting in it, the new candidates
+    # this run recorded and the recorded ones it dropped ("path: why").
+    pending_files: int = 0
+    pending_bytes: int = 0
+    candidates_recorded: int = 0
+    candidates_dropped: tuple[str, ...] = ()
+    first_removable_at: float | None = None  # epoch s
+    recovery_window_hours: float = 0.0
     # Set when it acted:
     orphans_removed: int = 0
     bytes_found: int = 0
+    bytes_removed: int = 0
     removed_sample: tuple[str, ...] = ()
     referenced_files_verified: int | None = None
     delete_errors: tuple[str, ...] = ()
@@ -127,19 +136,38 @@ class OrphanResult(OpResult):
             "orphans/found": self.scan.orphans_found,
             "orphans/removed": self.orphans_removed if self.acted else None,
             "bytes/orphans": self.bytes_found if self.acted else None,
+            "bytes/orphans_removed": self.bytes_removed if self.acted else None,
             "orphans/hidden": self.scan.hidden_files,
             "orphans/skipped": self.scan.skipped_other_tables,
+            "orphans/pending": self.pending_files,
+            "bytes/orphans_pending": self.pending_bytes,
         }
 
     def did(self) -> str:
-        return f"{self.orphans_removed} orphan files removed ({human_bytes(self.bytes_found)})"
+        done = f"{self.orphans_removed} orphan files removed ({human_bytes(self.bytes_removed)})"
+        if self.pending_files:
+            done += (
+                f", {self.pending_files} pending their recovery window ({human_bytes(self.pending_bytes)})"
+            )
+        return done
 
     def _details(self) -> Details:
         out = self.scan.to_dict()
+        if self.pending_files or self.candidates_recorded or self.candidates_dropped:
+            out.update(
+                pending_files=self.pending_files,
+                pending_bytes=self.pending_bytes,
+                candidates_recorded=self.candidates_recorded,
+                first_removable_at=self.first_removable_at,
+                recovery_window_hours=self.recovery_window_hours,
+            )
+            if self.candidates_dropped:
+                out["candidates_dropped"] = list(self.candidates_dropped)
         if self.acted:
             out.update(
                 orphans_removed=self.orphans_removed,
                 bytes_found=self.bytes_found,
+                bytes_removed=self.bytes_removed,
                 removed_sample=list(self.removed_sample),
                 referenced_files_verified=self.referenced_files_verified,
             )

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from icelake_assets.catalog.ancestry import ancestors
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.findings import Finding
+from icelake_assets.health.orphan_phases import PendingSummary
 from icelake_assets.health.scan_cost import ScanBenefit, measure_scan_cost
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.ops.chain import (
@@ -137,11 +138,17 @@ def scanned_orphans(ops: Sequence[OpResult], policy: Policy) -> Finding | None:
     o = ORPHANS_OP.find(ops)
     if o is None:
         return None
-    left = o.scan.orphans_found - o.orphans_removed
+    left = o.scan.orphans_found - o.orphans_removed - o.pending_files
+    pending = (
+        PendingSummary(o.recovery_window_hours, o.pending_files, o.pending_bytes, 0, o.first_removable_at)
+        if o.pending_files
+        else None
+    )
     return orphan_finding(
         max(0, left),
-        0 if left <= 0 else o.bytes_found,
+        0 if left <= 0 else max(0, o.bytes_found - o.bytes_removed - o.pending_bytes),
         policy,
+        pending=pending,
         hidden_files=o.scan.hidden_files,
         skipped=o.scan.skipped_reasons,
         refused=o.scan.refused,

@@ -69,6 +69,9 @@ def run_inputs(op: MaintenanceOp[Any]) -> WorkKwargs:
         for name in op.inputs:
             if name == "orphan_scan":  # every known table's files are left alone
                 given["scan_orphans"] = context.resources.icelake.scan_orphans
+            elif name == "orphan_candidates":  # two-phase removal: what earlier runs recorded
+                given["candidates"] = context.resources.icelake.orphan_candidates()
+                given["run_id"] = context.run_id
             elif name == "data_commits":  # the manifests consolidate a partial-progress rewrite
                 given["rewrite_commits"] = state.rewrite_commits()
             elif name == "rewritten_snapshots":  # statistics follow the snapshots the run committed

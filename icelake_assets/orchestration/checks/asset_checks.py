@@ -152,7 +152,9 @@ def build_group_checks(
             }
         policy = icelake.policy(tbl)
         scan = icelake.scan_orphans(t.ref, tbl, policy)
-        found = scan.orphans
+        phases = icelake.orphan_phases(t.ref, scan, policy)
+        # Without a window every orphan found counts (a refused table's too); with one, those past it.
+        found = list(phases.removable) if phases is not None else scan.orphans
         finding = orphan_finding(
             len(found),
             sum(o.size for o in found),
@@ -162,6 +164,7 @@ def build_group_checks(
             scan.skipped,
             scan.refused,
             scan.deferred,
+            phases.summary() if phases is not None else None,
         )
         extra = (
             {"skipped_sample": MetadataValue.json(cast(list[str], scan.summary()["skipped_sample"]))}

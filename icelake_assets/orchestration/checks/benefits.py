@@ -17,6 +17,7 @@ class LakeBenefit:
     files_saved: int  # files a full scan of each table no longer opens
     metadata_bytes_saved: int  # manifest list and manifest bytes planning no longer reads
     storage_reclaimed: int  # bytes of orphan files removed
+    orphans_pending: int = 0  # bytes of orphan files recorded, waiting their recovery window
 
     def metadata(self) -> dict[str, MetadataValue]:
         return {
@@ -24,6 +25,7 @@ class LakeBenefit:
             "benefit/files_saved": MetadataValue.int(self.files_saved),
             "benefit/metadata_bytes_saved": MetadataValue.int(self.metadata_bytes_saved),
             "benefit/storage_reclaimed": MetadataValue.int(self.storage_reclaimed),
+            "orphans/pending_bytes": MetadataValue.int(self.orphans_pending),
         }
 
 
@@ -36,7 +38,7 @@ def _number(metadata: dict[str, Any], key: str) -> int:
 def lake_benefit(instance: DagsterInstance, keys: Sequence[AssetKey]) -> LakeBenefit:
     """The sums over each table's latest materialization (a maintenance run)."""
     latest = instance.get_latest_materialization_events(keys)
-    runs = files = metadata_bytes = reclaimed = 0
+    runs = files = metadata_bytes = reclaimed = pending = 0
     for event in latest.values():
         materialization = event.asset_materialization if event is not None else None
         if materialization is None:
@@ -47,5 +49,8 @@ def lake_benefit(instance: DagsterInstance, keys: Sequence[AssetKey]) -> LakeBen
             files += _number(md, "scan/files_before") - _number(md, "scan/files_after")
             metadata_bytes += _number(md, "plan/bytes_before") - _number(md, "plan/bytes_after")
         if _number(md, "orphans/removed") > 0:
-            reclaimed += _number(md, "bytes/orphans")
-    return LakeBenefit(runs, files, metadata_bytes, reclaimed)
+            # bytes/orphans_removed since two-phase removal; older runs removed all they found
+            key = "bytes/orphans_removed" if "bytes/orphans_removed" in md else "bytes/orphans"
+            reclaimed += _number(md, key)
+        pending += _number(md, "bytes/orphans_pending")
+    return LakeBenefit(runs, files, metadata_bytes, reclaimed, pending)

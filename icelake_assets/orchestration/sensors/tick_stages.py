@@ -13,6 +13,7 @@ from icelake_assets.audit.records import AuditRecord
 from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.catalog.locations import metadata_locations
+from icelake_assets.health.orphan_phases import removable_orphans
 from icelake_assets.health.orphans import KnownTables
 from icelake_assets.orchestration.assets.graph import table_asset_key
 from icelake_assets.orchestration.checks.approvals import approval_observation
@@ -152,11 +153,12 @@ def evaluate_table(
     policy = effective.policy
     stats = icelake.stats(loaded, policy)
     # Only what removal may delete counts: not hidden files, not other tables', none of a refused table.
-    orphans = (
-        icelake.scan_orphans(ref, loaded, policy, known() if known else None).removable
-        if scan_orphans
-        else None
-    )
+    orphans, pending = None, None
+    if scan_orphans:
+        scan = icelake.scan_orphans(ref, loaded, policy, known() if known else None)
+        phases = icelake.orphan_phases(ref, scan, policy, now)
+        orphans = removable_orphans(scan, phases)
+        pending = phases.summary() if phases is not None else None
     history = history or History(last_outcome=lambda: _last_outcome(context, ref))
     plan = plan_table(
         stats,
@@ -166,6 +168,7 @@ def evaluate_table(
         mode=effective.mode,
         orphans=orphans,
         name=str(ref),
+        orphan_pending=pending,
     )
     return table_evaluation(context, table, pdef, stats, policy, plan)
 

@@ -30,7 +30,7 @@ def test_the_descriptors_in_chain_order():
             "orphans",
             "OrphanResult",
             runner.remove_orphan_files,
-            ("orphan_scan",),
+            ("orphan_scan", "orphan_candidates"),
             False,
         ),
         (

@@ -37,7 +37,9 @@ from icelake_assets_tests.conftest import TEST_THRESHOLDS, build_nested_lake, ca
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
-    settings = new_lake(tmp_path_factory, {**TEST_THRESHOLDS, "orphans": {"max_count": 0}})
+    settings = new_lake(
+        tmp_path_factory, {**TEST_THRESHOLDS, "orphans": {"max_count": 0, "recovery_window_hours": 0}}
+    )
     spark = IcebergSparkResource(spark_config=spark_config(settings)).spark_session
     return {"settings": settings, "spark": spark, **build_nested_lake(settings, spark, gc_disabled=("g",))}
 

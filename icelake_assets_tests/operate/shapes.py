@@ -157,6 +157,24 @@ POLICY: dict[str, Any] = {
 }
 
 
+ORPHANS: dict[str, Any] = {
+    "schema": "icelake.orphans/v1",
+    "store": STR,
+    "table": STR,
+    "recovery_window_hours": (int, float),
+    "now": STR,
+    "pending": [{"path": STR, "size": INT, "first_seen": STR, "removable_after": STR}],
+    "totals": {
+        "candidates": INT,
+        "bytes": INT,
+        "pending": INT,
+        "pending_bytes": INT,
+        "removable": INT,
+        "removable_bytes": INT,
+    },
+}
+
+
 def assert_shape(value: Any, spec: Any, where: str = "$") -> None:
     """``spec``: a dict (exactly these keys), a one-element list (every item), a type or tuple of
     types, a tuple of strings (one of these values), a string (this value), or a tuple mixing None's

@@ -25,6 +25,7 @@ from icelake_assets.maintenance.ops import runner
 from icelake_assets.maintenance.results.models import OrphanResult
 from icelake_assets.policies import policy_for
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
+from icelake_assets_tests.operate.shapes import ORPHANS, assert_shape
 
 DAY = 24 * 3600
 ROWS = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64())})
@@ -91,7 +92,8 @@ def test_a_candidate_is_recorded_first_and_deleted_only_past_its_window(lake, ca
 
     assert main(["--config", lake["settings"].source, "orphans", str(ref), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert listed["schema"] == "icelake.orphans/v1" and listed["recovery_window_hours"] == 24
+    assert_shape(listed, ORPHANS)
+    assert listed["recovery_window_hours"] == 24
     assert sorted(c["path"] for c in listed["pending"]) == sorted(str(p) for p in orphans)
     assert listed["totals"]["pending"] == 2 and listed["totals"]["removable"] == 0
 

@@ -22,6 +22,7 @@ from pyiceberg.table import Table
 
 from icelake_assets.health.cache import FileRow, ManifestCache
 from icelake_assets.health.manifests import UNPARTITIONED, ManifestMeta, ManifestSummary, bound_decoder
+from icelake_assets.health.restore_points import restore_point_facts
 from icelake_assets.health.retention import snapshot_points
 from icelake_assets.health.statistics import statistics_facts
 from icelake_assets.health.table_stats import DEFAULT_MANIFEST_TARGET, MiB, PartitionStats, TableStats
@@ -338,6 +339,9 @@ def compute_table_stats(
         delete_granularity=table.properties.get("write.delete.granularity", "file").lower(),
     )
     _snapshot_facts(table, stats, now, policy.activity.window_minutes)
+    stats.restore_points = restore_point_facts(
+        table, stats.snapshot_refs, stats.snapshot_points, policy.restore_points.prefix, now
+    )
     if snap is None:
         return stats
     sf = policy.small_files

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from icelake_assets.health.restore_points import RestorePointFacts
 from icelake_assets.health.retention import RefPoint, SnapshotPoint
 from icelake_assets.health.statistics import StatisticsFacts
 
@@ -87,6 +88,8 @@ class TableStats:
     snapshot_points: tuple[SnapshotPoint, ...] = ()
     snapshot_refs: tuple[RefPoint, ...] = ()
     max_ref_age_ms: int | None = None  # history.expire.max-ref-age-ms
+    # this product's restore-point tags and the files only they hold (health/restore_points.py)
+    restore_points: RestorePointFacts = field(default_factory=RestorePointFacts)
     # activity: writer commits are every operation but maintenance's 'replace'
     activity_window_minutes: float = 0.0
     recent_writer_commits: int = 0

@@ -17,6 +17,7 @@ from icelake_assets.health.stats import TableStats
 from icelake_assets.planning.decision import Decision
 from icelake_assets.planning.manifests import decide_manifests
 from icelake_assets.planning.orphans import decide_orphans
+from icelake_assets.planning.restore_points import RESTORE_POINTS, decide_restore_points
 from icelake_assets.planning.rewrite import decide_rewrite
 from icelake_assets.planning.snapshots import decide_expire
 from icelake_assets.planning.statistics import StatisticsRefusal, decide_statistics
@@ -66,6 +67,12 @@ def _orphans(i: DecisionInputs) -> Decision | None:
 
 
 OP_PLANS: tuple[OpPlan, ...] = (
+    OpPlan(
+        RESTORE_POINTS,
+        (),
+        "tags the current snapshot as a restore point when one is due; removes restore points past their age",
+        lambda i: decide_restore_points(i.stats, i.policy),
+    ),
     OpPlan(
         EXPIRE,
         ("snapshot_retention",),

@@ -3,6 +3,7 @@ forecast (health/retention.py mirrors Iceberg's rule)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from icelake_assets.health.findings import Finding, Severity, grade
@@ -10,9 +11,24 @@ from icelake_assets.health.retention import cutoff_age_hours, expiry_forecast, k
 from icelake_assets.health.stats import TableStats
 from icelake_assets.planning.decision import Decision, Evaluation, disabled
 from icelake_assets.settings import Policy
+from icelake_assets.text import human_bytes
 
 
 def snapshot_finding(stats: TableStats, policy: Policy) -> Finding:
+    """:func:`_retention_finding` with what the restore points hold, when the table has some: their
+    count, the oldest and the data files only they keep (storage expiry cannot free while they live)."""
+    finding = _retention_finding(stats, policy)
+    rp = stats.restore_points
+    if not rp.tags:
+        return finding
+    held = (
+        f"; {rp.tags} restore points (oldest {rp.oldest}, {rp.oldest_age_days:.1f} days) hold "
+        f"{rp.held_files} data files ({human_bytes(rp.held_bytes)}) the current snapshot no longer has"
+    )
+    return replace(finding, summary=finding.summary + held, metrics={**finding.metrics, **rp.metrics()})
+
+
+def _retention_finding(stats: TableStats, policy: Policy) -> Finding:
     """Graded like expiry decides (decide_expire below): past the count or age limit
     AND with snapshots expiry may remove. Snapshots all too young, among the newest ``min_keep`` or
     held by branches and tags are what expiry keeps: that passes, saying why."""

@@ -37,7 +37,12 @@ MAX_TARGET_FILE_BYTES = 16 * GiB
 MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off
 # Maintenance operations in run order; policy.operations.enabled picks among them.
 Operation = Literal[
-    "expire_snapshots", "remove_orphan_files", "rewrite_data_files", "rewrite_manifests", "compute_statistics"
+    "manage_restore_points",
+    "expire_snapshots",
+    "remove_orphan_files",
+    "rewrite_data_files",
+    "rewrite_manifests",
+    "compute_statistics",
 ]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 # observe: checks only; propose: sensors record what they would do and launch nothing; enforce: runs.

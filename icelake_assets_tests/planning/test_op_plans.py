@@ -59,6 +59,7 @@ def finding_of(check: str, policy: Policy) -> tuple[Finding, DecisionInputs]:
 
 def test_the_chain_of_op_plans_and_what_each_heals():
     assert [p.name for p in OP_PLANS] == [
+        "manage_restore_points",
         "expire_snapshots",
         "remove_orphan_files",
         "rewrite_data_files",

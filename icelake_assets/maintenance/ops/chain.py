@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance.ops import effects, rewrite, runner, statistics
+from icelake_assets.maintenance.ops import effects, restore_points, rewrite, runner, statistics
 from icelake_assets.maintenance.results.base import OpResult
 from icelake_assets.maintenance.results.effect import OpEffect
 from icelake_assets.maintenance.results.models import (
@@ -24,16 +24,17 @@ from icelake_assets.maintenance.results.models import (
     RewriteResult,
     StatisticsResult,
 )
+from icelake_assets.maintenance.results.restore_points import RestorePointResult
 from icelake_assets.planning.op_plans import OP_PLANS, OpPlan, op_plan
 from icelake_assets.settings import Policy
 
 R = TypeVar("R", bound=OpResult)
 # What an op's work takes besides (spark, ref, table, policy, stats_fn), supplied by the run:
 # the orphan scan of the table's storage and the orphan candidates earlier runs recorded (with the
-# run's id), the run's partition scope (and approval, progress), or the snapshots this run's rewrites
-# committed before it.
+# run's id), the run's partition scope (and approval, progress), the snapshots this run's rewrites
+# committed before it, or the run's id (names its restore point).
 RunInput = Literal[
-    "orphan_scan", "orphan_candidates", "partition_scope", "data_commits", "rewritten_snapshots"
+    "orphan_scan", "orphan_candidates", "partition_scope", "data_commits", "rewritten_snapshots", "run_id"
 ]
 EffectCheck = Callable[[R, TableStats, Policy, int], OpEffect]
 
@@ -70,6 +71,14 @@ class MaintenanceOp(Generic[R]):
         return self.effect(self.own(res), after, policy, others)
 
 
+RESTORE_POINTS_OP = MaintenanceOp(
+    op_plan("manage_restore_points"),
+    RestorePointResult,
+    restore_points.manage_restore_points,
+    effects.restore_points_effect,
+    "restore",
+    inputs=("run_id",),
+)
 EXPIRE_OP = MaintenanceOp(
     op_plan("expire_snapshots"), ExpireResult, runner.expire_snapshots, effects.expire_effect, "expire"
 )
@@ -108,6 +117,7 @@ STATISTICS_OP = MaintenanceOp(
     inputs=("rewritten_snapshots",),
 )
 MAINTENANCE_OPS: tuple[MaintenanceOp[Any], ...] = (
+    RESTORE_POINTS_OP,
     EXPIRE_OP,
     ORPHANS_OP,
     REWRITE_OP,
@@ -141,7 +151,7 @@ def chain_markdown() -> str:
         "|---|---|---|---|---|---|",
     ]
     for i, o in enumerate(MAINTENANCE_OPS, 1):
-        heals = ", ".join(f"`{c}`" for c in o.heals)
+        heals = ", ".join(f"`{c}`" for c in o.heals) or "—"
         inputs = ", ".join(f"`{n}`" for n in o.inputs) or "—"
         lines.append(
             f"| {i} | `{o.name}` | {heals} | {inputs} | {'yes' if o.rewrites else 'no'} | {o.plan.summary} |"

@@ -17,6 +17,7 @@ from icelake_assets.maintenance.results.models import (
     RewriteResult,
     StatisticsResult,
 )
+from icelake_assets.maintenance.results.restore_points import RestorePointResult
 from icelake_assets.planning.deletes import delete_files_finding
 from icelake_assets.planning.layout import layout_drift_finding
 from icelake_assets.planning.manifests import manifest_finding
@@ -205,3 +206,15 @@ def statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy, 
     return finding_effect(
         res.op, replace(finding, severity=Severity.WARN, summary=why), "statistics written", others
     )
+
+
+def restore_points_effect(res: RestorePointResult, after: TableStats, policy: Policy, others: int) -> OpEffect:
+    """Effective when every tag it created is there after the run and none it removed is."""
+    names = {r.name for r in after.snapshot_refs if not r.is_branch}
+    missing = [n for n in res.created if n not in names]
+    left = [n for n in res.removed if n in names]
+    progress = f"{len(res.created)} restore points created, {len(res.removed)} removed"
+    if not missing and not left:
+        return OpEffect(res.op, "effective", progress)
+    why = ", ".join([*(f"{n} is missing" for n in missing), *(f"{n} is still there" for n in left)])
+    return OpEffect(res.op, "ineffective", f"{progress}, but {why}")

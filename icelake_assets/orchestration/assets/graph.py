@@ -76,6 +76,8 @@ def run_inputs(op: MaintenanceOp[Any]) -> WorkKwargs:
                 given["rewrite_commits"] = state.rewrite_commits()
             elif name == "rewritten_snapshots":  # statistics follow the snapshots the run committed
                 given["rewrite_commits"] = state.rewrote()
+            elif name == "run_id":  # names the run's restore point
+                given["run_id"] = context.run_id
         return given
 
     return kwargs

@@ -62,6 +62,8 @@ def health_metadata(health: TableHealth) -> dict[str, MetadataValue]:
     md["health_status"] = MetadataValue.text(health.status.value)
     md["recent_writer_commits"] = MetadataValue.int(s.recent_writer_commits)
     md["manifests_read"] = MetadataValue.int(s.manifests_read)
+    if s.restore_points.tags:  # the restore points and the storage only they hold
+        md.update({k: number_value(v) for k, v in s.restore_points.metrics().items()})
     for name in ("last_writer_commit_age_minutes", "last_maintenance_age_minutes"):
         value = getattr(s, name)
         if value is not None:

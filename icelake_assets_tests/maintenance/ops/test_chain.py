@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from icelake_assets.health.findings import CHECKS
-from icelake_assets.maintenance.ops import rewrite, runner, statistics
+from icelake_assets.maintenance.ops import restore_points, rewrite, runner, statistics
 from icelake_assets.maintenance.ops.chain import (
     MAINTENANCE_OPS,
     REWRITING_OPS,
@@ -24,6 +24,14 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "loop.md"
 def test_the_descriptors_in_chain_order():
     listed = [(o.name, o.alias, o.result.__name__, o.work, o.inputs, o.rewrites) for o in MAINTENANCE_OPS]
     assert listed == [
+        (
+            "manage_restore_points",
+            "restore",
+            "RestorePointResult",
+            restore_points.manage_restore_points,
+            ("run_id",),
+            False,
+        ),
         ("expire_snapshots", "expire", "ExpireResult", runner.expire_snapshots, (), False),
         (
             "remove_orphan_files",

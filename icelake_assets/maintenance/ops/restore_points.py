@@ -1,0 +1,70 @@
+"""``manage_restore_points``: this period's restore-point tag (and, with ``before_rewrite``, this run's
+when its rewrite acts) on the current snapshot, and this product's tags past ``max_age_days`` removed
+(planning/restore_points.py decides which). First of the chain: the tags exist before expiry, so the
+snapshots they name are kept (Iceberg's expire_snapshots never removes a tagged snapshot).
+
+Tags are metadata: one pyiceberg commit (``manage_snapshots``), no Spark. Each tag's commit asserts
+the tag's current state, so two runs making the same tag cannot both win."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+
+from icelake_assets.catalog.connection import TableRef
+from icelake_assets.maintenance.ops.runner import StatsFn, refreshed, timed
+from icelake_assets.maintenance.results.restore_points import RestorePointResult
+from icelake_assets.maintenance.spark import fencing
+from icelake_assets.planning.restore_points import decide_restore_points, plan_restore_points
+from icelake_assets.settings import Policy
+
+_ATTEMPTS = 3  # a writer's commit between the plan and the tags' commit: plan again
+
+
+def manage_restore_points(
+    spark_fn: Callable[[], SparkSession],
+    ref: TableRef,
+    table: Table,
+    policy: Policy,
+    stats_fn: StatsFn,
+    run_id: str = "",
+) -> RestorePointResult:
+    def work() -> RestorePointResult:
+        for attempt in range(1, _ATTEMPTS + 1):
+            stats = stats_fn(refreshed(table))
+            d = decide_restore_points(stats, policy)
+            if not d.act:
+                return RestorePointResult(acted=False, reason=d.reason, signals=d.signals)
+            if stats.format_version >= 3:  # pyiceberg 0.12 cannot write v3 metadata
+                why = "pyiceberg cannot commit tags to a format-version 3 table"
+                return RestorePointResult(acted=False, reason=f"{d.reason}; not done: {why}", signals=d.signals)
+            plan = plan_restore_points(stats, policy, run_id or None)
+            change = table.manage_snapshots()
+            for name in plan.remove:
+                change = change.remove_tag(name)
+            if stats.current_snapshot_id is not None:
+                for name in plan.create:
+                    change = change.create_tag(stats.current_snapshot_id, name)
+            fencing.check(f"{ref} manage_restore_points")
+            try:
+                change.commit()
+            except CommitFailedException:
+                if attempt == _ATTEMPTS:
+                    raise
+                continue
+            after = stats_fn(refreshed(table)).restore_points.tags
+            return RestorePointResult(
+                acted=True,
+                reason=d.reason,
+                signals=d.signals,
+                created=plan.create,
+                removed=plan.remove,
+                tagged_snapshot=stats.current_snapshot_id if plan.create else None,
+                restore_points_after=after,
+            )
+        raise AssertionError("unreachable")
+
+    return timed(table, work)

@@ -208,7 +208,9 @@ def statistics_effect(res: StatisticsResult, after: TableStats, policy: Policy, 
     )
 
 
-def restore_points_effect(res: RestorePointResult, after: TableStats, policy: Policy, others: int) -> OpEffect:
+def restore_points_effect(
+    res: RestorePointResult, after: TableStats, policy: Policy, others: int
+) -> OpEffect:
     """Effective when every tag it created is there after the run and none it removed is."""
     names = {r.name for r in after.snapshot_refs if not r.is_branch}
     missing = [n for n in res.created if n not in names]

@@ -40,7 +40,9 @@ def manage_restore_points(
                 return RestorePointResult(acted=False, reason=d.reason, signals=d.signals)
             if stats.format_version >= 3:  # pyiceberg 0.12 cannot write v3 metadata
                 why = "pyiceberg cannot commit tags to a format-version 3 table"
-                return RestorePointResult(acted=False, reason=f"{d.reason}; not done: {why}", signals=d.signals)
+                return RestorePointResult(
+                    acted=False, reason=f"{d.reason}; not done: {why}", signals=d.signals
+                )
             plan = plan_restore_points(stats, policy, run_id or None)
             change = table.manage_snapshots()
             for name in plan.remove:

@@ -28,7 +28,9 @@ class RestorePointResult(OpResult):
     def did(self) -> str:
         parts = []
         if self.created:
-            parts.append(f"{len(self.created)} restore points tagged on {self.tagged_snapshot} ({', '.join(self.created)})")
+            parts.append(
+                f"{len(self.created)} restore points tagged on {self.tagged_snapshot} ({', '.join(self.created)})"
+            )
         if self.removed:
             parts.append(f"{len(self.removed)} past their age removed ({', '.join(self.removed[:5])})")
         return "; ".join(parts) or self.reason

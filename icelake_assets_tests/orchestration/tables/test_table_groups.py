@@ -90,6 +90,7 @@ def test_steps_are_named_by_op_and_op_definitions_stay_unique_in_a_job_of_severa
     ops = [
         "compute_statistics",
         "expire_snapshots",
+        "manage_restore_points",
         "remove_orphan_files",
         "rewrite_data_files",
         "rewrite_manifests",

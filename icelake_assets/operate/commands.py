@@ -1,8 +1,10 @@
-"""The operator commands behind cli.py: ``plan``, ``audit``, ``orphans``, ``approve`` and the JSON shapes of
+"""The operator commands behind cli.py: ``plan``, ``audit``, ``orphans``, ``approve``, ``restore`` and the
+JSON shapes of
 ``health --json`` and ``policy --json``. Each command computes a typed result (operate/plan.py,
 audit_view.py, approve.py) and prints it, as text or as its documented JSON (docs/operating.md).
 
-Exit status: 0 done; 1 ``approve`` of a table that awaits no approval (or whose plan changed);
+Exit status: 0 done; 1 ``approve`` of a table that awaits no approval (or whose plan changed), or a
+``restore`` refused (writers' commits after the tag, without ``--force``);
 2 an error (settings, catalog, table, audit log, Dagster webserver), printed as ``icelake: error: ...``.
 """
 
@@ -256,6 +258,44 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- restore ---------------------------------------------------------------------------------------
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from icelake_assets.maintenance.verify.restore import RestoreRefused
+    from icelake_assets.operate.names import parse_table
+    from icelake_assets.operate.restore import restore_table
+    from icelake_assets.settings import load_settings
+    from icelake_assets.settings.asset_keys import use_asset_keys
+
+    settings = load_settings(args.config)
+    use_asset_keys(settings.asset_keys)
+    ref = parse_table(args.table, settings)
+    try:
+        done = restore_table(settings, ref, args.to, args.force, args.by or default_approver())
+    except RestoreRefused as err:
+        print(f"icelake: refused: {err}", file=sys.stderr)
+        return 1
+    if args.json:
+        emit_json({**done.to_json(), **done.check.to_dict()})
+        return 0
+    c = done.check
+    if c.current == c.snapshot_id:
+        print(
+            f"{done.table} is already at {c.tag} (snapshot {c.snapshot_id}): nothing restored (run {done.run_id})"
+        )
+        return 0
+    print(
+        f"{done.table} restored to {c.tag} (snapshot {c.snapshot_id}) by run {done.run_id}: "
+        f"{len(c.dropped)} commits dropped ({len(c.writers)} by writers{', forced' if done.forced else ''})"
+    )
+    for commit in c.dropped:
+        print(
+            f"  dropped {commit.describe()}{'' if commit.by_writer else f' maintenance run {commit.run_id}'}"
+        )
+    return 0
+
+
 def add_commands(sub: Any, table_help: str) -> None:
     """The operator commands' parsers (cli.main)."""
     p = sub.add_parser("plan", help="dry run: what maintenance would do to a table now, and why (no Spark)")
@@ -284,3 +324,10 @@ def add_commands(sub: Any, table_help: str) -> None:
     p.add_argument("--digest", help="approve only this plan (the digest `icelake plan` printed)")
     p.add_argument("--json", action="store_true", help="print the approval as JSON (icelake.approval/v1)")
     p.set_defaults(func=cmd_approve)
+    p = sub.add_parser("restore", help="set a table back to a restore point (a tag), through a Dagster run")
+    p.add_argument("table", help=table_help)
+    p.add_argument("--to", required=True, metavar="TAG", help="the tag (e.g. icelake-daily-2026-01-31)")
+    p.add_argument("--force", action="store_true", help="also drop writers' commits made after the tag")
+    p.add_argument("--by", help="who restores (default: $USER), for the audit")
+    p.add_argument("--json", action="store_true", help="print what was restored as JSON (icelake.restore/v1)")
+    p.set_defaults(func=cmd_restore)

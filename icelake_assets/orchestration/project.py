@@ -25,6 +25,7 @@ from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem, 
 from icelake_assets.maintenance.spark.session import spark_config
 from icelake_assets.orchestration.assets.graph import MAINTENANCE_JOB, fix_jobs_of, maintenance_definitions
 from icelake_assets.orchestration.assets.lineage import Lineage, build_lineage
+from icelake_assets.orchestration.assets.restore_job import restore_job
 from icelake_assets.orchestration.assets.run_state_io import RunStateStore
 from icelake_assets.orchestration.checks.asset_checks import (
     CHECKS_JOB,
@@ -189,6 +190,7 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
         Definitions(assets=shape.lineage.assets),
         Definitions(sensors=[s for s in sensors if s is not None]),
         Definitions(asset_checks=[build_catalogs_check(OVERVIEW_KEY, shape.problems)]),
+        Definitions(jobs=[restore_job]),  # `icelake restore` (operate/restore.py)
         schedules,
         Definitions(
             resources={

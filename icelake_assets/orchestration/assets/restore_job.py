@@ -1,9 +1,10 @@
 """The restore job: one run sets a table back to a restore point (``icelake restore TABLE --to TAG``,
 operate/restore.py). The run checks again what ``icelake restore`` checked (writers may have committed
 since), restores with the rollback's guard (maintenance/verify/restore.py), and audits a ``rollback``
-record with the tag, the snapshot and the commits it dropped, refused or done."""
+record with the tag, the snapshot and the commits it dropped, refused or done.
 
-from __future__ import annotations
+No ``from __future__ import annotations``: Dagster reads the op's config class from its annotation."""
+
 
 import time
 

@@ -1,4 +1,4 @@
-"""Command line for people outside the UI: `icelake health`, `policy`, `plan`, `audit`, `approve`,
+"""Command line for people outside the UI: `icelake health`, `policy`, `plan`, `audit`, `approve`, `restore`,
 `demo-lake`, `demo` (the operator commands live in operate/commands.py)."""
 
 from __future__ import annotations

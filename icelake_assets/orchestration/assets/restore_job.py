@@ -5,7 +5,6 @@ record with the tag, the snapshot and the commits it dropped, refused or done.
 
 No ``from __future__ import annotations``: Dagster reads the op's config class from its annotation."""
 
-
 import time
 
 from dagster import Config, Failure, MetadataValue, OpExecutionContext, job, op

@@ -18,6 +18,8 @@ layout_drift            data files of an older spec or out of sort order       l
 statistics              no NDV statistics serving the current snapshot, or      statistics.max_stale_ratio,
                         computed on rows that changed since (WARN at most)     statistics.min_rows
 orphan_files            unreferenced files older than orphans.older_than_hours  orphans.max_count
+data_retention          data files with rows past the retention cut-off          retention (any row past it: WARN)
+                        (now or the newest value - keep_days), from bounds
 ======================  =====================================================  ===================================
 
 The findings are built by the decision core (icelake_assets/planning/, one module per concern), beside
@@ -38,6 +40,7 @@ CHECKS = (
     "layout_drift",
     "statistics",
     "orphan_files",
+    "data_retention",
 )
 MiB = 1_048_576
 

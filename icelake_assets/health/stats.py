@@ -21,6 +21,7 @@ import numpy as np
 from pyiceberg.table import Table
 
 from icelake_assets.health.cache import FileRow, ManifestCache
+from icelake_assets.health.data_retention import retention_facts
 from icelake_assets.health.manifests import UNPARTITIONED, ManifestMeta, ManifestSummary, bound_decoder
 from icelake_assets.health.restore_points import restore_point_facts
 from icelake_assets.health.retention import snapshot_points
@@ -342,6 +343,7 @@ def compute_table_stats(
     stats.restore_points = restore_point_facts(
         table, stats.snapshot_refs, stats.snapshot_points, policy.restore_points.prefix, now
     )
+    stats.data_retention = retention_facts(table, policy.retention, cache, now)
     if snap is None:
         return stats
     sf = policy.small_files

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from icelake_assets.health.data_retention import RetentionFacts
 from icelake_assets.health.restore_points import RestorePointFacts
 from icelake_assets.health.retention import RefPoint, SnapshotPoint
 from icelake_assets.health.statistics import StatisticsFacts
@@ -110,6 +111,8 @@ class TableStats:
     delete_granularity: str = "file"
     # Partitions matching the policy's compaction diagnostic (many files, small on average).
     compaction_candidates: list[str] = field(default_factory=list)
+    # Rows past the retention cut-off (health/data_retention.py); None: retention is off.
+    data_retention: RetentionFacts | None = None
     evaluated_at: float = 0.0
     manifests_read: int = 0  # manifests read from storage by this evaluation (0 when cached)
 

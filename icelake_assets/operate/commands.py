@@ -152,6 +152,17 @@ def print_plan(plan: TablePlan) -> None:
         f"\nestimate: rewrite {human_bytes(e.rewrite_bytes)} ({e.rewrite_files} files, {e.rewrite_groups} "
         f"groups; cap {human_bytes(e.max_rewrite_bytes)}), {e.expirable_snapshots} snapshots to expire"
     )
+    if "expire_data" in plan.acting:
+        how = (
+            "whole files dropped, none rewritten"
+            if e.expire_metadata_only
+            else "rows deleted, files rewritten"
+        )
+        first = " (the table's first expiry: awaits approval)" if e.first_expiry else ""
+        print(
+            f"row expiry: up to {e.expire_rows} rows in {e.expire_files} files "
+            f"({human_bytes(e.expire_bytes)}) older than {e.expire_cutoff}; {how}{first}"
+        )
     if (st := plan.statistics) is not None and st.columns:
         where = (
             "none yet"

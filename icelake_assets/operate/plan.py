@@ -52,6 +52,13 @@ class Estimate:
     max_rewrite_bytes: int  # the cost guard's cap (guards.max_rewrite_bytes)
     expirable_snapshots: int
     position_delete_bytes: int = 0  # delete files the position-delete compaction reads and writes again
+    # What expire_data would delete (rows of straddling files counted whole) and before which cut-off.
+    expire_rows: int = 0
+    expire_files: int = 0
+    expire_bytes: int = 0
+    expire_cutoff: str | None = None
+    expire_metadata_only: bool = False  # whole files dropped, none rewritten
+    first_expiry: bool = False  # the table's first expiry: it waits for approval
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,8 @@ class TablePlan:
         }
         if self.position_partitions:  # absent otherwise: the digests of plans without stay the same
             essence["position_partitions"] = list(self.position_partitions)
+        if "expire_data" in self.acting:  # the approval names the rows it lets go
+            essence["expire"] = [self.estimate.expire_cutoff, self.estimate.expire_rows]
         text = json.dumps(essence, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -160,6 +169,16 @@ class TablePlan:
                 "data_bytes_not_rewritten": self.position_data_bytes,
                 "reason": self.position_reason,
             },
+            "data_expiry": {
+                "rows": self.estimate.expire_rows,
+                "files": self.estimate.expire_files,
+                "bytes": self.estimate.expire_bytes,
+                "cutoff": self.estimate.expire_cutoff,
+                "metadata_only": self.estimate.expire_metadata_only,
+                "first_expiry": self.estimate.first_expiry,
+            }
+            if "expire_data" in self.acting
+            else None,
             "guards": {"verdict": self.guards, "reason": self.guards_reason, "details": self.guards_details},
             "outcome": self.outcome,
             "enforce": {
@@ -174,6 +193,20 @@ class TablePlan:
 
 def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
+
+
+def _expiry(s: dict[str, Any]) -> dict[str, Any]:
+    """The Estimate's expiry fields from expire_data's signals (planning/data_retention.py)."""
+    if not s:
+        return {}
+    return {
+        "expire_rows": int(s.get("expire_rows", 0)),
+        "expire_files": int(s.get("expire_files", 0)),
+        "expire_bytes": int(s.get("expire_bytes", 0)),
+        "expire_cutoff": s.get("cutoff"),
+        "expire_metadata_only": bool(s.get("metadata_only")),
+        "first_expiry": bool(s.get("first_expiry")),
+    }
 
 
 def statistics_preview(decided: TableDecision, stats: Any, partition_stats: bool) -> StatisticsPreview | None:
@@ -229,6 +262,7 @@ def build_plan(
             max_rewrite_bytes=max_rewrite_bytes,
             expirable_snapshots=int(signals.get("expire_snapshots", {}).get("expirable_snapshots", 0)),
             position_delete_bytes=rewrite.position_delete_bytes if rewrites else 0,
+            **_expiry(signals.get("expire_data", {}) if "expire_data" in decided.acting else {}),
         ),
         guards=GUARDS[decided.verdict.action],
         guards_reason=decided.verdict.reason,

@@ -2,7 +2,10 @@
 
 - writers: a table with a writer commit inside the quiet period is deferred (maintenance would race
   its commits and, at best, retry);
-- cost: a rewrite estimated above the cap is held until an operator approves it explicitly;
+- first expiry: the first expire_data of a table (rows deleted for good) is held until an operator
+  approves it, showing the rows, files and bytes it would delete;
+- cost: a rewrite estimated above the cap is held until an operator approves it explicitly (a row
+  expiry's rewritten files count, its metadata-only drops cost nothing);
 - nothing to do: no op's threshold is crossed;
 - runs (run_guard): a run of the table already queued or running, or the backoff after failed runs,
   from what the sensor read of the instance (planning/history.py).
@@ -23,6 +26,13 @@ from icelake_assets.planning.history import Runs
 Action = Literal["launch", "defer", "hold", "skip"]
 # Run tag an operator sets (UI: Materialize → tags) to approve a run held by the cost guard.
 APPROVAL_TAG = "icelake/approved"
+EXPIRE_DATA = "expire_data"  # planning/op_plans.py: its first run on a table waits for approval
+# What the plan and the audit show of a row expiry the guards saw (planning/data_retention.py signals).
+_EXPIRY_DETAILS = ("expire_rows", "expire_files", "expire_bytes", "cutoff", "metadata_only", "first_expiry")
+
+
+def _scalar(value: object) -> float | int | str:
+    return value if isinstance(value, (int, float, str)) else str(value)
 
 
 @dataclass(frozen=True)
@@ -73,10 +83,29 @@ def evaluate_guards(
     rewriting = "rewrite_data_files" in acting
     data = estimated_rewrite_bytes(stats, partitions) if rewriting else 0
     position = position_delete_bytes if rewriting else 0
-    cost = data + position
-    details = {**writer, "estimated_rewrite_bytes": cost, "max_rewrite_bytes": max_rewrite_bytes}
+    expiry = next((d for d in decisions if d.op == EXPIRE_DATA and d.act), None)
+    expiry_bytes = int(expiry.signals.get("rewrite_bytes", 0)) if expiry else 0  # drops cost nothing
+    cost = data + position + expiry_bytes
+    details: dict[str, float | int | str] = {
+        **writer,
+        "estimated_rewrite_bytes": cost,
+        "max_rewrite_bytes": max_rewrite_bytes,
+    }
     if position:
         details["estimated_position_delete_bytes"] = position
+    if expiry is not None:
+        details.update({k: _scalar(expiry.signals.get(k)) for k in _EXPIRY_DETAILS})
+        if expiry.signals.get("first_expiry") and not approved:
+            s = expiry.signals
+            return Verdict(
+                "hold",
+                f"first expiry of this table's rows: {s.get('expire_rows')} rows in "
+                f"{s.get('expire_files')} files ({s.get('expire_bytes')} bytes) older than "
+                f"{s.get('cutoff')} would be deleted: awaiting approval (launch with tag "
+                f"{APPROVAL_TAG}=true)",
+                acting,
+                details,
+            )
     if cost > max_rewrite_bytes and not approved:
         return Verdict(
             "hold",

@@ -10,7 +10,7 @@ from icelake_assets.health.findings import Finding
 from icelake_assets.health.overview import TableHealth
 from icelake_assets.health.score import verdict
 from icelake_assets.health.stats import TableStats
-from icelake_assets.planning import deletes, layout, manifests, rewrite, snapshots, statistics
+from icelake_assets.planning import data_retention, deletes, layout, manifests, rewrite, snapshots, statistics
 from icelake_assets.planning.decision import Evaluation
 from icelake_assets.planning.op_plans import DecisionInputs, healers, op_plan
 from icelake_assets.settings import Policy
@@ -23,6 +23,7 @@ EVALUATORS: dict[str, Callable[[TableStats, Policy], Evaluation]] = {
     "delete_files": deletes.evaluate,
     "layout_drift": layout.evaluate,
     "statistics": statistics.evaluate,
+    "data_retention": data_retention.evaluate,
 }
 
 

@@ -14,6 +14,7 @@ from typing import Protocol
 from icelake_assets.health.findings import CHECKS
 from icelake_assets.health.orphan_phases import PendingSummary
 from icelake_assets.health.stats import TableStats
+from icelake_assets.planning.data_retention import decide_expire_data
 from icelake_assets.planning.decision import Decision
 from icelake_assets.planning.manifests import decide_manifests
 from icelake_assets.planning.orphans import decide_orphans
@@ -23,6 +24,7 @@ from icelake_assets.planning.snapshots import decide_expire
 from icelake_assets.planning.statistics import StatisticsRefusal, decide_statistics
 from icelake_assets.settings import Policy
 
+EXPIRE_DATA = "expire_data"
 EXPIRE = "expire_snapshots"
 ORPHANS = "remove_orphan_files"
 REWRITE = "rewrite_data_files"
@@ -72,6 +74,12 @@ OP_PLANS: tuple[OpPlan, ...] = (
         (),
         "tags the current snapshot as a restore point when one is due; removes restore points past their age",
         lambda i: decide_restore_points(i.stats, i.policy),
+    ),
+    OpPlan(
+        EXPIRE_DATA,
+        ("data_retention",),
+        "deletes rows past the retention cut-off (whole partitions metadata-only where they align)",
+        lambda i: decide_expire_data(i.stats, i.policy),
     ),
     OpPlan(
         EXPIRE,

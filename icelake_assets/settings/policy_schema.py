@@ -38,6 +38,7 @@ MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard of
 # Maintenance operations in run order; policy.operations.enabled picks among them.
 Operation = Literal[
     "manage_restore_points",
+    "expire_data",
     "expire_snapshots",
     "remove_orphan_files",
     "rewrite_data_files",

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from icelake_assets.health.stats import TableStats
-from icelake_assets.maintenance.ops import effects, restore_points, rewrite, runner, statistics
+from icelake_assets.maintenance.ops import effects, expire_data, restore_points, rewrite, runner, statistics
 from icelake_assets.maintenance.results.base import OpResult
 from icelake_assets.maintenance.results.effect import OpEffect
+from icelake_assets.maintenance.results.expire_data import ExpireDataResult
 from icelake_assets.maintenance.results.models import (
     ExpireResult,
     ManifestResult,
@@ -32,9 +33,15 @@ R = TypeVar("R", bound=OpResult)
 # What an op's work takes besides (spark, ref, table, policy, stats_fn), supplied by the run:
 # the orphan scan of the table's storage and the orphan candidates earlier runs recorded (with the
 # run's id), the run's partition scope (and approval, progress), the snapshots this run's rewrites
-# committed before it, or the run's id (names its restore point).
+# committed before it, the run's id (names its restore point), or whether an operator approved the run.
 RunInput = Literal[
-    "orphan_scan", "orphan_candidates", "partition_scope", "data_commits", "rewritten_snapshots", "run_id"
+    "orphan_scan",
+    "orphan_candidates",
+    "partition_scope",
+    "data_commits",
+    "rewritten_snapshots",
+    "run_id",
+    "approval",
 ]
 EffectCheck = Callable[[R, TableStats, Policy, int], OpEffect]
 
@@ -79,6 +86,14 @@ RESTORE_POINTS_OP = MaintenanceOp(
     "restore",
     inputs=("run_id",),
 )
+EXPIRE_DATA_OP = MaintenanceOp(
+    op_plan("expire_data"),
+    ExpireDataResult,
+    expire_data.expire_data,
+    effects.expire_data_effect,
+    "expire_data",
+    inputs=("approval",),
+)
 EXPIRE_OP = MaintenanceOp(
     op_plan("expire_snapshots"), ExpireResult, runner.expire_snapshots, effects.expire_effect, "expire"
 )
@@ -118,6 +133,7 @@ STATISTICS_OP = MaintenanceOp(
 )
 MAINTENANCE_OPS: tuple[MaintenanceOp[Any], ...] = (
     RESTORE_POINTS_OP,
+    EXPIRE_DATA_OP,
     EXPIRE_OP,
     ORPHANS_OP,
     REWRITE_OP,

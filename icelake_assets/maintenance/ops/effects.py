@@ -10,6 +10,7 @@ from dataclasses import replace
 from icelake_assets.health.findings import Severity
 from icelake_assets.health.stats import TableStats
 from icelake_assets.maintenance.results.effect import Effect, OpEffect, finding_effect, overtaken, worst
+from icelake_assets.maintenance.results.expire_data import ExpireDataResult
 from icelake_assets.maintenance.results.models import (
     ExpireResult,
     ManifestResult,
@@ -18,6 +19,7 @@ from icelake_assets.maintenance.results.models import (
     StatisticsResult,
 )
 from icelake_assets.maintenance.results.restore_points import RestorePointResult
+from icelake_assets.planning.data_retention import retention_finding
 from icelake_assets.planning.deletes import delete_files_finding
 from icelake_assets.planning.layout import layout_drift_finding
 from icelake_assets.planning.manifests import manifest_finding
@@ -25,6 +27,17 @@ from icelake_assets.planning.rewrite import small_files_finding
 from icelake_assets.planning.snapshots import snapshot_finding
 from icelake_assets.planning.statistics import statistics_finding
 from icelake_assets.settings import Policy
+
+
+def expire_data_effect(res: ExpireDataResult, after: TableStats, policy: Policy, others: int) -> OpEffect:
+    """Effective when data_retention passes after the run. Merge-on-read deletes leave the files' bounds
+    reaching past the cut-off until a rewrite applies them: rows went, the check still counts them."""
+    progress = f"{res.rows_removed} rows older than {res.cutoff} deleted"
+    finding = retention_finding(after, policy)
+    if not finding.passed and res.rows_removed and not res.metadata_only and res.files_added == 0:
+        why = f"{progress} by delete files; {finding.summary} until a rewrite applies them"
+        return OpEffect(res.op, "partial", why, finding.check)
+    return finding_effect(res.op, finding, progress, others)
 
 
 def expire_effect(res: ExpireResult, after: TableStats, policy: Policy, others: int) -> OpEffect:

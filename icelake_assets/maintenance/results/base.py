@@ -109,3 +109,12 @@ class OpResult:
     def snapshots_rewritten(self) -> int:
         """Snapshots of rewritten files it committed (statistics follow them)."""
         return 0
+
+    def expiry_commits(self) -> dict[int, int]:
+        """Snapshots that deleted rows on purpose (row retention), each with the live rows its summary
+        says it removed: validation expects exactly that change from them."""
+        return {}
+
+    def expiry_mismatch(self) -> str | None:
+        """What the op's own counts of the rows it meant to delete contradict (validation fails)."""
+        return None

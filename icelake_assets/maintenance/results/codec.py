@@ -15,9 +15,10 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar, Union, cast
 
-from icelake_assets.maintenance.results import (
-    models as models,  # declares the ops' result classes
-    restore_points as restore_points,  # and this one's
+from icelake_assets.maintenance.results import (  # declare the ops' result classes
+    expire_data as expire_data,
+    models as models,
+    restore_points as restore_points,
 )
 from icelake_assets.maintenance.results.base import RESULT_CLASSES, OpResult
 

@@ -5,8 +5,8 @@ the result in Dagster (metadata, tags, failures)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pyiceberg.table import Table
@@ -60,13 +60,20 @@ class Baseline:
     since), or the current one when nothing rewrote."""
 
     snapshot_id: int | None
-    rewrote: bool  # an op of ours committed rewritten files: only then can rows have changed
+    rewrote: bool  # an op of ours committed rewritten files or expired rows: only then can rows change
+    # The run's row expiry commits, each with the rows its summary says it removed.
+    expiry: Mapping[int, int] = field(default_factory=dict)
+    expiry_mismatch: str | None = None  # what the expiry's own counts contradict
 
 
 def baseline(ops: Sequence[OpResult], current_snapshot_id: int | None) -> Baseline:
-    rewrites = [o for o in ops if o.acted and o.op in REWRITING_OPS]
-    if rewrites:
-        return Baseline(rewrites[0].snapshot_before, True)
+    """Where the first op that changed rows or files started (the row expiry, first in the chain,
+    or a rewrite)."""
+    expiry = {snap: rows for o in ops if o.acted for snap, rows in o.expiry_commits().items()}
+    changing = [o for o in ops if o.acted and (o.op in REWRITING_OPS or o.expiry_commits())]
+    if changing:
+        mismatch = next((m for o in ops if o.acted and (m := o.expiry_mismatch())), None)
+        return Baseline(changing[0].snapshot_before, True, expiry, mismatch)
     return Baseline(current_snapshot_id, False)
 
 
@@ -97,10 +104,17 @@ def check_rows(
     result, described = None, None
     try:
         result = validate_row_counts(
-            spark if start.rewrote else None, ref, table, start.snapshot_id, real_counts=start.rewrote
+            spark if start.rewrote else None,
+            ref,
+            table,
+            start.snapshot_id,
+            real_counts=start.rewrote,
+            expiry=start.expiry,
         )
         if not result.ok:
             return RowCheck(result, result.mismatch(ref))
+        if start.expiry_mismatch:
+            return RowCheck(result, f"{ref}: {start.expiry_mismatch}")
         if cross_engine:
             cross = cross_engine_check(spark(), ref, table)
             described = cross.describe()
@@ -115,7 +129,7 @@ def check_rows(
 def roll_back(table: Table, start: Baseline) -> RollbackOutcome | None:
     """Undo our rewrites after a failed validation, when nothing else came after them; None when the
     run rewrote nothing (nothing of ours to undo)."""
-    return rollback_if_safe(table, start.snapshot_id) if start.rewrote else None
+    return rollback_if_safe(table, start.snapshot_id, frozenset(start.expiry)) if start.rewrote else None
 
 
 def failed_outcome(rollback: RollbackOutcome | None) -> RunOutcome:

@@ -11,14 +11,17 @@ runs of the same kind (writer commits, or rewrites: ``replace``):
 
 * the writers' net rows = the sum over writer runs of ``live(last) - live(parent of first)``;
 * every run of rewrites must leave ``live`` unchanged;
-* expected rows after = ``live(before) + writers' net rows`` = ``live(after)`` when nothing was lost.
+* every commit of the run's row expiry (expire_data) must change ``live`` by exactly the rows its
+  own summary says it removed (deleted-records - added-records + added-position-deletes);
+* expected rows after = ``live(before) + writers' net rows - expired rows`` = ``live(after)`` when
+  nothing else was lost.
 
 Summary counts of the before- and after-snapshots are confirmed by real Spark counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pyiceberg.exceptions import CommitFailedException
@@ -55,10 +58,13 @@ class ValidationResult:
     spark_counted_snapshots: int = 0
     # A snapshot with delete files and no Spark at hand (no rewrite ran): its data rows were reported.
     estimated: bool = False
+    expired_rows: int = 0  # rows the run's row expiry removed by its commits' summaries
+    # Expiry commits whose live-row change differs from their summary: [snapshot, change, expected].
+    expiry_changes: list[list[int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.rows_after == self.rows_expected and not self.rewrite_changes
+        return self.rows_after == self.rows_expected and not self.rewrite_changes and not self.expiry_changes
 
     def mismatch(self, ref: TableRef | str) -> str:
         """Why validation failed, for the run's failure and the audit record ('' when ok)."""
@@ -69,10 +75,17 @@ class ValidationResult:
                 f"{ref}: the rewrite commit(s) {span} changed the live rows by {delta:+d} "
                 f"({self.rows_before} before, {self.rows_after} after, {self.rows_expected} expected)"
             )
+        if self.expiry_changes:
+            snap, delta, expected = self.expiry_changes[0]
+            return (
+                f"{ref}: the row expiry commit {snap} changed the live rows by {delta:+d}, its summary "
+                f"says {expected:+d}"
+            )
         if self.rows_after != self.rows_expected:
+            expired = f" - {self.expired_rows} expired" if self.expired_rows else ""
             return (
                 f"{ref}: row count after maintenance is {self.rows_after}, expected {self.rows_expected} "
-                f"({self.rows_before} before + {self.writer_rows_since} from writers)"
+                f"({self.rows_before} before + {self.writer_rows_since} from writers{expired})"
             )
         return ""
 
@@ -140,14 +153,22 @@ def _commits_since(table: Table, before_id: int | None) -> list:
     return list(reversed(list(ancestors(table, until=before_id))))
 
 
-def _runs(commits: list) -> list[tuple[bool, list]]:
-    """Consecutive commits of the same kind: [(is_rewrite, [snapshots...]), ...], oldest first."""
-    runs: list[tuple[bool, list]] = []
+def _kind(snap, expiry: Mapping[int, int]) -> str:
+    if snap.snapshot_id in expiry:
+        return "expiry"
+    return "rewrite" if _is_rewrite(snap) else "writer"
+
+
+def _runs(commits: list, expiry: Mapping[int, int]) -> list[tuple[str, list]]:
+    """Consecutive commits of the same kind (writer, rewrite; each expiry commit alone):
+    [(kind, [snapshots...]), ...], oldest first."""
+    runs: list[tuple[str, list]] = []
     for snap in commits:
-        if runs and runs[-1][0] == _is_rewrite(snap):
+        kind = _kind(snap, expiry)
+        if runs and runs[-1][0] == kind and kind != "expiry":
             runs[-1][1].append(snap)
         else:
-            runs.append((_is_rewrite(snap), [snap]))
+            runs.append((kind, [snap]))
     return runs
 
 
@@ -157,9 +178,12 @@ def validate_row_counts(
     table: Table,
     before_snapshot_id: int | None,
     real_counts: bool = True,
+    expiry: Mapping[int, int] | None = None,
 ) -> ValidationResult:
     """``spark``: a session or a function returning one (called only when a count is needed); None
-    when no rewrite of ours ran (nothing to compare: summaries only, see :class:`LiveRows`)."""
+    when no rewrite of ours ran (nothing to compare: summaries only, see :class:`LiveRows`);
+    ``expiry``: the run's row expiry commits, each with the rows its summary says it removed."""
+    expiry = expiry or {}
     spark_fn: Callable[[], SparkSession] | None
     if spark is None or not isinstance(spark, SparkSession):
         spark_fn = spark
@@ -168,15 +192,19 @@ def validate_row_counts(
     table.refresh()
     live = LiveRows(table, ref, spark_fn)
     rows_before = live(before_snapshot_id)
-    writer_rows, rewrites, changes = 0, 0, []
+    writer_rows, rewrites, changes, expired, expiry_changes = 0, 0, [], 0, []
     parent = before_snapshot_id
-    for is_rewrite, run in _runs(_commits_since(table, before_snapshot_id)):
+    for kind, run in _runs(_commits_since(table, before_snapshot_id), expiry):
         last = run[-1].snapshot_id
         delta = live(last) - live(parent)
-        if is_rewrite:
+        if kind == "rewrite":
             rewrites += len(run)
             if delta:  # a rewrite must not change what readers see
                 changes.append([run[0].snapshot_id, last, delta])
+        elif kind == "expiry":
+            expired += expiry[last]
+            if delta != -expiry[last]:  # it removed other rows than it committed to
+                expiry_changes.append([last, delta, -expiry[last]])
         else:
             writer_rows += delta
         parent = last
@@ -197,12 +225,14 @@ def validate_row_counts(
         after_snapshot_id=after_id,
         rows_before=rows_before,
         rows_after=rows_after,
-        rows_expected=rows_before + writer_rows,
+        rows_expected=rows_before + writer_rows - expired,
         writer_rows_since=writer_rows,
         rewrite_snapshots=rewrites,
         rewrite_changes=changes,
         spark_counted_snapshots=len(live.counted),
         estimated=live.estimated,
+        expired_rows=expired,
+        expiry_changes=expiry_changes,
     )
 
 
@@ -213,8 +243,11 @@ class RollbackOutcome:
     writer_snapshots: tuple[int, ...] = ()
 
 
-def rollback_if_safe(table: Table, before_snapshot_id: int | None) -> RollbackOutcome:
-    """Roll the table back to ``before_snapshot_id`` when every commit since is a rewrite of ours.
+def rollback_if_safe(
+    table: Table, before_snapshot_id: int | None, ours: frozenset[int] = frozenset()
+) -> RollbackOutcome:
+    """Roll the table back to ``before_snapshot_id`` when every commit since is a rewrite of ours (or
+    one of ``ours``: the run's row expiry commits).
 
     A writer commit after it would be lost by a rollback, so then nothing is done. pyiceberg commits
     the rollback with a requirement that main still points where we looked: a writer committing in
@@ -225,7 +258,7 @@ def rollback_if_safe(table: Table, before_snapshot_id: int | None) -> RollbackOu
     since = _commits_since(table, before_snapshot_id)
     if not since:
         return RollbackOutcome(False, "nothing was committed after the before-snapshot")
-    writers = tuple(s.snapshot_id for s in since if not _is_rewrite(s))
+    writers = tuple(s.snapshot_id for s in since if not _is_rewrite(s) and s.snapshot_id not in ours)
     if writers:
         return RollbackOutcome(
             False,

@@ -21,6 +21,8 @@ METADATA_CHECKS = {
     "layout_drift": "Data files written under an older partition spec or out of the table's sort order.",
     "statistics": "Column statistics (Puffin NDV sketches) for cost-based optimizers: missing for the current "
     "snapshot, or computed on rows that changed since.",
+    "data_retention": "Rows older than the retention policy keeps (from the retention column's bounds in the "
+    "manifests): files wholly past the cut-off and files straddling it.",
 }
 # One summary per table: its status and score, every check's result and a link to the job that fixes it.
 HEALTH_CHECK = "health"

@@ -1,0 +1,154 @@
+"""expire_data: delete the rows past the retention cut-off (the first op of the chain).
+
+Decided again on fresh metadata (planning/data_retention.py), then one Spark ``DELETE`` whose
+condition is the cut-off in the column's own terms, every part quoted. Where every file with expired
+rows is wholly past the cut-off (the cut-off lies on a partition boundary: health/data_retention.py
+lowers it there for tables partitioned by the column), Iceberg drops the files as a metadata-only
+delete; otherwise Spark deletes rows in the table's write mode. What went is read back from the
+snapshot summaries of the run's own commits (validation expects exactly that change).
+
+A table's first expiry deletes data that was never deleted before: it acts only when the run carries
+the approval tag (planning/guards.py holds it in the sensor too)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+
+from icelake_assets.catalog.ancestry import ancestors
+from icelake_assets.catalog.connection import TableRef, current_snapshot_id
+from icelake_assets.health.data_retention import (
+    RetentionColumn,
+    RetentionFacts,
+    retention_column,
+    sortable_format,
+)
+from icelake_assets.maintenance.ops.runner import StatsFn, timed
+from icelake_assets.maintenance.results.expire_data import ExpireDataResult, ExpiryCommit
+from icelake_assets.maintenance.spark import commit_tags, row_delete
+from icelake_assets.partitions.quoting import quote_identifier, sql_string
+from icelake_assets.planning.data_retention import decide_expire_data
+from icelake_assets.planning.guards import APPROVAL_TAG
+from icelake_assets.settings import Policy
+from icelake_assets.types import SNAPSHOT_OP, SNAPSHOT_RUN_ID, IcelakeError
+
+
+class RetentionPredicateError(IcelakeError, ValueError):
+    """The retention cut-off cannot be written as a condition Spark compares correctly."""
+
+
+def retention_condition(col: RetentionColumn, cutoff: datetime) -> str:
+    """``<column> < <cut-off literal>``: a TIMESTAMP (timestamptz, at UTC) or TIMESTAMP_NTZ literal, a
+    DATE, a number in the column's unit, or a string in the column's format (only formats whose text
+    sorts like time: anything else is refused)."""
+    name = ".".join(quote_identifier(p) for p in col.name.split("."))
+    if col.kind == "timestamptz":
+        literal = f"TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f') + '+00:00')}"
+    elif col.kind == "timestamp":
+        literal = f"TIMESTAMP_NTZ {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))}"
+    elif col.kind == "date":
+        literal = f"DATE {sql_string(cutoff.date().isoformat())}"
+    elif col.kind == "epoch":
+        literal = str(int(col.key(cutoff)))
+    elif col.kind == "string" and col.format and not (why := sortable_format(col.format)):
+        literal = sql_string(str(col.key(cutoff)))
+    else:
+        fmt = col.format or "no format"
+        raise RetentionPredicateError(
+            f"retention on {col.name!r} ({col.kind}, {fmt}): cannot compare it with the cut-off"
+            + (f": {why}" if col.kind == "string" and col.format else "")
+        )
+    return f"{name} < {literal}"
+
+
+def _our_commits(table: Table, before: int | None, run_id: str | None) -> tuple[ExpiryCommit, ...]:
+    """The snapshots the delete committed, oldest first: those naming this run's expire_data (a writer
+    committing meanwhile is not ours), or, in a session no run tagged, every one since ``before``."""
+    found = []
+    for snap in ancestors(table, until=before):
+        summary = dict(snap.summary.additional_properties) if snap.summary else {}
+        if run_id is not None and (
+            summary.get(SNAPSHOT_RUN_ID) != run_id or summary.get(SNAPSHOT_OP) != "expire_data"
+        ):
+            continue
+        operation = snap.summary.operation.value if snap.summary else ""
+        found.append(ExpiryCommit.of(snap.snapshot_id, operation, summary))
+    return tuple(reversed(found))
+
+
+def expire_data(
+    spark_fn: Callable[[], SparkSession],
+    ref: TableRef,
+    table: Table,
+    policy: Policy,
+    stats_fn: StatsFn,
+    approved: bool = False,
+) -> ExpireDataResult:
+    def work() -> ExpireDataResult:
+        stats = stats_fn(table)
+        d = decide_expire_data(stats, policy)
+        facts = stats.data_retention
+        if not d.act or facts is None or facts.cutoff is None:
+            return ExpireDataResult(acted=False, reason=d.reason, signals=d.signals)
+        first = not facts.expired_before
+        if first and not approved:
+            why = (
+                f"first expiry of this table's rows ({facts.rows} rows in {facts.files} files older than "
+                f"{facts.cutoff}) awaits approval: launch with tag {APPROVAL_TAG}=true"
+            )
+            return ExpireDataResult(acted=False, reason=why, signals=d.signals, first_expiry=True)
+        col = retention_column(table, policy.retention)
+        if isinstance(col, str):  # the table changed since the stats were read
+            return ExpireDataResult(
+                acted=False, reason=f"retention cannot be applied: {col}", signals=d.signals
+            )
+        cutoff = datetime.fromisoformat(facts.cutoff)
+        condition = retention_condition(col, cutoff)
+        spark = spark_fn()
+        table.refresh()
+        before = current_snapshot_id(table)
+        matched_before = row_delete.count_matching(spark, ref, condition, before)
+        row_delete.delete_where(spark, ref, condition)
+        table.refresh()
+        after = current_snapshot_id(table)
+        run_id = commit_tags.session_properties(spark).get(SNAPSHOT_RUN_ID)
+        res = _result(
+            d.reason, d.signals, facts, condition, table, _our_commits(table, before, run_id), first
+        )
+        return replace(
+            res,
+            matched_before=matched_before,
+            matched_after=row_delete.count_matching(spark, ref, condition, after),
+        )
+
+    return timed(table, work)
+
+
+def _result(
+    reason: str,
+    signals: dict[str, object],
+    facts: RetentionFacts,
+    condition: str,
+    table: Table,
+    commits: tuple[ExpiryCommit, ...],
+    first: bool,
+) -> ExpireDataResult:
+    return ExpireDataResult(
+        acted=True,
+        reason=reason if commits else f"{reason}; Spark committed nothing (no row matched any more)",
+        signals=signals,
+        column=facts.column,
+        cutoff=facts.cutoff,
+        predicate=condition,
+        write_mode=table.properties.get("write.delete.mode", "copy-on-write"),
+        predicted_rows=facts.rows,
+        predicted_files=facts.files,
+        predicted_bytes=facts.bytes,
+        predicted_metadata_only=facts.metadata_only,
+        commits=commits,
+        first_expiry=first,
+    )

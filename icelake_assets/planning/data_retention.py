@@ -21,6 +21,7 @@ CHECK = "data_retention"
 
 def _metrics(f: RetentionFacts) -> dict[str, int | float]:
     return {
+        "retention_configured": 1,
         "keep_days": f.keep_days,
         "expired_files": f.expired_files,
         "expired_rows": f.expired_rows,
@@ -46,7 +47,9 @@ def _past(f: RetentionFacts) -> str:
 def retention_finding(stats: TableStats, policy: Policy) -> Finding:
     f = stats.data_retention
     if f is None:
-        return Finding(CHECK, Severity.OK, "retention not configured", "nothing to expire")
+        return Finding(
+            CHECK, Severity.OK, "retention not configured", "nothing to expire", {"retention_configured": 0}
+        )
     metrics = _metrics(f)
     where = f"{f.column} older than {f.keep_days:g} days"
     if f.problem:

@@ -3,6 +3,7 @@ drives one of those ops' decisions or says why none will act (issue 39)."""
 
 import pytest
 
+from icelake_assets.health.data_retention import RetentionFacts
 from icelake_assets.health.findings import CHECKS, Finding
 from icelake_assets.health.statistics import StatisticsFacts
 from icelake_assets.health.stats import PartitionStats, TableStats
@@ -44,6 +45,12 @@ def failing(check: str) -> TableStats:
     if check == "statistics":
         facts = StatisticsFacts(current_rows=50_000, columns=((1, "id"),), key_columns=("id",))
         return stats(records=50_000, data_files=1, statistics=facts)
+    if check == "data_retention":
+        facts = RetentionFacts(
+            "ts", 7.0, "now", kind="timestamp", cutoff="2024-01-01T00:00:00+00:00", cutoff_key=0,
+            expired_files=2, expired_rows=100, expired_bytes=2048, data_files=4, expired_before=True,
+        )  # fmt: skip
+        return stats(data_files=4, records=200, data_retention=facts)
     raise AssertionError(check)
 
 
@@ -60,6 +67,7 @@ def finding_of(check: str, policy: Policy) -> tuple[Finding, DecisionInputs]:
 def test_the_chain_of_op_plans_and_what_each_heals():
     assert [p.name for p in OP_PLANS] == [
         "manage_restore_points",
+        "expire_data",
         "expire_snapshots",
         "remove_orphan_files",
         "rewrite_data_files",
@@ -74,6 +82,7 @@ def test_the_chain_of_op_plans_and_what_each_heals():
         "layout_drift": ("rewrite_data_files",),
         "statistics": ("compute_statistics",),
         "orphan_files": ("remove_orphan_files",),
+        "data_retention": ("expire_data",),
     }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from icelake_assets.health.findings import CHECKS
-from icelake_assets.maintenance.ops import restore_points, rewrite, runner, statistics
+from icelake_assets.maintenance.ops import expire_data, restore_points, rewrite, runner, statistics
 from icelake_assets.maintenance.ops.chain import (
     MAINTENANCE_OPS,
     REWRITING_OPS,
@@ -32,6 +32,7 @@ def test_the_descriptors_in_chain_order():
             ("run_id",),
             False,
         ),
+        ("expire_data", "expire_data", "ExpireDataResult", expire_data.expire_data, ("approval",), False),
         ("expire_snapshots", "expire", "ExpireResult", runner.expire_snapshots, (), False),
         (
             "remove_orphan_files",

@@ -21,7 +21,6 @@ from icelake_assets.catalog.connection import TableRef
 from icelake_assets.maintenance.spark import commit_tags, fencing
 from icelake_assets.maintenance.spark.procedures import table_identifier
 
-_COMMIT_METADATA = "org.apache.iceberg.spark.CommitMetadata"
 _FIELD = "COMMIT_PROPERTIES"
 
 
@@ -33,7 +32,9 @@ def _jvm(spark: SparkSession) -> Any:
 
 def _thread_local(spark: SparkSession) -> Any:
     jvm = _jvm(spark)
-    cls = jvm.java.lang.Class.forName(_COMMIT_METADATA)
+    # py4j resolves the class as actions.py's SparkActions (the loader of Spark's jars); its
+    # java.lang.Class is then the reflection handle (Class.forName would ask the system loader).
+    cls = jvm.org.apache.iceberg.spark.CommitMetadata._java_lang_class
     field = cls.getDeclaredField(_FIELD)
     field.setAccessible(True)
     return field.get(None)

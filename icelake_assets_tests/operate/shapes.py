@@ -44,6 +44,17 @@ PLAN: dict[str, Any] = {
         "data_bytes_not_rewritten": INT,
         "reason": STR,
     },
+    "data_expiry": (
+        type(None),
+        {
+            "rows": INT,
+            "files": INT,
+            "bytes": INT,
+            "cutoff": OPT_STR,
+            "metadata_only": BOOL,
+            "first_expiry": BOOL,
+        },
+    ),
     "guards": {"verdict": ("allow", "defer", "hold", "skip"), "reason": STR, "details": DICT},
     "outcome": ("launched", "proposed", "observed", "deferred", "held", "skipped"),
     "enforce": {"action": ("launch", "defer", "hold", "nothing"), "ops": [STR]},

@@ -42,7 +42,8 @@ def test_include_exclude_patterns(tmp_path):
         ),
         (
             "thresholds:\n  operations: {enabled: [expire_snapshots, vacuum]}\n",
-            r"operations\.enabled\[1\]: Input should be 'manage_restore_points', 'expire_snapshots', 'remove_orphan_files', "
+            r"operations\.enabled\[1\]: Input should be 'manage_restore_points', 'expire_data', 'expire_snapshots', "
+            r"'remove_orphan_files', "
             r"'rewrite_data_files', 'rewrite_manifests' or 'compute_statistics'",
         ),
         (

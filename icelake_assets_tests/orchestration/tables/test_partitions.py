@@ -354,6 +354,7 @@ def test_a_backfill_of_5_days_compacts_exactly_those_days_with_one_materializati
         ]  # graph-asset ops
         assert sorted(ops) == sorted(
             [
+                "expire_data",
                 "expire_snapshots",
                 "remove_orphan_files",
                 "rewrite_data_files",

@@ -89,6 +89,7 @@ def test_steps_are_named_by_op_and_op_definitions_stay_unique_in_a_job_of_severa
     assets = [build_group_asset(g) for g in groups]
     ops = [
         "compute_statistics",
+        "expire_data",
         "expire_snapshots",
         "manage_restore_points",
         "remove_orphan_files",

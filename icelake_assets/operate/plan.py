@@ -135,8 +135,8 @@ class TablePlan:
         }
         if self.position_partitions:  # absent otherwise: the digests of plans without stay the same
             essence["position_partitions"] = list(self.position_partitions)
-        if "expire_data" in self.acting:  # the approval names the rows it lets go
-            essence["expire"] = [self.estimate.expire_cutoff, self.estimate.expire_rows]
+        if "expire_data" in self.acting:  # the rows it lets go (not the cut-off: it moves with the clock)
+            essence["expire"] = f"{self.estimate.expire_files}:{self.estimate.expire_rows}"
         text = json.dumps(essence, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 

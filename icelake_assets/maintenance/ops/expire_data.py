@@ -31,7 +31,8 @@ from icelake_assets.maintenance.ops.runner import StatsFn, timed
 from icelake_assets.maintenance.results.expire_data import ExpireDataResult, ExpiryCommit
 from icelake_assets.maintenance.spark import commit_tags, row_delete
 from icelake_assets.partitions.quoting import quote_identifier, sql_string
-from icelake_assets.planning.data_retention import decide_expire_data
+from icelake_assets.planning.data_retention import OP, decide_expire_data
+from icelake_assets.planning.decision import disabled
 from icelake_assets.planning.guards import APPROVAL_TAG
 from icelake_assets.settings import Policy
 from icelake_assets.types import SNAPSHOT_OP, SNAPSHOT_RUN_ID, IcelakeError
@@ -89,6 +90,10 @@ def expire_data(
     approved: bool = False,
 ) -> ExpireDataResult:
     def work() -> ExpireDataResult:
+        if off := disabled(OP, policy):  # the op of every run: no table statistics when it cannot act
+            return ExpireDataResult(acted=False, reason=off.reason)
+        if not policy.retention.enabled:
+            return ExpireDataResult(acted=False, reason="retention not configured")
         stats = stats_fn(table)
         d = decide_expire_data(stats, policy)
         facts = stats.data_retention

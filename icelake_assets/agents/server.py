@@ -32,6 +32,7 @@ from icelake_assets.agents.tools import register_docs, register_tools
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.writer import write_audit
 from icelake_assets.settings import Settings
+from icelake_assets.types import IcelakeError
 
 AGENT_ENV = "ICELAKE_AGENT"
 DOCS = ("health.md", "loop.md")
@@ -162,13 +163,15 @@ class IcelakeMCP(MCPServer[Any]):
             print(f"icelake mcp: warning: the call was not audited: {done.log_error}", file=sys.stderr)
 
 
-class UnknownName(Exception):
+class UnknownName(IcelakeError, LookupError):
+    """A tool or argument the server does not know (``kind`` names which)."""
+
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
 
 
-class ToolFailed(Exception):
+class ToolFailed(IcelakeError, RuntimeError):
     """The SDK answered the call with an error (its text: the tool's message or the bad argument)."""
 
     def __init__(self, result: CallToolResult) -> None:

@@ -6,6 +6,8 @@ from dagster import AssetKey, GraphDefinition
 
 from bench.bare_shapes import MINIMAL_CHECK, from_environment, minimal_shape, same_shape
 from bench.shape_spec import ShapeSpec, spec_of
+from icelake_assets.health.findings import CHECKS
+from icelake_assets.maintenance.ops.chain import MAINTENANCE_OPS
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME
 from icelake_assets_tests.conftest import discovered_table
@@ -48,11 +50,12 @@ def test_the_same_shape_has_the_products_assets_checks_jobs_and_ops(make_lake, t
     bare = same_shape(ShapeSpec.read(path)).get_repository_def()
 
     assert bare.asset_graph.get_all_asset_keys() == product.asset_graph.get_all_asset_keys()
-    assert _checks(bare) == _checks(product) and len(_checks(product)) == 8 * 9 + 1
+    # 8 tables x (every check, health, table_configuration), plus the overview's catalogs_reachable
+    assert _checks(bare) == _checks(product) and len(_checks(product)) == 8 * (len(CHECKS) + 2) + 1
     assert {j.name for j in bare.get_all_jobs()} == {j.name for j in product.get_all_jobs()}
     assert len(product.get_all_jobs()) >= 6  # maintenance (x3 partitions kinds), health, checks, orphans
     assert _ops(bare) == _ops(product) and len(_ops(product)) == 4
-    assert all(len(names) == 6 for names in _ops(product).values())
+    assert all(len(names) == len(MAINTENANCE_OPS) + 1 for names in _ops(product).values())  # + validate
     # Every job executes the same asset and check keys, every check op holds the same checks.
     assert spec_of(bare) == spec
 

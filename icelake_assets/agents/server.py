@@ -99,7 +99,8 @@ class IcelakeMCP(MCPServer[Any]):
                 result = await super().call_tool(name, arguments, context)
             finally:
                 guardrails.CALLER.reset(token)
-            assert isinstance(result, CallToolResult)
+            if type(result) is not CallToolResult:  # an elicitation: none of these tools asks for input
+                raise ToolFailed(CallToolResult(content=[], is_error=True))
             if result.is_error:  # the SDK's own: arguments of the wrong type, a tool that raised
                 raise ToolFailed(result)
             body: dict[str, Any] = result.structured_content or {}

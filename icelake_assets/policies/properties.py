@@ -46,6 +46,8 @@ PROPERTY_ALLOWLIST: dict[str, Direction] = {
     "delete_files.max_file_ratio": "up",
     "delete_files.max_record_ratio": "up",
     "statistics.max_stale_ratio": "up",
+    # Rows kept longer (the settings file turns retention on and names the column).
+    "retention.keep_days": "up",
     "statistics.min_rows": "up",
     "guards.quiet_period_minutes": "up",
     "guards.max_rewrite_bytes": "down",

@@ -4,6 +4,7 @@ import pytest
 
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.planning.manifests import decide_manifests
+from icelake_assets.planning.op_plans import OP_PLANS
 from icelake_assets.planning.orphans import decide_orphans
 from icelake_assets.planning.rewrite import decide_rewrite, rewrite_options
 from icelake_assets.planning.snapshots import decide_expire
@@ -69,7 +70,8 @@ def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
         target_file_size_bytes=1024,
         manifests=5,
     )
-    # operations.enabled names exactly the ops plan decides on, in run order.
+    # operations.enabled names exactly the ops plan decides on, in run order (the chain's).
+    assert tuple(p.name for p in OP_PLANS) == OPERATIONS
     ops = [
         decide_expire(stats, policy).op,
         decide_orphans(0, 0, policy).op,
@@ -77,7 +79,7 @@ def test_disabled_operations_never_act_and_rewrite_options_follow_the_policy():
         decide_manifests(stats, policy).op,
         decide_statistics(stats, policy).op,
     ]
-    assert tuple(ops) == OPERATIONS
+    assert ops == [o for o in OPERATIONS if o in ops]
     decision = decide_manifests(stats, policy)
     assert not decision.act and "disabled by policy (operations.enabled: expire_snapshots)" in decision.reason
     assert decide_manifests(

@@ -216,3 +216,18 @@ def test_a_table_property_may_only_raise_the_minimum_snapshot_age():
     lowered = resolve_policy(s, TRIPS, {"icelake.snapshots.min_age_hours": "0"})
     assert lowered.policy.snapshots.min_age_hours == 24
     assert "a table property may only raise snapshots.min_age_hours" in "\n".join(lowered.problems)
+
+
+def test_a_table_property_keeps_rows_longer_but_never_turns_retention_on_or_shortens_it():
+    """Issue 40: retention.keep_days may only go up, and only where the settings file set it."""
+    on = settings({"thresholds": {"retention": {"column": "ts", "keep_days": 30}}})
+    longer = resolve_policy(on, TRIPS, {"icelake.retention.keep_days": "90"})
+    assert longer.problems == () and longer.policy.retention.keep_days == 90
+    shorter = resolve_policy(on, TRIPS, {"icelake.retention.keep_days": "7"})
+    assert (
+        shorter.policy.retention.keep_days == 30
+        and "may only raise retention.keep_days" in shorter.problems[0]
+    )
+    off = resolve_policy(settings({}), TRIPS, {"icelake.retention.keep_days": "90"})
+    assert off.policy.retention.keep_days is None
+    assert "icelake.retention.keep_days='90' ignored" in off.problems[0]

@@ -24,10 +24,8 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import (
     CommitFailedException,
-    NamespaceAlreadyExistsError,
     NoSuchNamespaceError,
     NoSuchTableError,
-    TableAlreadyExistsError,
 )
 from pyiceberg.expressions import EqualTo
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -36,6 +34,7 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
+from icelake_assets.audit.internal_tables import APPEND_ONLY_PROPERTIES, create_internal_table, trim_history
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.health.orphan_phases import Candidate, CandidateEvent, live_candidates
 from icelake_assets.settings import INTERNAL_NAMESPACE, Settings
@@ -58,14 +57,7 @@ CANDIDATE_SPEC = PartitionSpec(
 )
 CANDIDATE_PROPERTIES = {
     "comment": "icelake_assets orphan candidates: seen, deleted and dropped events per table and file",
-    "format-version": "2",
-    "commit.manifest-merge.enabled": "true",
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "20",
-    # Runs of many tables append at once: retry conflicts often and soon (pyiceberg's own retry).
-    "commit.retry.num-retries": "10",
-    "commit.retry.min-wait-ms": "20",
-    "commit.retry.max-wait-ms": "2000",
+    **APPEND_ONLY_PROPERTIES,
 }
 _MAX_SNAPSHOTS = 50  # metadata only: in an append-only table every data file stays referenced
 
@@ -108,23 +100,10 @@ class OrphanCandidates:
         return self._table
 
     def _create(self) -> Table:
-        namespace = self.identifier[:-1]
         try:
-            self.catalog.create_namespace(namespace)
-        except NamespaceAlreadyExistsError:
-            pass
-        except Exception:  # SQL catalog: a concurrent create surfaces as the unique-constraint error
-            if not self.catalog.namespace_exists(namespace):
-                raise
-        try:
-            return self.catalog.create_table(
-                self.identifier,
-                schema=CANDIDATE_SCHEMA,
-                partition_spec=CANDIDATE_SPEC,
-                properties=CANDIDATE_PROPERTIES,
+            return create_internal_table(
+                self.catalog, self.identifier, CANDIDATE_SCHEMA, CANDIDATE_SPEC, CANDIDATE_PROPERTIES
             )
-        except TableAlreadyExistsError:
-            return self.catalog.load_table(self.identifier)
         except Exception as err:
             raise OrphanCandidatesError(
                 f"orphan candidates table {self.name} cannot be created: {err}"
@@ -186,13 +165,4 @@ class OrphanCandidates:
         return len(rows)
 
     def _trim(self, tbl: Table) -> None:
-        snapshots = tbl.metadata.snapshots
-        if len(snapshots) <= _MAX_SNAPSHOTS:
-            return
-        cutoff_ms = sorted(s.timestamp_ms for s in snapshots)[-(_MAX_SNAPSHOTS // 2)]
-        try:
-            tbl.maintenance.expire_snapshots().older_than(
-                datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
-            ).commit()
-        except CommitFailedException:
-            pass  # another run committed meanwhile: the next record trims
+        trim_history(tbl, _MAX_SNAPSHOTS)

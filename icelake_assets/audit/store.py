@@ -27,10 +27,8 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import (
     CommitFailedException,
-    NamespaceAlreadyExistsError,
     NoSuchNamespaceError,
     NoSuchTableError,
-    TableAlreadyExistsError,
 )
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, GreaterThanOrEqual
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -46,6 +44,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from icelake_assets.audit.internal_tables import APPEND_ONLY_PROPERTIES, create_internal_table, trim_history
 from icelake_assets.audit.records import AuditRecord, dumps, sequence_of_records
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.settings import INTERNAL_NAMESPACE, Settings
@@ -84,15 +83,7 @@ AUDIT_SPEC = PartitionSpec(
 )
 AUDIT_PROPERTIES = {
     "comment": "icelake_assets audit trail: one row per maintenance decision and per op",
-    "format-version": "2",
-    # One snapshot per append: merge manifests and drop old metadata files so the log stays cheap to read.
-    "commit.manifest-merge.enabled": "true",
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "20",
-    # pyiceberg's own commit retry (defaults: 4 retries from 100 ms): appends are tiny, retry more, sooner.
-    "commit.retry.num-retries": "10",
-    "commit.retry.min-wait-ms": "20",
-    "commit.retry.max-wait-ms": "2000",
+    **APPEND_ONLY_PROPERTIES,
 }
 _JSON_FIELDS = ("signals", "policy", "writer_check", "results")
 _COLUMNS = tuple(f.name for f in AUDIT_SCHEMA.fields)
@@ -199,22 +190,10 @@ class AuditLog:
         return self._table
 
     def _create(self) -> Table:
-        namespace = self.identifier[:-1]
         try:
-            self.catalog.create_namespace(namespace)
-        except NamespaceAlreadyExistsError:
-            pass  # another process created it first
-        except Exception:
-            # pyiceberg's SQL catalog checks, then inserts: a process creating it at the same moment
-            # surfaces as the database's unique-constraint error. Fine if the namespace is there now.
-            if not self.catalog.namespace_exists(namespace):
-                raise
-        try:
-            return self.catalog.create_table(
-                self.identifier, schema=AUDIT_SCHEMA, partition_spec=AUDIT_SPEC, properties=AUDIT_PROPERTIES
+            return create_internal_table(
+                self.catalog, self.identifier, AUDIT_SCHEMA, AUDIT_SPEC, AUDIT_PROPERTIES
             )
-        except TableAlreadyExistsError:
-            return self.catalog.load_table(self.identifier)
         except Exception as err:
             raise AuditLogError(f"audit table {self.name} cannot be created: {err}") from err
 
@@ -296,17 +275,7 @@ class AuditLog:
         )
 
     def _trim_history(self, table: Table) -> None:
-        snapshots = table.metadata.snapshots
-        if len(snapshots) <= self.max_snapshots:
-            return
-        keep = max(1, self.max_snapshots // 2)
-        cutoff_ms = sorted(s.timestamp_ms for s in snapshots)[-keep]
-        try:
-            table.maintenance.expire_snapshots().older_than(
-                datetime.fromtimestamp(cutoff_ms / 1000, tz=UTC)
-            ).commit()
-        except CommitFailedException:
-            table.refresh()  # someone else committed meanwhile: the next append trims instead
+        trim_history(table, self.max_snapshots)
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ def test_plan_of_a_held_table_names_the_guard_the_estimate_and_the_approval(lake
     assert doc["estimate"]["rewrite_files"] == 25 and doc["partitions"] == ["<unpartitioned>"]
     assert doc["approve"] == {"awaiting": True, "command": f"icelake approve {'/'.join(held.asset_key_path)}"}
     assert [o["op"] for o in doc["ops"]] == [
+        "manage_restore_points",  # restore points off: decided, does not act
         "expire_data",  # retention not configured: decided, does not act
         "expire_snapshots",
         "rewrite_data_files",

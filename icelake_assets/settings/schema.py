@@ -162,6 +162,13 @@ class AutomationSettings(StrictModel):
     # run queue beyond the cap (best first), so a freed slot is refilled without waiting for a tick.
     # Unset: as many as the cap. 0: request only the free slots.
     queued_runs_ahead: int | None = Field(None, ge=0, le=1000)
+    # The launch order under the run cap (planning/priority.py): each table (or namespace) has an equal
+    # share of the maintenance run time of the last ``fair_share_window_hours``; a table over its share
+    # launches after those under theirs, unless it has waited past ``max_wait_minutes`` (then the
+    # tables past that bound go first, oldest first, whatever their share or benefit).
+    fair_share_window_hours: float = Field(24.0, gt=0, le=7 * 24)
+    fair_share_by: Literal["table", "namespace"] = "table"
+    max_wait_minutes: float = Field(240.0, gt=0, le=30 * 24 * 60)
     # The metadata checks of every table (cheap); the orphan check lists storage, so it runs less often.
     checks_cron: str = "*/30 * * * *"
     orphan_checks_cron: str = "0 4 * * *"

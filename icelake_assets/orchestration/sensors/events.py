@@ -238,6 +238,9 @@ def ranked(evaluation: TableEvaluation, rank: Rank, slots: str) -> TableEvaluati
     extra = {
         "sensor/priority_rank": MetadataValue.int(rank.rank),
         "sensor/benefit_files": MetadataValue.int(rank.benefit),
+        "sensor/launch_rule": MetadataValue.text(str(rank.rule)),
+        # Since its finding was first seen failing (the lag the overview and Prometheus show too).
+        "sensor/waiting_minutes": MetadataValue.float(round(rank.waited_seconds / 60, 1)),
     }
     if rank.queued:
         return _defer(

@@ -7,8 +7,9 @@ location did not change since the last tick is not even loaded. Tables are visit
 a cursor, and a tick stops after its time budget, so thousands of tables fit Dagster's 60 s limit.
 
 Priority: when the instance's global run cap leaves fewer slots than tables wanting a run, the tick
-requests the free slots' worth, best first by the overview's ranking (file opens saved per scan,
-then the finding's age), and records the others as ``queued_by_priority`` (re-ranked next tick).
+requests the free slots' worth in the launch order (planning/priority.py: tables waited past
+``automation.max_wait_minutes`` first, then benefit within the fair share of run time, then those
+over it), and records the others as ``queued_by_priority`` (re-ranked next tick).
 """
 
 import time
@@ -100,8 +101,7 @@ def evaluate_tick(
     catalogs = observe_catalogs(context, icelake, tables)
     clock = TickClock(started, time.time())
     plan = plan_tables(context, icelake, tables, partitions, cursor, catalogs, runs, options, clock)
-    ahead = icelake.settings.automation.queued_runs_ahead
-    order = order_and_cap(context, ahead, plan, runs, clock.now)
+    order = order_and_cap(context, icelake.settings.automation, plan, runs, clock.now)
     settled = settle(cursor, plan, order, clock.now, orphan_scan_seconds)
     result = tick_requests(context, settled, order.launching, len(tables), plan.visited, started)
     # The loop's own state (runs in flight and queued, by table): alerts on a stalled loop. Before

@@ -21,6 +21,7 @@ from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.runs import model as run_model
 from icelake_assets.orchestration.runs.model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.orchestration.runs.recovery import recover
+from icelake_assets.orchestration.runs.usage import run_seconds
 from icelake_assets.orchestration.sensors.cursor import TickCursor
 from icelake_assets.orchestration.sensors.events import (
     TableEvaluation,
@@ -32,9 +33,10 @@ from icelake_assets.orchestration.sensors.events import (
 )
 from icelake_assets.planning.history import History, LastOutcome, Runs, Seen, finding_since, needs_evaluation
 from icelake_assets.planning.outcome import WAITING, Outcome
-from icelake_assets.planning.priority import rank_launches
+from icelake_assets.planning.priority import Usage, rank_launches
 from icelake_assets.planning.relaunch import OUTCOME_TABLE_TAG
 from icelake_assets.planning.table import plan_table
+from icelake_assets.settings import AutomationSettings
 
 
 @dataclass(frozen=True)
@@ -295,28 +297,36 @@ def plan_tables(
 
 def order_and_cap(
     context: SensorEvaluationContext,
-    queued_runs_ahead: int | None,
+    automation: AutomationSettings,
     plan: TickPlan,
     runs: RecoveredRuns,
     now: float,
 ) -> LaunchOrder:
     """When the instance's global run cap leaves fewer slots than tables wanting a run, the free slots'
-    worth are requested, best first (file opens saved per scan, then the finding's age); the others
-    become ``queued_by_priority`` (re-ranked next tick)."""
+    worth are requested in the launch order (planning/priority.py: waited past the bound, then benefit
+    within the fair share, then over it); the others become ``queued_by_priority`` (re-ranked next tick)."""
     # When the finding was first seen (an older finding goes first among equal benefits).
     found_at = {e.name: finding_since(e.previous, now) for e in plan.evaluated}
     evaluations = dict(plan.evaluations)
     wanting = [e.name for e in plan.evaluated if evaluations[e.name].outcome == Outcome.LAUNCHED]
     if not wanting:
         return LaunchOrder(evaluations, (), found_at)
-    free, slots = run_model.free_slots(context.instance, runs.pools, queued_runs_ahead)
-    ranks = rank_launches([(w, evaluations[w].benefit) for w in wanting], found_at, free, now)
+    free, slots = run_model.free_slots(context.instance, runs.pools, automation.queued_runs_ahead)
+    usage = None
+    if free is not None and free < len(wanting):  # the runs' time is read only when slots are short
+        window = automation.fair_share_window_hours * 3600
+        used = run_seconds(context.instance, runs.pools, runs.names, now, window)
+        usage = Usage.of(wanting, used, automation.fair_share_by, window)
+    wait = automation.max_wait_minutes * 60
+    ranks = rank_launches([(w, evaluations[w].benefit) for w in wanting], found_at, free, now, wait, usage)
     ranking = []
     for rank in ranks:
         evaluations[rank.table] = placed = ranked(evaluations[rank.table], rank, slots)
-        ranking.append(f"{rank.rank}. {placed.ref} {placed.outcome} ({rank.benefit} files/scan, {rank.age})")
+        ranking.append(
+            f"{rank.rank}. {placed.ref} {placed.outcome} ({rank.rule}: {rank.benefit} files/scan, {rank.age})"
+        )
     context.log.info(
-        f"launch order by benefit ({slots}): "
+        f"launch order ({slots}): "
         + "; ".join(ranking[:20])
         + (f" and {len(ranking) - 20} more" if len(ranking) > 20 else "")
     )

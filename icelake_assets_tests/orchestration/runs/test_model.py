@@ -222,7 +222,7 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
             "old": ("queued_by_priority", 3),
             "small": ("queued_by_priority", 4),
         }
-        log = next(line for line in capfd.readouterr().err.splitlines() if "launch order by benefit" in line)
+        log = next(line for line in capfd.readouterr().err.splitlines() if "launch order (" in line)
         assert "cap 2 runs + 0 queued ahead, 0 maintenance run(s) in flight: 2 free" in log
         assert (
             log.index("1. " + str(refs["t"]))
@@ -235,12 +235,12 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
             n: [r for r in log_.records(table=str(ref_)) if r.kind == "decision"] for n, ref_ in refs.items()
         }
         assert [r.decision for r in audit["t"]] == ["launched"] and audit["t"][0].reason.startswith(
-            "priority 1 of 4: 78 file opens saved per scan"
+            "priority 1 of 4, by benefit: 78 file opens saved per scan"
         )
         assert [r.decision for r in audit["small"]] == ["deferred"]
-        assert audit["small"][0].reason.startswith("priority 4 of 4: 42 file opens saved per scan") and (
-            "the free run slots went to higher-ranked tables" in audit["small"][0].reason
-        )
+        assert audit["small"][0].reason.startswith(
+            "priority 4 of 4, by benefit: 42 file opens saved per scan"
+        ) and ("the free run slots went to higher-ranked tables" in audit["small"][0].reason)
         # The daemon submits the two requested runs; both are queued or running.
         runs = [
             _queue(instance, defs, refs[n], dict(r.tags))

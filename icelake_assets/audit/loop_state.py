@@ -41,6 +41,16 @@ class TableInFlight:
 
 
 @dataclass(frozen=True)
+class TableLag:
+    """A table that wants maintenance and has not had it: how long since its finding was first seen
+    failing (the sensor's cursor, orchestration/sensors/cursor.py), and the sensor's last word on it."""
+
+    table: str
+    outcome: str  # deferred, held, in_flight, backoff, queued_by_priority
+    seconds: float
+
+
+@dataclass(frozen=True)
 class LoopSnapshot:
     """The loop's state at one sensor tick (seconds as of that tick)."""
 
@@ -48,6 +58,7 @@ class LoopSnapshot:
     runs_queued: int = 0  # maintenance runs waiting to start
     oldest_queued_seconds: float = 0.0  # 0 when none waits
     runs_in_progress: int = 0  # maintenance runs started and not finished
+    lags: tuple[TableLag, ...] = ()  # the tables waiting for maintenance
 
     def dumps(self) -> str:
         return json.dumps(asdict(self))
@@ -69,6 +80,11 @@ class LoopSnapshot:
             runs_queued=int(data["runs_queued"]),
             oldest_queued_seconds=float(data["oldest_queued_seconds"]),
             runs_in_progress=int(data["runs_in_progress"]),
+            # A snapshot written before lags were exported has none.
+            lags=tuple(
+                TableLag(str(t["table"]), str(t["outcome"]), float(t["seconds"]))
+                for t in data.get("lags", ())
+            ),
         )
 
 
@@ -108,6 +124,9 @@ def loop_families(snapshot: LoopSnapshot) -> list[GaugeMetricFamily]:
         fams["icelake_table_run_in_flight_seconds"].add_metric([*labels, t.run_id, t.run_status], t.seconds)
         if t.typical_seconds is not None:
             fams["icelake_table_run_typical_seconds"].add_metric(labels, t.typical_seconds)
+    for lag in snapshot.lags:
+        labels = [table_labels(lag.table)[k] for k in TABLE]
+        fams["icelake_table_maintenance_lag_seconds"].add_metric([*labels, lag.outcome], lag.seconds)
     fams["icelake_runs_queued"].add_metric([], snapshot.runs_queued)
     fams["icelake_oldest_queued_run_seconds"].add_metric([], snapshot.oldest_queued_seconds)
     fams["icelake_runs_in_progress"].add_metric([], snapshot.runs_in_progress)
@@ -134,6 +153,7 @@ __all__ = [
     "LoopCollector",
     "LoopSnapshot",
     "TableInFlight",
+    "TableLag",
     "load_loop_snapshot",
     "loop_families",
     "save_loop_snapshot",

@@ -179,6 +179,13 @@ LOOP_FAMILIES: dict[str, Family] = {
             TABLE,
         ),
         Family(
+            "icelake_table_maintenance_lag_seconds",
+            "gauge",
+            "Seconds since the table's finding was first seen failing while it waits for maintenance "
+            "(deferred, held, in flight, in backoff or queued by priority); absent once maintained.",
+            (*TABLE, "outcome"),
+        ),
+        Family(
             "icelake_runs_queued", "gauge", "Maintenance runs waiting to start (QUEUED, NOT_STARTED).", ()
         ),
         Family(

@@ -11,6 +11,7 @@ from icelake_assets.audit.loop_state import (
     STATE_FILE,
     LoopSnapshot,
     TableInFlight,
+    TableLag,
     load_loop_snapshot,
     save_loop_snapshot,
 )
@@ -104,3 +105,36 @@ def test_write_loop_metrics_replaces_the_state_for_scrapes_and_the_next_flush(ma
     state.unlink()
     state.mkdir()
     assert "Is a directory" in (write_loop_metrics(settings, SNAPSHOT) or "")
+
+
+def test_the_lag_per_table_is_exported_and_forgotten_once_maintained(tmp_path):
+    """icelake_table_maintenance_lag_seconds: since each waiting table's finding started failing."""
+    writer = MetricsWriter(tmp_path)
+    lagging = LoopSnapshot(
+        lags=(
+            TableLag("demo.taxi.trips", "queued_by_priority", 5400.0),
+            TableLag("demo.sales.orders", "held", 60.0),
+        )
+    )
+    save_loop_snapshot(writer.multiprocess_dir, lagging)
+    assert load_loop_snapshot(writer.multiprocess_dir) == lagging
+    trips = {"catalog": "demo", "namespace": "taxi", "table": "trips", "outcome": "queued_by_priority"}
+    orders = {"catalog": "demo", "namespace": "sales", "table": "orders", "outcome": "held"}
+    for text in (writer.flush().read_text(), writer.render()):  # the textfile and a scrape
+        assert series(families(text), "icelake_table_maintenance_lag_seconds") == {
+            tuple(sorted(trips.items())): 5400.0,
+            tuple(sorted(orders.items())): 60.0,
+        }
+    save_loop_snapshot(
+        writer.multiprocess_dir, LoopSnapshot(lags=(TableLag("demo.sales.orders", "held", 120.0),))
+    )
+    assert series(families(writer.render()), "icelake_table_maintenance_lag_seconds") == {
+        tuple(sorted(orders.items())): 120.0
+    }
+
+
+def test_a_snapshot_written_before_lags_were_exported_reads_with_none(tmp_path):
+    (tmp_path / STATE_FILE).write_text(
+        '{"tables": [], "runs_queued": 0, "oldest_queued_seconds": 0.0, "runs_in_progress": 0}'
+    )
+    assert load_loop_snapshot(tmp_path) == LoopSnapshot()

@@ -16,11 +16,13 @@ from typing import Any
 
 from dagster import AssetObservation, MetadataValue
 
+from icelake_assets.audit.loop_state import load_loop_snapshot
+from icelake_assets.audit.metrics import MetricsWriter
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.health.overview import TableHealth
 from icelake_assets.planning.approval import approval_markdown, waiting_markdown
 from icelake_assets.planning.table import decide_table
-from icelake_assets.settings import Mode
+from icelake_assets.settings import Mode, Settings
 
 WAITING = ("held", "proposed", "deferred")
 
@@ -61,6 +63,28 @@ def waiting_metadata(rows: Sequence[tuple[TableRef, str, str, int, str | None]])
     metadata: dict[str, Any] = {f"tables/{o}": MetadataValue.int(n) for o, n in counts.items()}
     if rows:
         metadata["waiting"] = MetadataValue.md(waiting_markdown(rows))
+    return metadata
+
+
+def lag_metadata(settings: Settings, tables: Sequence[TableRef], shown: int = 50) -> dict[str, Any]:
+    """How long each table has waited for maintenance (since its finding was first seen failing), as
+    the maintenance sensor last exported it (audit/loop_state.py, written each tick): the longest wait
+    (always present, so the UI plots it) and the longest-waiting tables."""
+    folder = MetricsWriter(settings.metrics.textfile_dir, textfile=False).multiprocess_dir
+    snapshot = load_loop_snapshot(folder)
+    ours = {str(t) for t in tables}
+    lags = [lag for lag in (snapshot.lags if snapshot else ()) if lag.table in ours]
+    metadata: dict[str, Any] = {
+        "tables/max_wait_minutes": MetadataValue.float(
+            round(max((x.seconds for x in lags), default=0) / 60, 1)
+        )
+    }
+    if lags:
+        rows = [f"| {lag.table} | {lag.outcome} | {lag.seconds / 60:.1f} |" for lag in lags[:shown]]
+        more = [f"\n{len(lags) - shown} more waiting"] if len(lags) > shown else []
+        metadata["waiting_time"] = MetadataValue.md(
+            "\n".join(["| table | sensor's decision | waiting (min) |", "|---|---|---|", *rows, *more])
+        )
     return metadata
 
 

@@ -264,6 +264,8 @@ def build_health_overview(
         # Always present, so the UI plots it (0 when every table was evaluated).
         metadata["tables/left_out"] = MetadataValue.int(len(left_out))
         metadata.update(approvals.waiting_metadata(waiting))
+        # Waiting time per table, as the maintenance sensor last saw it (its cursor, not re-derived).
+        metadata.update(approvals.lag_metadata(icelake.settings, [t.ref for t in tables]))
         # What the latest maintenance of each table bought readers and storage, summed (plotted).
         metadata.update(lake_benefit(context.instance, [table_asset_key(t.ref) for t in tables]).metadata())
         if left_out:

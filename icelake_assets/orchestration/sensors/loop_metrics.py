@@ -18,8 +18,10 @@ from datetime import UTC, datetime
 
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunRecord, RunsFilter
 
-from icelake_assets.audit.loop_state import LoopSnapshot, TableInFlight
+from icelake_assets.audit.loop_state import LoopSnapshot, TableInFlight, TableLag
 from icelake_assets.orchestration.runs.model import run_tables
+from icelake_assets.planning.history import Seen
+from icelake_assets.planning.outcome import WAITING as WAITING_OUTCOMES
 from icelake_assets.private_api import NOT_FINISHED_STATUSES
 
 # The typical duration: the median of a table's last TYPICAL_RUNS successful runs that maintained it
@@ -103,4 +105,15 @@ def _typical_seconds(
     return {key: statistics.median(d) for key, d in durations.items()}
 
 
-__all__ = ["TYPICAL_RUNS", "loop_snapshot", "run_tables"]
+def table_lags(seen: Mapping[str, Seen], now: float) -> tuple[TableLag, ...]:
+    """Each table the cursor remembers as waiting for maintenance, with the time since its finding was
+    first seen failing (``Seen.since``), longest first: the tables visited in earlier ticks included."""
+    lags = [
+        TableLag(name, str(s.outcome), max(0.0, now - s.since))
+        for name, s in seen.items()
+        if s.since is not None and s.outcome in WAITING_OUTCOMES
+    ]
+    return tuple(sorted(lags, key=lambda lag: (-lag.seconds, lag.table)))
+
+
+__all__ = ["TYPICAL_RUNS", "loop_snapshot", "run_tables", "table_lags"]

@@ -14,6 +14,7 @@ over it), and records the others as ``queued_by_priority`` (re-ranked next tick)
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dagster import (
@@ -44,7 +45,7 @@ from icelake_assets.orchestration.sensors.events import (
     TableEvaluation,
     tick_summary,
 )
-from icelake_assets.orchestration.sensors.loop_metrics import loop_snapshot
+from icelake_assets.orchestration.sensors.loop_metrics import loop_snapshot, table_lags
 from icelake_assets.orchestration.sensors.tick_stages import (
     TickClock,
     TickOptions,
@@ -107,6 +108,7 @@ def evaluate_tick(
     # The loop's own state (runs in flight and queued, by table): alerts on a stalled loop. Before
     # _record, whose heartbeat writes the metrics textfile once per tick.
     snapshot = loop_snapshot(context.instance, runs.pools, runs.names, clock.now)
+    snapshot = replace(snapshot, lags=table_lags(settled.cursor.seen, clock.now))
     loop_error = write_loop_metrics(icelake.settings, snapshot)
     if loop_error:
         context.log.error(f"loop metrics of this tick not written: {loop_error}")

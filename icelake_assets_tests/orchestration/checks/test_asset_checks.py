@@ -123,6 +123,25 @@ def test_the_overview_ranks_tables_in_the_ui(run):
     assert f"`{name}.events.clicks`" in md["overview"].value
 
 
+def test_the_overview_shows_how_long_each_table_has_waited_for_maintenance(run):
+    """From the loop's state the maintenance sensor writes each tick (its cursor's waiting tables)."""
+    from icelake_assets.audit.loop_state import LoopSnapshot, TableLag
+    from icelake_assets.audit.writer import write_loop_metrics
+
+    def overview(result):
+        event = next(e for e in result.get_asset_materialization_events() if e.asset_key == OVERVIEW_KEY)
+        return event.materialization.metadata
+
+    assert overview(run["health"])["tables/max_wait_minutes"].value == 0  # no tick yet: nobody waits
+    name = catalog_name(run["settings"])
+    lags = (TableLag(f"{name}.taxi.trips", "queued_by_priority", 5400.0), TableLag("other.ns.t", "held", 9e5))
+    assert write_loop_metrics(run["settings"], LoopSnapshot(lags=lags)) is None
+    md = overview(run["defs"].resolve_job_def(HEALTH_JOB).execute_in_process(instance=run["instance"]))
+    assert md["tables/max_wait_minutes"].value == 90.0  # another lake's table is not this overview's
+    assert f"| {name}.taxi.trips | queued_by_priority | 90.0 |" in md["waiting_time"].value
+    assert "other.ns.t" not in md["waiting_time"].value
+
+
 def test_maintenance_does_not_materialize_the_overview(run):
     defs = run["defs"]
     names = [j.name for j in defs.jobs if j.name.startswith(MAINTENANCE_JOB)]

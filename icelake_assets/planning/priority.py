@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from enum import StrEnum
 
 from icelake_assets.health.overview import TableBenefit, priority_key
@@ -53,7 +54,7 @@ class Usage:
     used: Mapping[str, float]
     window_seconds: float
 
-    @property
+    @cached_property  # once per tick, not once per table ranked (thousands may want a run)
     def fair_seconds(self) -> float:
         competing = set(self.groups.values()) | {g for g, s in self.used.items() if s > 0}
         return sum(self.used.values()) / len(competing) if competing else 0.0

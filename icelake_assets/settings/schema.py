@@ -184,6 +184,10 @@ class AutomationSettings(StrictModel):
     checks_per_table: ChecksPerTable = "each"
     # A cached table inventory (catalog/inventory.py) older than this is discovered again at load.
     inventory_max_age_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
+    # How many tables' metadata locations a sensor reads at once from a catalog that answers one table
+    # per request (REST, Hive, Glue; a SQL catalog answers every table in one query): each worker
+    # opens its own client of the catalog (catalog/locations.py, docs/scaling.md).
+    catalog_concurrency: int = Field(8, ge=1, le=64)
 
     @field_validator("checks_cron", "orphan_checks_cron")
     @classmethod

@@ -149,9 +149,10 @@ def evaluate_health_tick(
     by_catalog: dict[str, list[TableRef]] = {}
     for t in tables:
         by_catalog.setdefault(t.ref.catalog, []).append(t.ref)
+    concurrency = icelake.settings.automation.catalog_concurrency
     for name, refs in by_catalog.items():
         try:
-            locations.update(metadata_locations(icelake.catalog(name), refs))
+            locations.update(metadata_locations(icelake.catalog(name), refs, concurrency))
         except Exception as err:  # one catalog that is down: an error for its tables only
             down[name] = DiscoveryProblem.from_error(name, err)
             context.log.warning(str(down[name]))

@@ -192,15 +192,16 @@ def recover_runs(
 def observe_catalogs(
     context: SensorEvaluationContext, icelake: IcelakeResource, tables: Sequence[DiscoveredTable]
 ) -> CatalogView:
-    """Every table's metadata location, one query per catalog."""
+    """Every table's metadata location: one query per SQL catalog, bounded concurrent loads elsewhere."""
     by_catalog: dict[str, list[TableRef]] = {}
     for t in tables:
         by_catalog.setdefault(t.ref.catalog, []).append(t.ref)
+    concurrency = icelake.settings.automation.catalog_concurrency
     locations: dict[TableRef, str | None] = {}
     unreachable: dict[str, Exception] = {}
     for name, refs in by_catalog.items():
         try:
-            locations.update(metadata_locations(icelake.catalog(name), refs))
+            locations.update(metadata_locations(icelake.catalog(name), refs, concurrency))
         except Exception as err:  # one unreachable catalog must not stop the others
             unreachable[name] = err
             context.log.warning(f"catalog {name!r} unreachable, its tables are skipped this tick: {err}")

@@ -19,11 +19,13 @@ from typing import TypeVar
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import SNAPSHOT_LOADING_MODE, RestCatalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.table import Table
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from icelake_assets.catalog.connection import (
     CatalogUnavailableError,
+    IcelakeError,
     TableMissingError,
     TableRef,
     TableUnreadableError,
@@ -71,6 +73,31 @@ def metadata_locations(
     return dict(zip(refs, found, strict=True))
 
 
+def load_tables(
+    catalog: Catalog, refs: list[TableRef], concurrency: int = DEFAULT_CONCURRENCY
+) -> dict[TableRef, Table]:
+    """The tables of ``refs`` that load, whole (every snapshot), by at most ``concurrency`` workers each
+    with its own client (a SQL catalog: one after the other, through the catalog itself). A table that
+    is missing or unreadable, or a catalog that is down, is left out: the caller's own load of it
+    reports the cause as before."""
+    if isinstance(catalog, SqlCatalog) or concurrency == 1 or len(refs) <= 1:
+        found = [_loaded(lambda _ref: catalog, ref) for ref in refs]
+    else:
+        clients = _WorkerClients(catalog, refs_only=False)
+        try:
+            found = bounded_map(lambda ref: _loaded(clients.get, ref), refs, concurrency)
+        finally:
+            clients.close()  # the tables keep their client: a later request through it reconnects
+    return {ref: table for ref, table in zip(refs, found, strict=True) if table is not None}
+
+
+def _loaded(client: Callable[[TableRef], Catalog], ref: TableRef) -> Table | None:
+    try:
+        return load_table(client(ref), ref)
+    except IcelakeError:  # missing, unreadable, a catalog that is down: the caller reads it again
+        return None
+
+
 def _location(catalog: Catalog, ref: TableRef) -> str | None:
     try:
         return load_table(catalog, ref).metadata_location
@@ -83,10 +110,10 @@ class _WorkerClients:
     catalog's own properties (a REST client also fetches the server's config, and its token when it
     has credentials), closed when the sweep ends."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, refs_only: bool = True) -> None:
         self.catalog = catalog
         self.properties = dict(catalog.properties)
-        if isinstance(catalog, RestCatalog):
+        if refs_only and isinstance(catalog, RestCatalog):
             self.properties[SNAPSHOT_LOADING_MODE] = "refs"
         self.local = threading.local()
         self.opened: list[Catalog] = []

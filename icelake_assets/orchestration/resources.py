@@ -7,7 +7,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -23,8 +23,15 @@ from pyspark.sql import SparkSession
 
 from icelake_assets import private_api
 from icelake_assets.audit.orphan_candidates import OrphanCandidates
-from icelake_assets.catalog.connection import TableRef, load_table, open_catalog, table_ref
+from icelake_assets.catalog.connection import (
+    CatalogUnavailableError,
+    TableRef,
+    load_table,
+    open_catalog,
+    table_ref,
+)
 from icelake_assets.catalog.known_tables import known_tables
+from icelake_assets.catalog.locations import load_tables
 from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphan_phases import OrphanPhases, phases_of
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
@@ -79,6 +86,7 @@ class IcelakeResource(ConfigurableResource):
     _settings: Settings | None = PrivateAttr(default=None)
     _catalogs: dict = PrivateAttr(default_factory=dict)
     _lease: RunLease | None = PrivateAttr(default=None)
+    _prefetched: dict[TableRef, Table] = PrivateAttr(default_factory=dict)  # prefetch_tables
     # Each table's policy, resolved once per run (a run's ops each ask): by table and properties, so a
     # property a writer changes meanwhile is resolved again.
     _policies: LRUCache[tuple[str, tuple[tuple[str, str], ...]], EffectivePolicy] = PrivateAttr(
@@ -113,7 +121,27 @@ class IcelakeResource(ConfigurableResource):
         return self._catalogs[name]
 
     def load_table(self, ref: TableRef) -> Table:
-        return load_table(self.catalog(ref.catalog), ref)
+        prefetched = self._prefetched.pop(ref, None)  # read once: a later load reads the catalog again
+        return prefetched if prefetched is not None else load_table(self.catalog(ref.catalog), ref)
+
+    def prefetch_tables(self, refs: Sequence[TableRef]) -> None:
+        """Load these tables at once (``automation.catalog_concurrency`` at a time per catalog): the
+        next load_table of each answers with what was read. A table that does not load is left to
+        load_table, which reports why; drop_prefetched forgets what was not asked for."""
+        by_catalog: dict[str, list[TableRef]] = {}
+        for ref in refs:
+            if ref not in self._prefetched:
+                by_catalog.setdefault(ref.catalog, []).append(ref)
+        concurrency = self.settings.automation.catalog_concurrency
+        for name, group in by_catalog.items():
+            try:
+                catalog = self.catalog(name)
+            except CatalogUnavailableError:
+                continue  # each table's load_table reports it
+            self._prefetched.update(load_tables(catalog, group, concurrency))
+
+    def drop_prefetched(self) -> None:
+        self._prefetched.clear()
 
     def effective_policy(self, table: Table) -> EffectivePolicy:
         """The table's policy with its mode and the source of every value, resolved once per table

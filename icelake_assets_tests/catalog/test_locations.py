@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import fields
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -17,8 +18,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from bench.latency_proxy import latency_proxy
-from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef
+from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.locations import bounded_map, metadata_locations
+from icelake_assets.health.stats import TableStats
+from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.settings.schema import AutomationSettings
 from icelake_assets_tests.servers import SeaweedFS, ServerUnavailable, seaweedfs_server
 
@@ -100,6 +103,56 @@ def test_a_catalog_that_is_down_names_itself_sequential_or_concurrent(weed, lake
     for error in errors:
         assert error.catalog == "lake"
         assert str(error).startswith("catalog 'lake' failed to load table lake.shop.t0: ConnectionError")
+
+
+def test_tables_loaded_ahead_by_the_sensor_give_the_same_tables_and_health(weed, lake, tmp_path, monkeypatch):
+    """What the maintenance sensor does for the changed tables of a tick (sensors/prefetch.py)."""
+    catalog, refs = lake
+    monkeypatch.setenv("LAKE_KEY", KEY)
+    monkeypatch.setenv("LAKE_SECRET", SECRET)
+    path = tmp_path / "icelake.yaml"
+    path.write_text(
+        "\n".join(
+            [
+                "catalogs:",
+                "  lake:",
+                "    type: rest",
+                f"    uri: {weed.catalog_uri}",
+                f"    warehouse: {weed.warehouse}",
+                f"    s3.endpoint: {weed.s3_endpoint}",
+                "    s3.region: us-east-1",
+                "    s3.access-key-id: ${LAKE_KEY}",
+                "    s3.secret-access-key: ${LAKE_SECRET}",
+                "    auth:",
+                "      type: oauth2",
+                "      oauth2:",
+                "        client_id: ${LAKE_KEY}",
+                "        client_secret: ${LAKE_SECRET}",
+                f"        token_url: {weed.token_url}",
+                "automation: {catalog_concurrency: 4}",
+            ]
+        )
+        + "\n"
+    )
+    gone = TableRef("lake", ("shop",), "gone")
+    ahead = IcelakeResource(config_path=str(path))
+    ahead.prefetch_tables([*refs, gone])
+    one_by_one = IcelakeResource(config_path=str(path))
+    for ref in refs:
+        table, expected = ahead.load_table(ref), one_by_one.load_table(ref)
+        assert table.metadata == expected.metadata and table.metadata_location == expected.metadata_location
+        assert _numbers(ahead.stats(table)) == _numbers(one_by_one.stats(expected))
+    with pytest.raises(TableMissingError):
+        ahead.load_table(gone)  # left out of the prefetch: loaded when asked, failing as before
+
+
+def _numbers(stats: TableStats) -> dict[str, object]:
+    """A table's statistics but those that depend on the clock (ages) or on the manifest cache."""
+    return {
+        f.name: getattr(stats, f.name)
+        for f in fields(stats)
+        if "_age_" not in f.name and f.name not in ("evaluated_at", "manifests_read")
+    }
 
 
 def test_the_concurrency_bound_holds_and_order_is_kept():

@@ -31,6 +31,7 @@ from icelake_assets.orchestration.sensors.events import (
     table_evaluation,
     tick_summary,
 )
+from icelake_assets.orchestration.sensors.prefetch import Prefetch
 from icelake_assets.planning.history import History, LastOutcome, Runs, Seen, finding_since, needs_evaluation
 from icelake_assets.planning.outcome import WAITING, Outcome
 from icelake_assets.planning.priority import Usage, rank_launches
@@ -265,6 +266,8 @@ def plan_tables(
     unreadable: dict[str, Seen] = {}
     n, now = len(tables), clock.now
     start, visited = cursor.offset % n, 0
+    ordered = [tables[(start + i) % n].ref for i in range(n)]
+    prefetch = Prefetch(icelake, ordered, catalogs.locations, cursor.seen)  # changed tables, loaded ahead
     for i in range(n):
         if evaluations and time.monotonic() - clock.started > options.budget_seconds:
             break  # every tick makes progress: at least one table is evaluated
@@ -285,6 +288,7 @@ def plan_tables(
             continue  # unchanged since the last tick: nothing to read
         history = History(previous, recent_runs, partial(_last_outcome, context, ref))
         try:
+            prefetch.before_reading(ref)
             evaluation = evaluate_table(
                 context, icelake, table, partitions.get(ref), scan_orphans, known, history, now
             )
@@ -293,6 +297,7 @@ def plan_tables(
         evaluations[name] = _in_dagster_terms(evaluation, ref, options)
         unchanged = previous is not None and previous.metadata_file == file
         evaluated.append(Evaluated(name, previous, unchanged, file, now if scan_orphans else scanned))
+    prefetch.close()
     return TickPlan(evaluations, tuple(evaluated), unreadable, visited, (start + visited) % n)
 
 

@@ -76,19 +76,45 @@ def metadata_locations(
 def load_tables(
     catalog: Catalog, refs: list[TableRef], concurrency: int = DEFAULT_CONCURRENCY
 ) -> dict[TableRef, Table]:
-    """The tables of ``refs`` that load, whole (every snapshot), by at most ``concurrency`` workers each
-    with its own client (a SQL catalog: one after the other, through the catalog itself). A table that
-    is missing or unreadable, or a catalog that is down, is left out: the caller's own load of it
-    reports the cause as before."""
-    if isinstance(catalog, SqlCatalog) or concurrency == 1 or len(refs) <= 1:
-        found = [_loaded(lambda _ref: catalog, ref) for ref in refs]
-    else:
-        clients = _WorkerClients(catalog, refs_only=False)
-        try:
-            found = bounded_map(lambda ref: _loaded(clients.get, ref), refs, concurrency)
-        finally:
-            clients.close()  # the tables keep their client: a later request through it reconnects
-    return {ref: table for ref, table in zip(refs, found, strict=True) if table is not None}
+    """:meth:`TableLoader.load` once."""
+    loader = TableLoader(catalog, concurrency)
+    try:
+        return loader.load(refs)
+    finally:
+        loader.close()
+
+
+class TableLoader:
+    """Loads tables of one catalog whole (every snapshot) by at most ``concurrency`` worker threads,
+    each with its own client; threads and clients are kept until :meth:`close`, so a caller asking a
+    chunk at a time (the sensor's prefetch) opens each client once. A SQL catalog, or concurrency 1:
+    one table after the other, through the catalog itself."""
+
+    def __init__(self, catalog: Catalog, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        self.catalog = catalog
+        self.clients: _WorkerClients | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.parallel = not isinstance(catalog, SqlCatalog) and concurrency > 1
+        if self.parallel:
+            self.clients = _WorkerClients(catalog, refs_only=False)
+            self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="icelake-catalog")
+
+    def load(self, refs: list[TableRef]) -> dict[TableRef, Table]:
+        """The tables of ``refs`` that load. A table that is missing or unreadable, or a catalog that
+        is down, is left out: the caller's own load of it reports the cause as before."""
+        clients, pool = self.clients, self.pool
+        if clients is None or pool is None:
+            found = [_loaded(lambda _ref: self.catalog, ref) for ref in refs]
+        else:
+            found = list(pool.map(lambda ref: _loaded(clients.get, ref), refs))
+        return {ref: table for ref, table in zip(refs, found, strict=True) if table is not None}
+
+    def close(self) -> None:
+        """The tables loaded keep their client: a later request through it opens a new connection."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.clients is not None:
+            self.clients.close()
 
 
 def _loaded(client: Callable[[TableRef], Catalog], ref: TableRef) -> Table | None:

@@ -31,7 +31,7 @@ from icelake_assets.catalog.connection import (
     table_ref,
 )
 from icelake_assets.catalog.known_tables import known_tables
-from icelake_assets.catalog.locations import load_tables
+from icelake_assets.catalog.locations import TableLoader
 from icelake_assets.health.cache import default_cache_path
 from icelake_assets.health.orphan_phases import OrphanPhases, phases_of
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
@@ -87,6 +87,7 @@ class IcelakeResource(ConfigurableResource):
     _catalogs: dict = PrivateAttr(default_factory=dict)
     _lease: RunLease | None = PrivateAttr(default=None)
     _prefetched: dict[TableRef, Table] = PrivateAttr(default_factory=dict)  # prefetch_tables
+    _loaders: dict[str, TableLoader] = PrivateAttr(default_factory=dict)
     # Each table's policy, resolved once per run (a run's ops each ask): by table and properties, so a
     # property a writer changes meanwhile is resolved again.
     _policies: LRUCache[tuple[str, tuple[tuple[str, str], ...]], EffectivePolicy] = PrivateAttr(
@@ -134,14 +135,21 @@ class IcelakeResource(ConfigurableResource):
                 by_catalog.setdefault(ref.catalog, []).append(ref)
         concurrency = self.settings.automation.catalog_concurrency
         for name, group in by_catalog.items():
-            try:
-                catalog = self.catalog(name)
-            except CatalogUnavailableError:
-                continue  # each table's load_table reports it
-            self._prefetched.update(load_tables(catalog, group, concurrency))
+            loader = self._loaders.get(name)
+            if loader is None:
+                try:
+                    loader = self._loaders[name] = TableLoader(self.catalog(name), concurrency)
+                except CatalogUnavailableError:
+                    continue  # each table's load_table reports it
+            if loader.parallel:  # else loading ahead would gain nothing (a SQL catalog is local)
+                self._prefetched.update(loader.load(group))
 
     def drop_prefetched(self) -> None:
+        """Forget the tables loaded ahead and not asked for; close the loaders' threads and clients."""
         self._prefetched.clear()
+        loaders, self._loaders = list(self._loaders.values()), {}
+        for loader in loaders:
+            loader.close()
 
     def effective_policy(self, table: Table) -> EffectivePolicy:
         """The table's policy with its mode and the source of every value, resolved once per table

@@ -144,6 +144,12 @@ def test_tables_loaded_ahead_by_the_sensor_give_the_same_tables_and_health(weed,
         assert _numbers(ahead.stats(table)) == _numbers(one_by_one.stats(expected))
     with pytest.raises(TableMissingError):
         ahead.load_table(gone)  # left out of the prefetch: loaded when asked, failing as before
+    ahead.prefetch_tables(refs[:2])  # the loader's threads and clients serve the next chunk too
+    ahead.drop_prefetched()  # the tick's end: its loaders closed, what was not asked for forgotten
+    assert (
+        ahead.load_table(refs[0]).metadata_location
+        == catalog.load_table(refs[0].identifier).metadata_location
+    )
 
 
 def _numbers(stats: TableStats) -> dict[str, object]:

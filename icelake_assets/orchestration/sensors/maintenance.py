@@ -101,7 +101,10 @@ def evaluate_tick(
     runs = recover_runs(context, icelake, tables)
     catalogs = observe_catalogs(context, icelake, tables)
     clock = TickClock(started, time.time())
-    plan = plan_tables(context, icelake, tables, partitions, cursor, catalogs, runs, options, clock)
+    try:
+        plan = plan_tables(context, icelake, tables, partitions, cursor, catalogs, runs, options, clock)
+    finally:
+        icelake.drop_prefetched()  # what the budget left unread, and the loaders' threads
     order = order_and_cap(context, icelake.settings.automation, plan, runs, clock.now)
     settled = settle(cursor, plan, order, clock.now, orphan_scan_seconds)
     result = tick_requests(context, settled, order.launching, len(tables), plan.visited, started)

@@ -2,7 +2,9 @@
 answers one table per request (REST) is asked ``automation.catalog_concurrency`` tables at once
 instead of one after the other. Only tables whose metadata changed since the cursor's last look are
 loaded ahead (each of them is read this tick); a table read for another reason (its orphan scan is
-due, a run to recheck) loads when its turn comes, as before."""
+due, a run to recheck) loads when its turn comes, as before. The tick ends with
+``IcelakeResource.drop_prefetched`` (sensors/maintenance.py): what its budget left unread is
+forgotten, the next tick reads it fresh."""
 
 from __future__ import annotations
 
@@ -38,10 +40,6 @@ class Prefetch:
             return  # concurrency 1: nothing to gain from loading ahead
         self.fetched_until = at + self.chunk
         self.icelake.prefetch_tables(self.changed[at : self.fetched_until])
-
-    def close(self) -> None:
-        """What the tick's budget left unread is forgotten: the next tick reads it fresh."""
-        self.icelake.drop_prefetched()
 
 
 def _changed(ref: TableRef, location: str | None, seen: Seen | None) -> bool:

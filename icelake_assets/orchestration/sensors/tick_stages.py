@@ -297,7 +297,6 @@ def plan_tables(
         evaluations[name] = _in_dagster_terms(evaluation, ref, options)
         unchanged = previous is not None and previous.metadata_file == file
         evaluated.append(Evaluated(name, previous, unchanged, file, now if scan_orphans else scanned))
-    prefetch.close()
     return TickPlan(evaluations, tuple(evaluated), unreadable, visited, (start + visited) % n)
 
 

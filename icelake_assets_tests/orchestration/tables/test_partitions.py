@@ -33,6 +33,7 @@ from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.catalog.discovery import DiscoveredTable, discover_tables
 from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, append, local_path, trips_batch
 from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.maintenance.ops.chain import MAINTENANCE_OPS
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.tables.partitions import (
@@ -352,17 +353,7 @@ def test_a_backfill_of_5_days_compacts_exactly_those_days_with_one_materializati
             for e in r.all_events
             if e.event_type == DagsterEventType.STEP_START and "." in e.step_key
         ]  # graph-asset ops
-        assert sorted(ops) == sorted(
-            [
-                "expire_data",
-                "expire_snapshots",
-                "remove_orphan_files",
-                "rewrite_data_files",
-                "rewrite_manifests",
-                "compute_statistics",
-                "validate",
-            ]
-        )
+        assert sorted(ops) == sorted([*(o.name for o in MAINTENANCE_OPS), "validate"])
 
 
 def test_dynamic_keys_follow_the_table_through_the_sensor(lake):

@@ -4,7 +4,8 @@ tables changed since its last tick (an unchanged metadata location means an unch
 A SQL catalog answers for every table in one query. Other catalogs (REST, Hive, Glue) answer one table
 per request: their tables are loaded by at most ``concurrency`` workers at once, each with its own
 client of the catalog (pyiceberg's RestCatalog keeps one requests Session, whose thread safety
-requests does not promise, and whose connection pool keeps 10 connections). A REST worker asks for
+requests does not promise (psf/requests#2766: one Session per thread), and whose connection pool
+keeps 10 connections). A REST worker asks for
 ``snapshot-loading-mode: refs`` (the spec's ``snapshots=refs``: only the snapshots branches and tags
 point at), which lightens the answer of a table with a long history; the metadata location is the
 same either way."""
@@ -25,13 +26,13 @@ from sqlalchemy.orm import Session
 
 from icelake_assets.catalog.connection import (
     CatalogUnavailableError,
-    IcelakeError,
     TableMissingError,
     TableRef,
     TableUnreadableError,
     error_text,
     load_table,
 )
+from icelake_assets.types import IcelakeError
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -27,6 +27,7 @@ from icelake_assets.catalog.connection import CatalogUnavailableError, TableRef,
 from icelake_assets.catalog.discovery import discover_tables
 from icelake_assets.demo.seaweedfs import S3Identity
 from icelake_assets.health.orphans import scan_orphans
+from icelake_assets.health.statistics import read_puffin_ndv, statistics_facts
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.verify.cross_engine import duckdb_read
 from icelake_assets.settings import Policy, load_settings
@@ -291,6 +292,27 @@ def test_spark_runs_the_four_procedures_over_s3a_from_the_settings_alone(lake):
     assert "MultiObjectDeleteSupport" not in result["stderr"]
     table = load_table(lake["catalog"], TableRef("lake", ("shop",), "orders"))
     assert duckdb_read(table, "id", "sum").rows == ROWS  # what Spark wrote, read by another engine
+    _statistics_registered_and_read_back(result["compute_statistics"], table)
+
+
+def _statistics_registered_and_read_back(result: dict, table) -> None:
+    """Issue 39: compute_statistics failed here with a 403. The Puffin file is registered for the
+    current snapshot and pyiceberg reads its NDV blobs back over S3; SeaweedFS admits *.stats under
+    metadata/ but not Iceberg's partition-stats-*.parquet, a refusal recorded beside them."""
+    assert result["acted"], result["reason"]
+    assert result.get("error") is None, result
+    facts = statistics_facts(table)
+    path = result["statistics_file"]
+    assert path.startswith("s3://warehouse/shop/orders/metadata/") and path.endswith(".stats")
+    assert facts.current and facts.path == path  # registered for the current snapshot
+    assert result["registered"] and result["ndv_read_back"] == 3
+    current = table.current_snapshot()
+    assert current is not None and result["statistics_snapshot_id"] == current.snapshot_id
+    ndv = read_puffin_ndv(table, path)  # from the Puffin file itself, over pyiceberg's S3 FileIO
+    ids = {name: i for i, name in facts.columns}
+    assert (ndv[ids["id"]], ndv[ids["day"]], ndv[ids["note"]]) == (ROWS, 2, ROWS)
+    assert result["partition_statistics_error_kind"] == "access_denied", result
+    assert "403" in result["partition_statistics_error"]
 
 
 def test_the_preflight_refuses_before_any_commit_without_the_s3a_jars(lake, tmp_path):

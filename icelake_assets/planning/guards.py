@@ -26,6 +26,13 @@ from icelake_assets.planning.history import Runs
 Action = Literal["launch", "defer", "hold", "skip"]
 # Run tag an operator sets (UI: Materialize → tags) to approve a run held by the cost guard.
 APPROVAL_TAG = "icelake/approved"
+
+
+def is_approved(tags: Mapping[str, str]) -> bool:
+    """A run launched with the approval tag (``icelake approve``, the launchpad link)."""
+    return tags.get(APPROVAL_TAG, "").lower() == "true"
+
+
 EXPIRE_DATA = "expire_data"  # planning/op_plans.py: its first run on a table waits for approval
 # What the plan and the audit show of a row expiry the guards saw (planning/data_retention.py signals).
 _EXPIRY_DETAILS = ("expire_rows", "expire_files", "expire_bytes", "cutoff", "metadata_only", "first_expiry")

@@ -150,12 +150,6 @@ def _tighten(
     except (ValidationError, ValueError) as err:
         return policy, values, _explain(err, {})
     new, old = policy_leaves(built)[leaf.path], policy_leaves(policy).get(leaf.path)
-    if rule in ("up", "down") and old is None:  # nothing to tighten: the section is off in the file
-        return (
-            policy,
-            values,
-            f"{dotted(leaf.path)} is off in the settings file: a table property cannot turn it on",
-        )
     if (rule == "up" and new < old) or (rule == "down" and new > old):
         return (
             policy,

@@ -29,7 +29,7 @@ from icelake_assets.health.data_retention import (
 )
 from icelake_assets.maintenance.ops.runner import StatsFn, timed
 from icelake_assets.maintenance.results.expire_data import ExpireDataResult, ExpiryCommit
-from icelake_assets.maintenance.spark import commit_tags, row_delete
+from icelake_assets.maintenance.spark import commit_tags, procedures, row_delete
 from icelake_assets.partitions.quoting import quote_identifier, sql_string
 from icelake_assets.planning.data_retention import OP, decide_expire_data
 from icelake_assets.planning.decision import disabled
@@ -116,7 +116,7 @@ def expire_data(
         spark = spark_fn()
         table.refresh()
         before = current_snapshot_id(table)
-        matched_before = row_delete.count_matching(spark, ref, condition, before)
+        matched_before = procedures.count_rows(spark, ref, before, where=condition)
         row_delete.delete_where(spark, ref, condition)
         table.refresh()
         after = current_snapshot_id(table)
@@ -127,7 +127,7 @@ def expire_data(
         return replace(
             res,
             matched_before=matched_before,
-            matched_after=row_delete.count_matching(spark, ref, condition, after),
+            matched_after=procedures.count_rows(spark, ref, after, where=condition),
         )
 
     return timed(table, work)

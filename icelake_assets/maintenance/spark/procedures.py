@@ -155,9 +155,13 @@ def rollback_to_snapshot(spark: SparkSession, ref: TableRef, snapshot_id: int) -
     return _single(call_procedure(spark, ref, "rollback_to_snapshot", snapshot_id=int(snapshot_id)))
 
 
-def count_rows(spark: SparkSession, ref: TableRef, snapshot_id: int | None = None) -> int:
-    """A real count through Spark, at ``snapshot_id`` or the current snapshot."""
+def count_rows(
+    spark: SparkSession, ref: TableRef, snapshot_id: int | None = None, where: str | None = None
+) -> int:
+    """A real count through Spark, at ``snapshot_id`` or the current snapshot; ``where``: only the rows
+    matching this (already quoted) condition, Spark pruning by partition and bounds."""
     reader = spark.read.format("iceberg")
     if snapshot_id is not None:
         reader = reader.option("snapshot-id", str(int(snapshot_id)))
-    return reader.load(table_identifier(ref)).count()
+    rows = reader.load(table_identifier(ref))
+    return int((rows.where(where) if where is not None else rows).count())

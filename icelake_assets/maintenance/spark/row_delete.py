@@ -66,12 +66,3 @@ def delete_where(spark: SparkSession, ref: TableRef, condition: str) -> None:
     ):
         spark.sql(f"DELETE FROM {table_identifier(ref)} WHERE {condition}")
     spark.sql(f"REFRESH TABLE {table_identifier(ref)}")
-
-
-def count_matching(spark: SparkSession, ref: TableRef, condition: str, snapshot_id: int | None) -> int:
-    """Rows matching ``condition`` at ``snapshot_id`` (0 for a table without snapshot): Spark prunes
-    by partition and bounds, so only files holding such rows are read."""
-    if snapshot_id is None:
-        return 0
-    reader = spark.read.format("iceberg").option("snapshot-id", str(int(snapshot_id)))
-    return int(reader.load(table_identifier(ref)).where(condition).count())

@@ -55,7 +55,7 @@ from icelake_assets.orchestration.tables.table_groups import (
     maintenance_job_name,
     maintenance_jobs,
 )
-from icelake_assets.planning.guards import APPROVAL_TAG
+from icelake_assets.planning.guards import is_approved
 from icelake_assets.policies import EffectivePolicy
 
 MAINTENANCE_JOB = "icelake_maintenance"
@@ -80,7 +80,7 @@ def run_inputs(op: MaintenanceOp[Any]) -> WorkKwargs:
             elif name == "run_id":  # names the run's restore point
                 given["run_id"] = context.run_id
             elif name == "approval":  # an operator approved the run (icelake approve, the launchpad)
-                given["approved"] = context.run.tags.get(APPROVAL_TAG, "").lower() == "true"
+                given["approved"] = is_approved(context.run.tags)
         return given
 
     return kwargs

@@ -17,7 +17,7 @@ from icelake_assets.orchestration.assets.ops import TableOpStep
 from icelake_assets.orchestration.assets.run_state import RunState
 from icelake_assets.orchestration.tables.partitions import partition_key, run_scope
 from icelake_assets.orchestration.tables.table_groups import TableGroup
-from icelake_assets.planning.guards import APPROVAL_TAG
+from icelake_assets.planning.guards import is_approved
 from icelake_assets.policies import EffectivePolicy
 from icelake_assets.settings import PartitionsPolicy
 
@@ -47,7 +47,7 @@ def rewrite_step(
     def scope(context: OpExecutionContext, dt: DiscoveredTable, state: RunState) -> dict[str, Any]:
         return {
             "scope": run_scope(context, dt.layout, dt.ref.catalog),
-            "approved": context.run.tags.get(APPROVAL_TAG, "").lower() == "true",
+            "approved": is_approved(context.run.tags),
             "say": lambda text: context.log.info(f"{dt.ref}: {text}"),
             "progress_every_s": REWRITE_PROGRESS_SECONDS,
         }

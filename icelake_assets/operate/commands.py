@@ -173,6 +173,8 @@ def print_plan(plan: TablePlan) -> None:
         extra = " + partition statistics" if st.partition_stats else ""
         print(f"statistics: NDV of {len(st.columns)} columns ({st.how}: {shown}){extra}; now: {where}")
     print(f"guards: {plan.guards}: {plan.guards_reason}")
+    if plan.launch is not None and plan.acting:
+        print(f"launch: {plan.launch.reason}")
     print(f"now (mode {plan.mode}): {plan.outcome}; mode enforce would: {plan.enforce}")
     if plan.awaiting_approval:
         print(f"awaiting approval: {plan.approve_command}  (plan {plan.digest})")

@@ -5,7 +5,8 @@ naming the plan (``icelake approve`` records it).
 
 The decision is the maintenance sensor's own (planning/table.py). What only the sensor knows is
 left out: runs of the table already queued or running, the backoff after a failed run, the global run
-cap; the orphan op is decided only with ``--orphans`` (a storage listing).
+cap; the orphan op is decided only with ``--orphans`` (a storage listing). How the sensor would launch
+the table (a run shared with other small tables, or its own) is said from its policy's ``packing``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import Any
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.health.cache import ManifestCache, default_cache_path
 from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.partitions.layout import UNPARTITIONED
 from icelake_assets.planning.approval import approve_command
 from icelake_assets.planning.guards import estimated_rewrite_bytes
+from icelake_assets.planning.packing import LaunchMode, PredictedWork, launch_mode
 from icelake_assets.planning.table import TableDecision, decide_table
 from icelake_assets.policies import resolve_policy
-from icelake_assets.settings import Settings
+from icelake_assets.settings import Policy, Settings
 from icelake_assets.settings.asset_keys import asset_key_path
 from icelake_assets.types import TableRef
 
@@ -110,6 +113,8 @@ class TablePlan:
     enforce: str  # what mode enforce would do: launch, defer, hold, nothing
     approve_command: str
     statistics: StatisticsPreview | None = None
+    # How the sensor would launch it: in a run shared with other small tables or in its own.
+    launch: LaunchMode | None = None
 
     @property
     def acting(self) -> tuple[str, ...]:
@@ -187,6 +192,7 @@ class TablePlan:
             },
             "approve": {"awaiting": self.awaiting_approval, "command": self.approve_command},
             "statistics": self.statistics.to_json() if self.statistics else None,
+            "launch": self.launch.to_json() if self.launch else None,
             "digest": self.digest,
         }
 
@@ -232,9 +238,10 @@ def build_plan(
     mode_source: str,
     max_rewrite_bytes: int,
     partition_stats: bool = True,
+    policy: Policy | None = None,
 ) -> TablePlan:
     """A TablePlan from the sensor's decision (planning/table.py) on ``stats``; ``partition_stats``:
-    the policy's ``statistics.partition_stats``."""
+    the policy's ``statistics.partition_stats``; ``policy``: the table's, for how it would be launched."""
     rewrite = decided.rewrite
     rewrites = "rewrite_data_files" in decided.acting
     signals = {d.op: d.signals for d in decided.decisions}
@@ -271,7 +278,20 @@ def build_plan(
         enforce=ENFORCE[decided.verdict.action],
         approve_command=approve_command(ref),
         statistics=statistics_preview(decided, stats, partition_stats),
+        launch=None if policy is None else _launch(policy, decided, stats),
     )
+
+
+def _launch(policy: Policy, decided: TableDecision, stats: Any) -> LaunchMode:
+    """As the sensor decides it (planning/packing.py): a rewrite of some partitions of a partitioned
+    table is a run of its own."""
+    work = PredictedWork(
+        int(decided.verdict.details.get("estimated_rewrite_bytes", 0)),
+        stats.data_files + stats.position_delete_files + stats.equality_delete_files,
+    )
+    taken = [p for p in decided.rewrite.partitions if p and p != UNPARTITIONED]
+    partitioned = "rewrite_data_files" in decided.acting and bool(taken)
+    return launch_mode(policy, work, partitioned)
 
 
 def plan_table(
@@ -309,4 +329,5 @@ def plan_table(
         effective.source_of("mode"),
         policy.guards.max_rewrite_bytes,
         policy.statistics.partition_stats,
+        policy,
     )

@@ -15,6 +15,42 @@ OUTCOME_TAG = "icelake/outcome"
 OUTCOME_SNAPSHOT_TAG = "icelake/outcome_snapshot"
 POLICY_HASH_TAG = "icelake/policy_hash"
 OUTCOME_TABLE_TAG = "icelake/outcome_table"  # the table, on every run that recorded an outcome
+# A run of several tables (planning/packing.py) records each table's outcome under keys of its own:
+# ``icelake/outcome_table.<digest>`` names the table (the sensor's filter), ``icelake/outcome.<digest>``
+# holds the tags above as JSON. Runs of one table carry both forms.
+_OUTCOME_OF = "icelake/outcome_table"
+_OUTCOME_DATA = "icelake/outcome"
+
+
+def table_tag_key(prefix: str, table: str) -> str:
+    """A run tag key of ``prefix`` for one table of the run: Dagster's tag keys allow 63 characters of
+    ``[A-Za-z0-9_.-]`` after one ``prefix/``, so the table is named by a digest of its name."""
+    return f"{prefix}.{hashlib.sha256(table.encode()).hexdigest()[:16]}"
+
+
+def table_outcome_tags(table: str, tags: Mapping[str, str], shared: bool = False) -> dict[str, str]:
+    """``tags`` (the outcome of ``table``) under the table's own keys and, in a run of this table
+    alone (not ``shared``), under the run-wide keys too (the UI's run list shows them)."""
+    data = {k: v for k, v in tags.items() if k != OUTCOME_TABLE_TAG}
+    run_wide = {} if shared else {**data, OUTCOME_TABLE_TAG: table}
+    return {
+        **run_wide,
+        table_tag_key(_OUTCOME_OF, table): table,
+        table_tag_key(_OUTCOME_DATA, table): json.dumps(data, sort_keys=True, separators=(",", ":")),
+    }
+
+
+def outcome_filter(table: str) -> dict[str, str]:
+    """The run tags that find the runs which recorded ``table``'s outcome (RunsFilter's tags)."""
+    return {table_tag_key(_OUTCOME_OF, table): table}
+
+
+def outcome_of(run_tags: Mapping[str, str], table: str) -> dict[str, str]:
+    """``table``'s outcome tags in a run's tags, in the run-wide form (what relaunch_hold reads)."""
+    raw = run_tags.get(table_tag_key(_OUTCOME_DATA, table))
+    if raw is None:
+        return dict(run_tags) if run_tags.get(OUTCOME_TABLE_TAG) == table else {}
+    return {**json.loads(raw), OUTCOME_TABLE_TAG: table}
 
 
 def policy_hash(policy: Policy) -> str:

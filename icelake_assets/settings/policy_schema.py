@@ -191,6 +191,17 @@ class SensorPolicy(StrictModel):
     interval_seconds: int = Field(300, ge=10, le=24 * 3600)
 
 
+class PackingPolicy(StrictModel):
+    """Small tables share a run (planning/packing.py): one queue turn, process and Spark attach for
+    several tables. A table whose predicted work is within both thresholds is packed with others."""
+
+    enabled: bool = True
+    # Bytes the run would read and write again (the cost guard's estimate) ...
+    max_bytes: int = Field(256 * MiB, ge=0, le=MAX_REWRITE_BYTES)
+    # ... and data plus delete files every op plans over.
+    max_files: int = Field(2_000, ge=0, le=100 * MAX_COUNT)
+
+
 class SchedulePolicy(StrictModel):
     """Cron schedule as an alternative trigger to the sensor (None: sensor only)."""
 
@@ -308,6 +319,7 @@ class Policy(StrictModel):
     guards: GuardsPolicy = GuardsPolicy()
     operations: OperationsPolicy = OperationsPolicy()
     sensor: SensorPolicy = SensorPolicy()
+    packing: PackingPolicy = PackingPolicy()
     schedule: SchedulePolicy = SchedulePolicy()
     configuration: ConfigurationPolicy = ConfigurationPolicy()
     partitions: PartitionsPolicy = PartitionsPolicy()

@@ -169,6 +169,10 @@ class AutomationSettings(StrictModel):
     fair_share_window_hours: float = Field(24.0, gt=0, le=7 * 24)
     fair_share_by: Literal["table", "namespace"] = "table"
     max_wait_minutes: float = Field(240.0, gt=0, le=30 * 24 * 60)
+    # Small tables share a run (policy ``packing``, planning/packing.py): at most this many tables and
+    # this many bytes of predicted work per run. 1: every table has a run of its own.
+    packed_run_max_tables: int = Field(20, ge=1, le=200)
+    packed_run_max_bytes: int = Field(2 * GiB, ge=0, le=1024 * GiB)
     # The metadata checks of every table (cheap); the orphan check lists storage, so it runs less often.
     checks_cron: str = "*/30 * * * *"
     orphan_checks_cron: str = "0 4 * * *"

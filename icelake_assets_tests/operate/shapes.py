@@ -59,6 +59,7 @@ PLAN: dict[str, Any] = {
     "outcome": ("launched", "proposed", "observed", "deferred", "held", "skipped"),
     "enforce": {"action": ("launch", "defer", "hold", "nothing"), "ops": [STR]},
     "approve": {"awaiting": BOOL, "command": STR},
+    "launch": {"shared": BOOL, "reason": STR},
     "statistics": (
         type(None),
         {

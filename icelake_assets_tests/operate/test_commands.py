@@ -78,10 +78,14 @@ def test_plan_of_a_held_table_names_the_guard_the_estimate_and_the_approval(lake
         "launch",
     )
     assert doc["approve"]["awaiting"] is True
+    # How the sensor would launch it: small, in a run shared with other small tables.
+    assert doc["launch"]["shared"] is True, doc["launch"]
+    assert "shares a run with other small tables" in doc["launch"]["reason"]
 
     assert main(["--config", settings.source, "plan", str(held)]) == 0
     out = capsys.readouterr().out
     assert "guards: hold: rewrite of" in out and "awaiting approval: icelake approve" in out
+    assert "launch: shares a run with other small tables" in out
     assert main(["--config", settings.source, "plan", f"{held.catalog}.ns.nope"]) == 2
     assert f"table {held.catalog}.ns.nope does not exist" in capsys.readouterr().err
 

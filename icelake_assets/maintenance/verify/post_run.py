@@ -41,10 +41,10 @@ from icelake_assets.maintenance.verify.validation import (
 from icelake_assets.planning.orphans import orphan_finding
 from icelake_assets.planning.relaunch import (
     OUTCOME_SNAPSHOT_TAG,
-    OUTCOME_TABLE_TAG,
     OUTCOME_TAG,
     POLICY_HASH_TAG,
     policy_hash,
+    table_outcome_tags,
 )
 from icelake_assets.planning.statistics import refused_tag
 from icelake_assets.settings import Policy
@@ -250,18 +250,21 @@ class RunReport:
             f"{e.op}: {e.reason}" for e in self.ineffective
         )
 
-    def outcome_tags(self, ref: TableRef, after_snapshot_id: int | None, policy: Policy) -> dict[str, str]:
+    def outcome_tags(
+        self, ref: TableRef, after_snapshot_id: int | None, policy: Policy, shared: bool = False
+    ) -> dict[str, str]:
         """The run tags the sensor reads back (effect.relaunch_hold, and the statistics refusal:
-        planning/statistics.statistics_refusal); none when no op acted."""
+        planning/statistics.statistics_refusal); none when no op acted. ``shared``: the run maintains
+        other tables too (each table's outcome under its own keys only)."""
         if self.outcome is None:
             return {}
-        return {
+        outcome = {
             OUTCOME_TAG: self.outcome,
-            OUTCOME_TABLE_TAG: str(ref),
             OUTCOME_SNAPSHOT_TAG: str(after_snapshot_id),
             POLICY_HASH_TAG: policy_hash(policy),
             **(refused_tag(self.statistics_refused) if self.statistics_refused else {}),
         }
+        return table_outcome_tags(str(ref), outcome, shared)
 
 
 def commits_by_others(table: Table, ops: Sequence[OpResult], run_id: str) -> dict[str, int]:

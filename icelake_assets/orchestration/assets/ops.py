@@ -41,7 +41,8 @@ from icelake_assets.orchestration.assets.audit_trail import write_op_failure
 from icelake_assets.orchestration.assets.run_state import RunState, RunStates
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, IcebergSparkResource, IcelakeResource
-from icelake_assets.orchestration.runs.model import TABLE_TAG, earlier_run_maintaining, failure_tags
+from icelake_assets.orchestration.runs.model import earlier_run_maintaining
+from icelake_assets.orchestration.runs.run_tags import failure_tags, named_tables
 from icelake_assets.orchestration.tables.table_groups import TableGroup
 from icelake_assets.settings import Policy
 
@@ -65,13 +66,13 @@ def load_table_of_run(icelake: IcelakeResource, ref: TableRef, context: OpExecut
 
 def selected_tables(context: OpExecutionContext, group: TableGroup) -> list[DiscoveredTable]:
     """The group's tables this run maintains: a run selects a subset of the group's assets; a run of
-    a maintenance job (tables the project defines: no asset) names its table in its tag, or none
+    a maintenance job (tables the project defines: no asset) names its tables in its tags, or none
     for every table of the group."""
     if context.has_assets_def:
         keys = context.selected_asset_keys
         return [t for t in group.tables if table_asset_key(t.ref) in keys]
-    named = context.run.tags.get(TABLE_TAG)
-    return [t for t in group.tables if named is None or str(t.ref) == named]
+    named = named_tables(context.run.tags)
+    return [t for t in group.tables if named is None or str(t.ref) in named]
 
 
 def record_maintained(

@@ -36,7 +36,7 @@ from icelake_assets.orchestration.assets.run_state import RunState, RunStates
 from icelake_assets.orchestration.checks.health import run_orphans_metadata, table_health
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcebergSparkResource, IcelakeResource
-from icelake_assets.orchestration.runs.model import failure_tags
+from icelake_assets.orchestration.runs.run_tags import TABLES_TAG, failure_tags
 from icelake_assets.orchestration.tables.table_groups import TableGroup
 
 
@@ -99,7 +99,8 @@ def _validate_table(
     if state.cross_engine is not None:
         metadata["cross_engine"] = MetadataValue.text(state.cross_engine)
     state = replace(state, ops=post_run.with_effects(state.ops, effects))
-    if tags := report.outcome_tags(ref, result.after_snapshot_id, policy):
+    shared = TABLES_TAG in context.run.tags  # a run of several tables: each outcome under its own keys
+    if tags := report.outcome_tags(ref, result.after_snapshot_id, policy, shared):
         context.instance.add_run_tags(context.run_id, tags)
     for e in report.effects:
         if e.effect in ("ineffective", "overtaken"):

@@ -34,6 +34,17 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatu
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.runs.pools import pool_name
+from icelake_assets.orchestration.runs.run_tags import (  # noqa: F401 - re-exported
+    FAILURE_CAUSE_MAX as FAILURE_CAUSE_MAX,
+    FAILURE_CAUSE_TAG as FAILURE_CAUSE_TAG,
+    FAILURE_KIND_TAG as FAILURE_KIND_TAG,
+    FAILURE_TABLE_TAG as FAILURE_TABLE_TAG,
+    TABLE_TAG as TABLE_TAG,
+    TABLES_TAG as TABLES_TAG,
+    failure_of,
+    failure_tags as failure_tags,
+    named_tables,
+)
 from icelake_assets.private_api import (
     FINISHED_STATUSES,
     NOT_FINISHED_STATUSES,
@@ -84,15 +95,6 @@ ANY_INTERRUPTION = "any"  # the key of TableRuns.streaks counting interruptions 
 MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
-# Run tags of a table that failed in a run: its name, the kind of cause (icelake_assets.causes) and
-# the cause itself, cut to fit a tag.
-# The table a run maintains, on every run the product launches (sensor, schedule, approval); the
-# only way to tell the table of a maintenance *job* run (asset_keys.defined_by_project: no asset).
-TABLE_TAG = "icelake/table"
-FAILURE_TABLE_TAG = "icelake/failure_table"
-FAILURE_KIND_TAG = "icelake/failure_kind"
-FAILURE_CAUSE_TAG = "icelake/failure_cause"
-FAILURE_CAUSE_MAX = 1000
 _IN_FLIGHT_BACKFILLS = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
 
 
@@ -203,8 +205,9 @@ def run_tables(
     table its tag names; a run of a whole job (no selection), every table of the pools in its plan."""
     if run.asset_selection:
         return [k for k in run.asset_selection if k in pools_by_key]
-    if key_by_name and (named := key_by_name.get(run.tags.get(TABLE_TAG, ""))) is not None:
-        return [named]
+    names = named_tables(run.tags) if key_by_name else None
+    if key_by_name and names and (named := [key_by_name[n] for n in names if n in key_by_name]):
+        return named
     return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
 
 
@@ -221,7 +224,7 @@ def product_run_tables(
     keys = run_tables(run, pools_by_key, keys_by_pool, key_by_name)
     if keys:
         return tuple(names[k] if names and k in names else ".".join(k.path) for k in keys)
-    if run.job_name.startswith("icelake_") or TABLE_TAG in run.tags:
+    if run.job_name.startswith("icelake_") or named_tables(run.tags) is not None:
         return ()
     return None
 
@@ -267,9 +270,8 @@ def table_runs(
             entry.last_status = run.status if failed or not run_failed else DagsterRunStatus.SUCCESS
             entry.last_finished = record.end_time or record.update_timestamp.timestamp()
             name = names[key] if names and key in names else ".".join(key.path)
-            named = run.tags.get(FAILURE_TABLE_TAG) == name
-            entry.last_failure_kind = run.tags.get(FAILURE_KIND_TAG) if failed and named else None
-            entry.last_failure_cause = run.tags.get(FAILURE_CAUSE_TAG) if failed and named else None
+            kind, cause = failure_of(run.tags, name) if failed else (None, None)
+            entry.last_failure_kind, entry.last_failure_cause = kind, cause
             if failed and entry.last_failure_kind is None and run.status == DagsterRunStatus.CANCELED:
                 entry.last_failure_kind, entry.last_failure_cause = CANCELED, "terminated before it ended"
             # An interruption is not the table's failure: its streak stays as it was, they count apart
@@ -290,11 +292,6 @@ def _materialized(instance: DagsterInstance, run_id: str) -> set[AssetKey]:
         for r in records
         if (e := r.event_log_entry.dagster_event) is not None and e.asset_key is not None
     }
-
-
-def failure_tags(table: str, kind: str, cause: str) -> dict[str, str]:
-    """The run tags naming a table that failed in the run and why (read back by :func:`table_runs`)."""
-    return {FAILURE_TABLE_TAG: table, FAILURE_KIND_TAG: kind, FAILURE_CAUSE_TAG: cause[:FAILURE_CAUSE_MAX]}
 
 
 class PoolLimits:

@@ -28,7 +28,8 @@ from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.audit.writer import write_audit
 from icelake_assets.orchestration.runs.leases import STALE_TAG, observe_leases, read_leases, worker_alive
-from icelake_assets.orchestration.runs.model import FAILURE_KIND_TAG, WORKER_LOST, failure_tags
+from icelake_assets.orchestration.runs.model import FAILURE_KIND_TAG, WORKER_LOST
+from icelake_assets.orchestration.runs.run_tags import tables_failure_tags
 from icelake_assets.planning import stale_runs
 from icelake_assets.planning.stale_runs import (
     Lease,
@@ -121,7 +122,7 @@ def fail_stale_runs(
             continue
         message = f"icelake_assets: run {run.run_id} failed by the maintenance sensor: {reason}"
         # A run of one table names it, so the sensor's backoff reason says what happened to it.
-        named = failure_tags(tables[0], WORKER_LOST, reason) if len(tables) == 1 else {}
+        named = tables_failure_tags(tables, WORKER_LOST, reason)
         instance.add_run_tags(run.run_id, {STALE_TAG: WORKER_LOST, **named})
         # Stopped before it is failed: should the verdict be wrong, the launcher stops the worker
         # (its container, its process) and the worker, seeing its run end, commits nothing more.
@@ -177,7 +178,7 @@ def mark_lost_workers(
             reason = _launch_killed(instance, run)
         if reason is None:
             continue
-        named = failure_tags(tables[0], WORKER_LOST, reason) if len(tables) == 1 else {}
+        named = tables_failure_tags(tables, WORKER_LOST, reason)
         instance.add_run_tags(run.run_id, {STALE_TAG: WORKER_LOST, FAILURE_KIND_TAG: WORKER_LOST, **named})
         lost.append(StaleRun(run.run_id, run.job_name, run.status.value, reason, tuple(tables)))
     return lost

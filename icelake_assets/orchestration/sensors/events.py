@@ -25,12 +25,13 @@ from icelake_assets.causes import describe
 from icelake_assets.health.overview import TableBenefit
 from icelake_assets.health.stats import TableStats
 from icelake_assets.orchestration.assets.graph import table_asset_key
-from icelake_assets.orchestration.runs.model import TABLE_TAG
+from icelake_assets.orchestration.runs.run_tags import TABLE_TAG, shared_run_tags
 from icelake_assets.orchestration.tables.partitions import (
     dynamic_partition_requests,
     offending_partition_keys,
 )
 from icelake_assets.planning.outcome import Outcome
+from icelake_assets.planning.packing import LaunchMode, PredictedWork, launch_mode
 from icelake_assets.planning.priority import Rank
 from icelake_assets.planning.stale_runs import max_runtime_seconds
 from icelake_assets.planning.table import TablePlan
@@ -40,7 +41,7 @@ from icelake_assets.private_api import (
     MAX_RUNTIME_SECONDS_TAG,
     PRIORITY_TAG,
 )
-from icelake_assets.settings import Policy
+from icelake_assets.settings import OPERATIONS, Policy
 
 TRIGGER_TAG = "icelake/trigger"
 SIGNAL_TAG = "icelake/signal"
@@ -60,6 +61,9 @@ class TableEvaluation:
     benefit: TableBenefit | None = None  # the overview's view of the table, for the launch order
     # This tick's orphan scan found files to remove (TablePlan.orphans_pending).
     orphans_pending: bool = False
+    # A launched table's predicted work and whether it may share a run (planning/packing.py).
+    work: PredictedWork = PredictedWork(0, 0)
+    launch: LaunchMode | None = None
 
 
 def metadata_file(location: str | None) -> str:
@@ -146,6 +150,7 @@ def table_evaluation(
     ref, verdict = table.ref, plan.verdict
     run_requests: list[RunRequest] = []
     dynamic: list[AddDynamicPartitionsRequest] = []
+    work, launch = PredictedWork(0, 0), None
     if plan.outcome == Outcome.LAUNCHED:
         planned = replace(stats, compaction_candidates=list(plan.rewrite.partitions))
         tags = {
@@ -159,6 +164,12 @@ def table_evaluation(
             ),
         }
         run_requests = _run_requests(table, pdef, planned, verdict.ops, tags)
+        work = PredictedWork(
+            int(verdict.details.get("estimated_rewrite_bytes", 0)),
+            stats.data_files + stats.position_delete_files + stats.equality_delete_files,
+        )
+        partitioned = any(r.partition_key or ASSET_PARTITION_RANGE_START_TAG in r.tags for r in run_requests)
+        launch = launch_mode(policy, work, partitioned)
         keys = [k for r in run_requests if (k := r.partition_key)]
         if keys and isinstance(pdef, DynamicPartitionsDefinition):
             dynamic = dynamic_partition_requests(table, stats, context.instance, keys=keys)
@@ -186,6 +197,8 @@ def table_evaluation(
         dynamic_requests=tuple(dynamic),
         benefit=plan.priority,
         orphans_pending=plan.orphans_pending,
+        work=work,
+        launch=launch,
     )
 
 
@@ -259,6 +272,45 @@ def ranked(evaluation: TableEvaluation, rank: Rank, slots: str) -> TableEvaluati
         if observation is None
         else AssetObservation(asset_key=observation.asset_key, metadata={**observation.metadata, **extra}),
         audit=None if audit is None else replace(audit, reason=f"{rank.why}; {audit.reason}"),
+    )
+
+
+def shared_run_request(evaluations: Sequence[TableEvaluation]) -> RunRequest:
+    """One run for several small tables (planning/packing.py), best-ranked first: every table
+    selected (or named, for jobs without assets), its tags saying which tables it carries; its
+    priority the best of theirs, its runtime bound their sum. Each table's request is whole-table."""
+    first = evaluations[0].run_requests[0]
+    requests = [e.run_requests[0] for e in evaluations]
+    tables = [str(e.ref) for e in evaluations]
+    acting = {op for r in requests for op in r.tags.get(OPS_TAG, "").split(",") if op}
+    signals = "; ".join(
+        f"{e.ref}: {r.tags.get(SIGNAL_TAG, '')}" for e, r in zip(evaluations, requests, strict=True)
+    )
+    tags = {k: v for k, v in first.tags.items() if k != TABLE_TAG}
+    tags.update(shared_run_tags(tables))
+    tags[SIGNAL_TAG] = f"{len(tables)} small tables: {signals}"[:200]
+    tags[OPS_TAG] = ",".join(op for op in OPERATIONS if op in acting)
+    tags[MAX_RUNTIME_SECONDS_TAG] = str(sum(int(r.tags.get(MAX_RUNTIME_SECONDS_TAG, 0)) for r in requests))
+    if any(PRIORITY_TAG in r.tags for r in requests):
+        tags[PRIORITY_TAG] = str(max(int(r.tags.get(PRIORITY_TAG, 0)) for r in requests))
+    selection = (
+        None if first.asset_selection is None else [k for r in requests for k in r.asset_selection or ()]
+    )
+    return RunRequest(job_name=first.job_name, asset_selection=selection, tags=tags)
+
+
+def in_shared_run(evaluation: TableEvaluation, tables: Sequence[str]) -> TableEvaluation:
+    """A table packed into a run with ``tables``: its observation and audit record say so."""
+    others = len(tables) - 1
+    said = f"maintained in one run with {others} other small table(s)"
+    observation, audit = evaluation.observation, evaluation.audit
+    extra = {"sensor/shared_run_tables": MetadataValue.json(list(tables))}
+    return replace(
+        evaluation,
+        observation=None
+        if observation is None
+        else AssetObservation(asset_key=observation.asset_key, metadata={**observation.metadata, **extra}),
+        audit=None if audit is None else replace(audit, reason=f"{audit.reason}; {said}"),
     )
 
 

@@ -44,7 +44,7 @@ from icelake_assets.orchestration.checks.health import ORPHAN_CHECK, table_healt
 from icelake_assets.orchestration.checks.results import HEALTH_CHECK, metadata_check_results
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.runs.model import TABLE_TAG
+from icelake_assets.orchestration.runs.run_tags import named_tables
 from icelake_assets.policies import configuration_report
 from icelake_assets.settings import ChecksPerTable
 
@@ -60,9 +60,9 @@ _IN_PROGRESS = [
 
 
 def tables_being_maintained(instance) -> set[str]:
-    """Tables (by name) with a run in progress, from the table tag every maintenance run carries."""
+    """Tables (by name) with a run in progress, from the table tags every maintenance run carries."""
     runs = instance.get_runs(filters=RunsFilter(statuses=_IN_PROGRESS))
-    return {run.tags[TABLE_TAG] for run in runs if TABLE_TAG in run.tags}
+    return {table for run in runs for table in named_tables(run.tags) or ()}
 
 
 def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:

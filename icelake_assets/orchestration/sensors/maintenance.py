@@ -45,13 +45,13 @@ from icelake_assets.orchestration.sensors.events import (
     TableEvaluation,
     tick_summary,
 )
+from icelake_assets.orchestration.sensors.launch_order import order_and_cap
 from icelake_assets.orchestration.sensors.loop_metrics import loop_snapshot, table_lags
 from icelake_assets.orchestration.sensors.tick_stages import (
     TickClock,
     TickOptions,
     evaluate_table,
     observe_catalogs,
-    order_and_cap,
     plan_tables,
     recover_runs,
     settle,

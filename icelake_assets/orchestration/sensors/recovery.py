@@ -23,20 +23,20 @@ from dagster import (
 )
 
 from icelake_assets.orchestration.runs.housekeeping import sweep_run_keys
-from icelake_assets.orchestration.runs.model import TABLE_TAG
 from icelake_assets.orchestration.runs.pools import POOL_PREFIX
 from icelake_assets.orchestration.runs.recovery import ended_runs, fail_stale_runs, mark_lost_workers
+from icelake_assets.orchestration.runs.run_tags import named_tables
 
 RECOVERY_SENSOR = "icelake_recovery_sensor"
 RECOVERY_INTERVAL_SECONDS = 30
 
 
 def product_run(run: DagsterRun) -> Sequence[str] | None:
-    """The tables a run of the product maintains, as far as the run itself says (its table tag, else
+    """The tables a run of the product maintains, as far as the run itself says (its table tags, else
     its selected assets when it claims the product's pools); ``()`` for a run of the product naming
     none; None for a run that is not the product's (a run with a lease is the product's anyway)."""
-    if TABLE_TAG in run.tags:
-        return (run.tags[TABLE_TAG],)
+    if (named := named_tables(run.tags)) is not None:
+        return named
     pools = set(run.run_op_concurrency.all_pools or ()) if run.run_op_concurrency else set()
     if any(p.startswith(POOL_PREFIX) for p in pools):
         return tuple(".".join(k.path) for k in run.asset_selection or ())

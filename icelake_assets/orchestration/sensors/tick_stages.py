@@ -21,23 +21,20 @@ from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.runs import model as run_model
 from icelake_assets.orchestration.runs.model import PoolLimits, TableRuns, pools_by_key, table_runs
 from icelake_assets.orchestration.runs.recovery import recover
-from icelake_assets.orchestration.runs.usage import run_seconds
 from icelake_assets.orchestration.sensors.cursor import TickCursor
 from icelake_assets.orchestration.sensors.events import (
     TableEvaluation,
     error_evaluation,
     metadata_file,
-    ranked,
+    shared_run_request,
     table_evaluation,
     tick_summary,
 )
 from icelake_assets.orchestration.sensors.prefetch import Prefetch
-from icelake_assets.planning.history import History, LastOutcome, Runs, Seen, finding_since, needs_evaluation
+from icelake_assets.planning.history import History, LastOutcome, Runs, Seen, needs_evaluation
 from icelake_assets.planning.outcome import WAITING, Outcome
-from icelake_assets.planning.priority import Usage, rank_launches
-from icelake_assets.planning.relaunch import OUTCOME_TABLE_TAG
+from icelake_assets.planning.relaunch import OUTCOME_TABLE_TAG, outcome_filter, outcome_of
 from icelake_assets.planning.table import plan_table
-from icelake_assets.settings import AutomationSettings
 
 
 @dataclass(frozen=True)
@@ -98,7 +95,7 @@ class TickPlan:
 @dataclass(frozen=True)
 class LaunchOrder:
     evaluations: Mapping[str, TableEvaluation]  # the plan's, those wanting a run placed in the order
-    launching: tuple[str, ...]  # the tables wanting a run, best first (past the free slots: queued)
+    launching: tuple[tuple[str, ...], ...]  # the runs requested, best first: the tables of each
     found_at: Mapping[str, float]  # when each evaluated table's finding was first seen
 
 
@@ -109,13 +106,18 @@ class SettledTick:
 
 
 def _last_outcome(context: SensorEvaluationContext, ref: TableRef) -> LastOutcome | None:
-    """The table's latest run that recorded an outcome (run tags, see maintenance/results/effect.py)."""
-    records = context.instance.get_run_records(RunsFilter(tags={OUTCOME_TABLE_TAG: str(ref)}), limit=1)
+    """The table's latest run that recorded an outcome (run tags, see maintenance/verify/post_run.py):
+    its own keys (a run of several tables carries one set per table), else the run-wide ones that
+    runs of earlier versions recorded."""
+    table = str(ref)
+    records = context.instance.get_run_records(RunsFilter(tags=outcome_filter(table)), limit=1)
+    if not records:
+        records = context.instance.get_run_records(RunsFilter(tags={OUTCOME_TABLE_TAG: table}), limit=1)
     if not records:
         return None
     record = records[0]
     ended = record.end_time or record.update_timestamp.timestamp()
-    return LastOutcome(dict(record.dagster_run.tags), ended)
+    return LastOutcome(outcome_of(record.dagster_run.tags, table), ended)
 
 
 def _runs(state: TableRuns | None, backoff_seconds: float) -> Runs | None:
@@ -300,44 +302,6 @@ def plan_tables(
     return TickPlan(evaluations, tuple(evaluated), unreadable, visited, (start + visited) % n)
 
 
-def order_and_cap(
-    context: SensorEvaluationContext,
-    automation: AutomationSettings,
-    plan: TickPlan,
-    runs: RecoveredRuns,
-    now: float,
-) -> LaunchOrder:
-    """When the instance's global run cap leaves fewer slots than tables wanting a run, the free slots'
-    worth are requested in the launch order (planning/priority.py: waited past the bound, then benefit
-    within the fair share, then over it); the others become ``queued_by_priority`` (re-ranked next tick)."""
-    # When the finding was first seen (an older finding goes first among equal benefits).
-    found_at = {e.name: finding_since(e.previous, now) for e in plan.evaluated}
-    evaluations = dict(plan.evaluations)
-    wanting = [e.name for e in plan.evaluated if evaluations[e.name].outcome == Outcome.LAUNCHED]
-    if not wanting:
-        return LaunchOrder(evaluations, (), found_at)
-    free, slots = run_model.free_slots(context.instance, runs.pools, automation.queued_runs_ahead)
-    usage = None
-    if free is not None and free < len(wanting):  # the runs' time is read only when slots are short
-        window = automation.fair_share_window_hours * 3600
-        used = run_seconds(context.instance, runs.pools, runs.names, now, window)
-        usage = Usage.of(wanting, used, automation.fair_share_by, window)
-    wait = automation.max_wait_minutes * 60
-    ranks = rank_launches([(w, evaluations[w].benefit) for w in wanting], found_at, free, now, wait, usage)
-    ranking = []
-    for rank in ranks:
-        evaluations[rank.table] = placed = ranked(evaluations[rank.table], rank, slots)
-        ranking.append(
-            f"{rank.rank}. {placed.ref} {placed.outcome} ({rank.rule}: {rank.benefit} files/scan, {rank.age})"
-        )
-    context.log.info(
-        f"launch order ({slots}): "
-        + "; ".join(ranking[:20])
-        + (f" and {len(ranking) - 20} more" if len(ranking) > 20 else "")
-    )
-    return LaunchOrder(evaluations, tuple(rank.table for rank in ranks), found_at)
-
-
 def settle(
     cursor: TickCursor, plan: TickPlan, order: LaunchOrder, now: float, orphan_scan_seconds: float
 ) -> SettledTick:
@@ -364,7 +328,7 @@ def settle(
 def tick_requests(
     context: SensorEvaluationContext,
     settled: SettledTick,
-    launching: Sequence[str],
+    launching: Sequence[Sequence[str]],
     total: int,
     visited: int,
     started: float,
@@ -382,7 +346,13 @@ def tick_requests(
         + (": " + ", ".join(acting[:20]) if acting else "")
         + (f" and {len(acting) - 20} more" if len(acting) > 20 else "")
     )
-    run_requests = [rr for name in launching for rr in settled.evaluations[name].run_requests]
+    run_requests = []
+    for tables in launching:
+        members = [settled.evaluations[name] for name in tables]
+        if len(members) > 1:
+            run_requests.append(shared_run_request(members))
+        else:
+            run_requests.extend(members[0].run_requests)
     return SensorResult(
         run_requests=run_requests,
         # A tick that launches nothing says why in the UI's tick list (not "0 runs requested").

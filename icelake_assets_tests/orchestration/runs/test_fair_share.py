@@ -1,7 +1,8 @@
 """The fair share of the run slots through a real sensor tick (a real Dagster instance with the shipped
 run cap, no Spark: runs are queued, not executed): while a large namespace's table runs and the cap
 leaves one slot, a small table of another namespace launches before a more beneficial table of the
-namespace that is running."""
+namespace that is running. Packing is off here (``packed_run_max_tables: 1``): both waiting tables
+are small and would share one run (test_packed_runs.py)."""
 
 from dagster import DagsterEvent, DagsterEventType
 
@@ -17,7 +18,7 @@ from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, 
 
 
 def test_a_small_table_launches_while_a_large_namespace_runs_and_one_slot_is_left(make_lake):
-    automation = {"queued_runs_ahead": 0, "fair_share_by": "namespace"}
+    automation = {"queued_runs_ahead": 0, "fair_share_by": "namespace", "packed_run_max_tables": 1}
     settings, small, _ = _lake(make_lake, files=22, automation=automation)  # ns.t: 42 file opens saved
     cat = open_catalog(settings, small.catalog)
     cat.create_namespace("big")

@@ -28,9 +28,9 @@ from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _lake_of(make_lake, names):
-    """Degraded unpartitioned tables ``ns.<name>`` (25 small files each)."""
-    settings, ref, table = _lake(make_lake, files=25)
+def _lake_of(make_lake, names, **lake):
+    """Degraded unpartitioned tables ``ns.<name>`` (25 small files each); ``lake``: _lake's options."""
+    settings, ref, table = _lake(make_lake, files=25, **lake)
     from icelake_assets.catalog.connection import TableRef, open_catalog
 
     cat = open_catalog(settings, ref.catalog)
@@ -58,8 +58,9 @@ def _lake_of(make_lake, names):
     return settings, refs
 
 
-def _queue(instance, defs, ref, tags):
-    """A queued run of the table's maintenance, as a backfill, the UI or the sensor would create it."""
+def _queue(instance, defs, ref, tags, also=()):
+    """A queued run of the table's maintenance (and of the tables ``also``: a shared run), as a
+    backfill, the UI or the sensor would create it."""
     job = defs.resolve_implicit_global_asset_job_def()
     location = InProcessCodeLocationOrigin(
         LoadableTargetOrigin(module_name="icelake_assets.definitions"), location_name="icelake"
@@ -67,7 +68,7 @@ def _queue(instance, defs, ref, tags):
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), job.name)
     return instance.create_run_for_job(
         job,
-        asset_selection={table_asset_key(ref)},
+        asset_selection={table_asset_key(r) for r in (ref, *also)},
         tags=tags,
         status=DagsterRunStatus.QUEUED,
         remote_job_origin=origin,

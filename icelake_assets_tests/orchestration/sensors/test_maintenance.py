@@ -32,13 +32,23 @@ def _batch(start: int, rows: int, width: int = 8) -> pa.Table:
     return pa.table({"id": pa.array(range(start, start + rows), pa.int64()), "payload": pa.array(payload)})
 
 
-def _lake(make_lake, files: int = 25, rows_per_file: int = 10, width: int = 8, automation=None, **policy):
-    """A lake with one unpartitioned table `ns.t` of ``files`` small files (one commit each)."""
+def _lake(
+    make_lake,
+    files: int = 25,
+    rows_per_file: int = 10,
+    width: int = 8,
+    automation=None,
+    policies=None,
+    **policy,
+):
+    """A lake with one unpartitioned table `ns.t` of ``files`` small files (one commit each);
+    ``policies``: the settings' policy layers (per table, namespace, catalog)."""
     defaults = {"mode": "enforce", "guards": {"quiet_period_minutes": 0}}
-    settings = make_lake(
-        thresholds={**TEST_THRESHOLDS, **defaults, **policy},
-        extra={"automation": automation} if automation else None,
-    )
+    extra = {
+        **({"automation": automation} if automation else {}),
+        **({"policies": policies} if policies else {}),
+    }
+    settings = make_lake(thresholds={**TEST_THRESHOLDS, **defaults, **policy}, extra=extra or None)
     cat = open_catalog(settings, catalog_name(settings), create=True)
     cat.create_namespace("ns")
     table = cat.create_table(("ns", "t"), SCHEMA)

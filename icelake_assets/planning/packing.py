@@ -1,0 +1,120 @@
+"""Small tables share a run (issue 42): the fixed cost of a run (its queue turn, its process, the
+definitions it loads, its attach to the Spark driver: seconds) is most of the work of a small
+table, so the sensor packs the small tables it launches in a tick into runs of several tables.
+
+A table is small when its predicted work is within its policy's ``packing`` thresholds: the bytes
+the run would read and write again (the cost guard's estimate) and the files every op plans over
+(data and delete files). Larger tables, and tables whose run takes partitions (a range or a key),
+keep a run of their own. A pack holds tables of one maintenance job (a run is of one job), at most
+``automation.packed_run_max_tables`` tables and ``packed_run_max_bytes`` bytes of predicted work.
+
+A run claims the concurrency pools of every table it carries, so a table whose pool is busy (another
+run of its pool is queued or in progress) is not packed: the pack would wait on that run, and every
+table in it with the pack. It keeps a run of its own, queued behind the busy pool's run.
+
+Packing keeps the launch order (planning/priority.py): a pack takes the place of its best-ranked
+table, and the run slots are counted in runs, not tables. Pure: the sensor wires it (tick_stages.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from icelake_assets.settings import Policy
+from icelake_assets.text import human_bytes
+
+
+@dataclass(frozen=True)
+class PredictedWork:
+    """What a table's run would do, as far as its metadata tells before the run."""
+
+    bytes: int  # read and written again (rewrites, row expiry): the cost guard's estimate
+    files: int  # data and delete files the ops plan over
+
+
+@dataclass(frozen=True)
+class LaunchMode:
+    """How the sensor launches a table's maintenance: in a run shared with other small tables or
+    in a run of its own, and why."""
+
+    shared: bool
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"shared": self.shared, "reason": self.reason}
+
+
+def launch_mode(policy: Policy, work: PredictedWork, partitioned_run: bool = False) -> LaunchMode:
+    """``partitioned_run``: the run takes a partition or a range of them (a run of its own: a run
+    of several tables is a whole-table run of each)."""
+    packing = policy.packing
+    if not packing.enabled:
+        return LaunchMode(False, "a run of its own: packing disabled by policy (packing.enabled)")
+    if partitioned_run:
+        return LaunchMode(False, "a run of its own: it maintains some partitions, not the whole table")
+    over = []
+    if work.bytes > packing.max_bytes:
+        over.append(
+            f"{human_bytes(work.bytes)} to rewrite > packing.max_bytes {human_bytes(packing.max_bytes)}"
+        )
+    if work.files > packing.max_files:
+        over.append(f"{work.files} files > packing.max_files {packing.max_files}")
+    if over:
+        return LaunchMode(False, "a run of its own: " + ", ".join(over))
+    return LaunchMode(
+        True,
+        f"shares a run with other small tables ({human_bytes(work.bytes)} to rewrite, {work.files} files: "
+        f"within packing.max_bytes {human_bytes(packing.max_bytes)} and max_files {packing.max_files})",
+    )
+
+
+@dataclass(frozen=True)
+class LaunchCandidate:
+    """A table wanting a run this tick, in the launch order."""
+
+    table: str
+    job: str  # the maintenance job its run targets: a run is of one job
+    pool: str
+    work: PredictedWork
+    mode: LaunchMode
+
+
+@dataclass(frozen=True)
+class LaunchUnit:
+    """One run the sensor requests: one table, or several small ones (best-ranked first)."""
+
+    tables: tuple[str, ...]
+    bytes: int
+
+    @property
+    def packed(self) -> bool:
+        return len(self.tables) > 1
+
+
+def pack_launches(
+    candidates: Sequence[LaunchCandidate],
+    max_tables: int,
+    max_bytes: int,
+    busy_pools: frozenset[str] = frozenset(),
+) -> list[LaunchUnit]:
+    """The runs for ``candidates`` (best first), in launch order: a table not shared, or whose pool is
+    busy, is a unit of its own at its place; shared tables of one job fill a pack placed where its
+    first table ranked, until it holds ``max_tables`` or the next table would take it past
+    ``max_bytes`` (then a new pack starts)."""
+    units: list[list[str]] = []
+    sizes: list[int] = []
+    open_pack: dict[str, int] = {}  # job -> index of its pack being filled
+    for c in candidates:
+        if not c.mode.shared or c.pool in busy_pools:
+            units.append([c.table])
+            sizes.append(c.work.bytes)
+            continue
+        at = open_pack.get(c.job)
+        if at is not None and len(units[at]) < max_tables and sizes[at] + c.work.bytes <= max_bytes:
+            units[at].append(c.table)
+            sizes[at] += c.work.bytes
+            continue
+        open_pack[c.job] = len(units)
+        units.append([c.table])
+        sizes.append(c.work.bytes)
+    return [LaunchUnit(tuple(u), s) for u, s in zip(units, sizes, strict=True)]

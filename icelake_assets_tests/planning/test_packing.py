@@ -1,0 +1,53 @@
+"""Which tables share a run and how the runs are cut (planning/packing.py)."""
+
+from icelake_assets.planning.packing import LaunchCandidate, PredictedWork, launch_mode, pack_launches
+from icelake_assets.settings import MiB, Policy
+
+
+def _policy(**packing) -> Policy:
+    return Policy.model_validate({"packing": packing})
+
+
+def test_a_table_within_both_thresholds_shares_a_run_and_the_reason_names_the_threshold_crossed():
+    policy = _policy(max_bytes=10 * MiB, max_files=100)
+    small = launch_mode(policy, PredictedWork(MiB, 30))
+    assert small.shared and "packing.max_bytes" in small.reason
+    by_bytes = launch_mode(policy, PredictedWork(11 * MiB, 30))
+    assert not by_bytes.shared and "> packing.max_bytes 10.5 MB" in by_bytes.reason
+    by_files = launch_mode(policy, PredictedWork(0, 101))
+    assert not by_files.shared and "101 files > packing.max_files 100" in by_files.reason
+    assert not launch_mode(policy, PredictedWork(0, 1), partitioned_run=True).shared
+    off = launch_mode(_policy(enabled=False), PredictedWork(0, 1))
+    assert not off.shared and "packing.enabled" in off.reason
+
+
+def _candidate(table, shared=True, job="j", pool=None, size=MiB):
+    policy = _policy(max_bytes=100 * MiB) if shared else _policy(enabled=False)
+    work = PredictedWork(size, 10)
+    return LaunchCandidate(table, job, pool or f"p-{table}", work, launch_mode(policy, work))
+
+
+def test_packs_keep_the_launch_order_and_respect_the_run_limits():
+    ranked = [
+        _candidate("a"),
+        _candidate("big", shared=False),
+        _candidate("b"),
+        _candidate("other_job", job="k"),
+        _candidate("c"),
+        _candidate("d", size=60 * MiB),  # would take the first pack past 64 MiB: a new pack
+        _candidate("e"),
+    ]
+    units = pack_launches(ranked, max_tables=3, max_bytes=64 * MiB)
+    assert [u.tables for u in units] == [("a", "b", "c"), ("big",), ("other_job",), ("d", "e")]
+    assert units[0].packed and not units[1].packed and units[3].bytes == 61 * MiB
+
+
+def test_a_table_whose_pool_is_busy_keeps_a_run_of_its_own():
+    ranked = [_candidate("a"), _candidate("waits", pool="held"), _candidate("b")]
+    units = pack_launches(ranked, max_tables=20, max_bytes=10**12, busy_pools=frozenset({"held"}))
+    assert [u.tables for u in units] == [("a", "b"), ("waits",)]
+
+
+def test_one_table_per_run_when_packs_hold_one_table():
+    ranked = [_candidate("a"), _candidate("b")]
+    assert [u.tables for u in pack_launches(ranked, max_tables=1, max_bytes=10**12)] == [("a",), ("b",)]

@@ -11,7 +11,10 @@ BENCHES = (
     "bench.compaction_bench",
     "bench.scale_bench",  # 10,000 tables: generates its lake once (about 5 minutes), cached
     "bench.definitions_bench",  # scale_bench's lakes: loads and run workers vs bare Dagster (~10 min)
-    "bench.fleet_bench",  # 20 tables healed by the sensor vs raw procedures (~15 minutes)
+    # 20 small tables healed by the sensor vs raw procedures, packed and one run per table (~10 min)
+    "bench.fleet_bench --skip-per-run --one-run-per-table",
+    "bench.fleet_bench --tables 200 --skip-per-run",  # 200 small tables (~30 minutes)
+    "bench.fleet_mix_bench",  # 2 large + 100 small tables: the small ones' wait bound (~15 minutes)
     "bench.big_table_bench",  # 20,000 files: the product vs raw procedures, 4 pairs (~25 minutes)
     "bench.query_bench",  # query latency before/after maintenance, Spark and DuckDB (~3 minutes)
     "bench.object_store_bench",  # SeaweedFS vs local disk: about 10 minutes (100,000 objects uploaded)
@@ -19,6 +22,7 @@ BENCHES = (
 )
 
 if __name__ == "__main__":
-    failed = [b for b in BENCHES if subprocess.call([sys.executable, "-m", b]) != 0]
+    # An entry is a module and its arguments.
+    failed = [b for b in BENCHES if subprocess.call([sys.executable, "-m", *b.split()]) != 0]
     if failed:
         sys.exit(f"failed: {', '.join(failed)}")

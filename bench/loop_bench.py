@@ -43,6 +43,7 @@ from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.spark.resident_spark import BASE_ENV as RESIDENT_STATE_ENV, stop_all
+from icelake_assets.orchestration.runs.run_tags import named_tables
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 from icelake_assets.planning.table import op_decisions
 from icelake_assets.policies import policy_for
@@ -200,7 +201,7 @@ def sensor(settings: Settings, home: Path, timeout: float, max_runs: int | None 
             r.create_timestamp.timestamp() - wall_start,
             (r.start_time or 0) - wall_start,
             (r.end_time or 0) - wall_start,
-            r.dagster_run.tags.get("icelake/table", "?"),
+            ",".join(named_tables(r.dagster_run.tags) or ("?",)),
             r.dagster_run.tags.get("icelake/priority_rank", "-"),
         )
         for r in records
@@ -213,7 +214,7 @@ def sensor(settings: Settings, home: Path, timeout: float, max_runs: int | None 
         "polled": healed_at - started,
         "runs": len(runs),
         "failed": sum(s == DagsterRunStatus.FAILURE for s in statuses),
-        "tables": sorted({r.tags.get("icelake/table", "?") for r in runs}),
+        "tables": sorted({t for r in runs for t in named_tables(r.tags) or ("?",)}),
         "timeline": timeline,
     }
 

@@ -13,7 +13,9 @@ run of its pool is queued or in progress) is not packed: the pack would wait on 
 table in it with the pack. It keeps a run of its own, queued behind the busy pool's run.
 
 Packing keeps the launch order (planning/priority.py): a pack takes the place of its best-ranked
-table, and the run slots are counted in runs, not tables. Pure: the sensor wires it (tick_stages.py)."""
+table, and the run slots are counted in runs, not tables. The tables are spread over the runs the
+instance runs at once (its run cap): 20 small tables under a cap of 2 make two runs of 10, which
+the shared Spark driver serves side by side, not one run of 20 and an idle slot. Pure: the sensor wires it (tick_stages.py)."""
 
 from __future__ import annotations
 
@@ -96,11 +98,22 @@ def pack_launches(
     max_tables: int,
     max_bytes: int,
     busy_pools: frozenset[str] = frozenset(),
+    spread_over: int | None = None,
 ) -> list[LaunchUnit]:
     """The runs for ``candidates`` (best first), in launch order: a table not shared, or whose pool is
     busy, is a unit of its own at its place; shared tables of one job fill a pack placed where its
-    first table ranked, until it holds ``max_tables`` or the next table would take it past
-    ``max_bytes`` (then a new pack starts)."""
+    first table ranked, until it holds its share or the next table would take it past ``max_bytes``
+    (then a new pack starts). A pack's share is ``max_tables``, or fewer when ``spread_over`` (the
+    runs that may run at once) is given: the job's shared tables are then spread evenly over that
+    many runs, so a few tables do not wait in one run while a run slot stays idle."""
+    shared = [c for c in candidates if c.mode.shared and c.pool not in busy_pools]
+    per_job: dict[str, int] = {}
+    for c in shared:
+        per_job[c.job] = per_job.get(c.job, 0) + 1
+    share = {
+        job: max_tables if spread_over is None else max(1, min(max_tables, -(-n // max(1, spread_over))))
+        for job, n in per_job.items()
+    }
     units: list[list[str]] = []
     sizes: list[int] = []
     open_pack: dict[str, int] = {}  # job -> index of its pack being filled
@@ -110,7 +123,7 @@ def pack_launches(
             sizes.append(c.work.bytes)
             continue
         at = open_pack.get(c.job)
-        if at is not None and len(units[at]) < max_tables and sizes[at] + c.work.bytes <= max_bytes:
+        if at is not None and len(units[at]) < share[c.job] and sizes[at] + c.work.bytes <= max_bytes:
             units[at].append(c.table)
             sizes[at] += c.work.bytes
             continue

@@ -51,3 +51,13 @@ def test_a_table_whose_pool_is_busy_keeps_a_run_of_its_own():
 def test_one_table_per_run_when_packs_hold_one_table():
     ranked = [_candidate("a"), _candidate("b")]
     assert [u.tables for u in pack_launches(ranked, max_tables=1, max_bytes=10**12)] == [("a",), ("b",)]
+
+
+def test_tables_are_spread_over_the_runs_that_run_at_once():
+    ranked = [_candidate(f"t{i}") for i in range(7)] + [_candidate("big", shared=False)]
+    units = pack_launches(ranked, max_tables=20, max_bytes=10**12, spread_over=2)
+    assert [len(u.tables) for u in units] == [4, 3, 1]  # two runs side by side, not one of 7
+    many = pack_launches(
+        [_candidate(f"t{i}") for i in range(50)], max_tables=20, max_bytes=10**12, spread_over=2
+    )
+    assert [len(u.tables) for u in many] == [20, 20, 10]  # never past max_tables

@@ -23,9 +23,11 @@ def _launch_units(
     ranks: Sequence[Rank],
     runs: RecoveredRuns,
     automation: AutomationSettings,
+    parallel: int | None,
 ) -> list[LaunchUnit]:
-    """The runs for the ranked tables: small tables of one job packed (planning/packing.py), a table
-    whose pool another run holds kept apart (the pack would wait on that run)."""
+    """The runs for the ranked tables: small tables of one job packed (planning/packing.py) and
+    spread over ``parallel`` runs, a table whose pool another run holds kept apart (the pack would
+    wait on that run)."""
     busy = frozenset(
         runs.pools[key] for key, state in runs.runs.items() if state.in_flight and key in runs.pools
     )
@@ -39,7 +41,9 @@ def _launch_units(
         pool = runs.pools.get(table_asset_key(e.ref), "")
         job = (request.job_name or "") if request is not None else ""
         candidates.append(LaunchCandidate(rank.table, job, pool, e.work, mode))
-    return pack_launches(candidates, automation.packed_run_max_tables, automation.packed_run_max_bytes, busy)
+    return pack_launches(
+        candidates, automation.packed_run_max_tables, automation.packed_run_max_bytes, busy, parallel
+    )
 
 
 def order_and_cap(
@@ -68,7 +72,8 @@ def order_and_cap(
         usage = Usage.of(wanting, used, automation.fair_share_by, window)
     wait = automation.max_wait_minutes * 60
     ranks = rank_launches([(w, evaluations[w].benefit) for w in wanting], found_at, None, now, wait, usage)
-    units = _launch_units(evaluations, ranks, runs, automation)
+    # Spread over the runs the instance runs at once (its run cap; none: as full as allowed).
+    units = _launch_units(evaluations, ranks, runs, automation, run_model.run_cap(context.instance))
     launched = units if free is None else units[:free]
     unit_of = {table: unit for unit in launched for table in unit.tables}
     ranking = []

@@ -15,7 +15,8 @@ table in it with the pack. It keeps a run of its own, queued behind the busy poo
 Packing keeps the launch order (planning/priority.py): a pack takes the place of its best-ranked
 table, and the run slots are counted in runs, not tables. The tables are spread over the runs the
 instance runs at once (its run cap): 20 small tables under a cap of 2 make two runs of 10, which
-the shared Spark driver serves side by side, not one run of 20 and an idle slot. Pure: the sensor wires it (tick_stages.py)."""
+the shared Spark driver serves side by side, not one run of 20 and an idle slot; a pack holds at
+least MIN_SHARED tables when there are as many (3 small tables under a cap of 10 still share one). Pure: the sensor wires it (tick_stages.py)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,19 @@ class LaunchUnit:
         return len(self.tables) > 1
 
 
+# A shared run carries at least this many tables when there are as many: under it, the run's fixed
+# cost (queue turn, process, definitions, Spark attach: about 9 s measured by bench.fleet_bench)
+# outweighs its tables' work (about 2-5 s each), and the slots it would keep busy are not worth it.
+MIN_SHARED = 4
+
+
+def _share(tables: int, max_tables: int, spread_over: int) -> int:
+    """Tables per pack for ``tables`` small tables of one job: spread over ``spread_over`` runs at
+    most, and over fewer when that would leave packs of fewer than MIN_SHARED tables."""
+    packs = max(1, min(spread_over, -(-tables // MIN_SHARED)))
+    return max(1, min(max_tables, -(-tables // packs)))
+
+
 def pack_launches(
     candidates: Sequence[LaunchCandidate],
     max_tables: int,
@@ -105,13 +119,14 @@ def pack_launches(
     first table ranked, until it holds its share or the next table would take it past ``max_bytes``
     (then a new pack starts). A pack's share is ``max_tables``, or fewer when ``spread_over`` (the
     runs that may run at once) is given: the job's shared tables are then spread evenly over that
-    many runs, so a few tables do not wait in one run while a run slot stays idle."""
+    many runs (fewer when the packs would hold under MIN_SHARED tables), so tables do not wait in
+    one run while a run slot stays idle."""
     shared = [c for c in candidates if c.mode.shared and c.pool not in busy_pools]
     per_job: dict[str, int] = {}
     for c in shared:
         per_job[c.job] = per_job.get(c.job, 0) + 1
     share = {
-        job: max_tables if spread_over is None else max(1, min(max_tables, -(-n // max(1, spread_over))))
+        job: max_tables if spread_over is None else _share(n, max_tables, spread_over)
         for job, n in per_job.items()
     }
     units: list[list[str]] = []

@@ -61,3 +61,14 @@ def test_tables_are_spread_over_the_runs_that_run_at_once():
         [_candidate(f"t{i}") for i in range(50)], max_tables=20, max_bytes=10**12, spread_over=2
     )
     assert [len(u.tables) for u in many] == [20, 20, 10]  # never past max_tables
+
+
+def test_packs_are_not_spread_thinner_than_the_minimum_a_run_is_worth():
+    three = pack_launches(
+        [_candidate(f"t{i}") for i in range(3)], max_tables=20, max_bytes=10**12, spread_over=10
+    )
+    assert [len(u.tables) for u in three] == [3]  # one run, not three runs of one under a cap of 10
+    twenty = pack_launches(
+        [_candidate(f"t{i}") for i in range(20)], max_tables=20, max_bytes=10**12, spread_over=10
+    )
+    assert [len(u.tables) for u in twenty] == [4] * 5

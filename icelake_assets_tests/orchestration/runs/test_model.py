@@ -28,6 +28,9 @@ from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, 
 ROOT = Path(__file__).resolve().parents[3]
 
 
+ONE_PER_RUN = {"packed_run_max_tables": 1}  # every table a run of its own (no shared runs)
+
+
 def _lake_of(make_lake, names, **lake):
     """Degraded unpartitioned tables ``ns.<name>`` (25 small files each); ``lake``: _lake's options."""
     settings, ref, table = _lake(make_lake, files=25, **lake)
@@ -198,8 +201,9 @@ def _ranks(tick):
 
 
 def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_later_ticks(make_lake, capfd):
-    """Cap 2 (shipped dagster.yaml), no runs queued ahead: 4 degraded tables, 2 launched, by benefit."""
-    settings, ref, _ = _lake(make_lake, files=40, automation={"queued_runs_ahead": 0})
+    """Cap 2 (shipped dagster.yaml), no runs queued ahead: 4 degraded tables, 2 launched, by benefit
+    (a run per table: small tables sharing runs is test_packed_runs.py's)."""
+    settings, ref, _ = _lake(make_lake, files=40, automation={"queued_runs_ahead": 0, **ONE_PER_RUN})
     cat = open_catalog(settings, ref.catalog)
     refs = {"t": ref}
     for name, files in (("mid", 32), ("old", 26), ("small", 22)):
@@ -280,7 +284,7 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
 
 
 def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
-    settings, refs = _lake_of(make_lake, ["u", "v", "w", "x"])
+    settings, refs = _lake_of(make_lake, ["u", "v", "w", "x"], automation=ONE_PER_RUN)
     defs = build_definitions(settings)
     with _queued_instance() as instance:
         assert (

@@ -21,7 +21,7 @@ from icelake_assets.orchestration.runs.run_tags import TABLE_COUNT_TAG, TABLE_TA
 from icelake_assets.orchestration.sensors.recovery import product_run
 from icelake_assets.planning.relaunch import OUTCOME_TABLE_TAG, OUTCOME_TAG, outcome_of
 from icelake_assets_tests.conftest import sensor_tick
-from icelake_assets_tests.orchestration.runs.test_model import _lake_of, _queue
+from icelake_assets_tests.orchestration.runs.test_model import _lake_of, _queue, _queued_instance
 
 BIG = {"ns.big*": {"packing": {"max_files": 5}}}  # 25 files: over its threshold
 
@@ -106,3 +106,21 @@ def test_in_a_shared_run_one_failing_table_leaves_the_others_maintained(make_lak
         for k in ("t", "b"):
             entry = state[table_asset_key(refs[k])]
             assert (entry.last_status, entry.failures_in_a_row) == (DagsterRunStatus.SUCCESS, 0)
+
+
+def test_under_the_run_cap_shared_runs_count_as_runs_and_spread_over_the_cap(make_lake):
+    """The shipped dagster.yaml: 2 runs at once and 2 queued ahead. Five small tables make two shared
+    runs (3 and 2 tables: the cap's two runs side by side), not one run of five and an idle slot, and
+    use two of the four free slots."""
+    settings, refs = _lake_of(make_lake, ["u", "v", "w", "x"])
+    defs = build_definitions(settings)
+    with _queued_instance() as instance:
+        assert run_model.run_cap(instance) == 2
+        tick = sensor_tick(defs, settings, instance)
+        carried = [json.loads(r.tags[TABLES_TAG]) for r in tick.run_requests]
+        assert [len(c) for c in carried] == [3, 2]
+        assert sorted(t for c in carried for t in c) == sorted(str(r) for r in refs.values())
+        outcomes = {e.asset_key.path[-1]: e.metadata["sensor/outcome"].value for e in tick.asset_events}
+        assert set(outcomes.values()) == {"launched"}
+        ranks = [r.tags["icelake/priority_rank"] for r in tick.run_requests]
+        assert ranks[0].startswith("1/")  # the best-ranked table's run first

@@ -83,34 +83,46 @@ for name in json.loads(sys.argv[2]):
 """
 
 
-def fleet_lake(
-    root: Path, name: str, tables: int, files: int, session: str, automation: dict | None = None
-) -> tuple[Settings, list[str]]:
+def fleet_settings(
+    root: Path, name: str, session: str, automation: dict | None = None, thresholds: dict | None = None
+) -> Settings:
+    """A fresh lake folder's settings: the bench's test thresholds (and ``thresholds``), the Spark
+    session model, ``automation`` over the shipped automation settings."""
     folder = root / name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     settings = write_settings(folder)
     data = yaml.safe_load(Path(settings.source or "").read_text())
-    data["thresholds"] = {**data.get("thresholds", {}), **THRESHOLDS}
+    data["thresholds"] = {**data.get("thresholds", {}), **THRESHOLDS, **(thresholds or {})}
     data["spark"] = {**data.get("spark", {}), "session": session}
     data["automation"] = {**data.get("automation", {}), **(automation or {})}
     Path(settings.source or "").write_text(yaml.safe_dump(data))
-    settings = load_settings(settings.source)
+    return load_settings(settings.source)
+
+
+def degraded_tables(settings: Settings, shapes: list[tuple[str, int, int]], seed: int) -> list[str]:
+    """Tables ``fleet.<name>`` of ``commits`` files of ``rows`` rows each (one commit a file), every
+    file 5 days old, 3 planted orphans each; ``shapes``: (name, commits, rows). Their names."""
     catalog = open_catalog(settings, "demo", create=True)
     catalog.create_namespace_if_not_exists("fleet")
     schema = pa.schema([("id", pa.int64()), ("payload", pa.string())])
-    rng = np.random.default_rng(24)
-    names = []
-    for i in range(tables):
-        table = catalog.create_table(("fleet", f"t{i:03d}"), schema=schema)
-        for commit in range(files):
-            ids = np.arange(commit * 100, commit * 100 + 100, dtype=np.int64)
-            words = rng.choice(["a", "bb", "ccc"], size=100).astype(str)
+    rng = np.random.default_rng(seed)
+    for name, commits, rows in shapes:
+        table = catalog.create_table(("fleet", name), schema=schema)
+        for commit in range(commits):
+            ids = np.arange(commit * rows, (commit + 1) * rows, dtype=np.int64)
+            words = rng.choice(["a", "bb", "ccc"], size=rows).astype(str)
             append(table, pa.table({"id": ids, "payload": words}, schema=schema))
         age_all_files(table, 5)
         plant_orphans(table, 3, age_days=5)
-        names.append(f"fleet.t{i:03d}")
-    return settings, names
+    return [f"fleet.{name}" for name, _, _ in shapes]
+
+
+def fleet_lake(
+    root: Path, name: str, tables: int, files: int, session: str, automation: dict | None = None
+) -> tuple[Settings, list[str]]:
+    settings = fleet_settings(root, name, session, automation)
+    return settings, degraded_tables(settings, [(f"t{i:03d}", files, 100) for i in range(tables)], 24)
 
 
 def raw(settings: Settings, names: list[str]) -> float:

@@ -23,56 +23,28 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import yaml
 
-from bench.fleet_bench import THRESHOLDS
-from bench.loop_bench import sensor, write_settings
-from icelake_assets.catalog.connection import open_catalog
-from icelake_assets.demo.lake import age_all_files, append, plant_orphans
-from icelake_assets.settings import Settings, load_settings
+from bench.fleet_bench import degraded_tables, fleet_settings
+from bench.loop_bench import sensor
+from icelake_assets.settings import Settings
 
 
 def mix_lake(
     root: Path, small: int, files: int, large: int, large_files: int, large_rows: int, bound: float
 ) -> tuple[Settings, list[str], list[str]]:
-    folder = root / "mix"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    settings = write_settings(folder)
-    data = yaml.safe_load(Path(settings.source or "").read_text())
-    data["thresholds"] = {
-        **data.get("thresholds", {}),
-        **THRESHOLDS,
-        "packing": {"max_files": large_files // 2},
-    }
-    data["automation"] = {**data.get("automation", {}), "max_wait_minutes": bound}
-    Path(settings.source or "").write_text(yaml.safe_dump(data))
-    settings = load_settings(settings.source)
-    catalog = open_catalog(settings, "demo", create=True)
-    catalog.create_namespace_if_not_exists("fleet")
-    schema = pa.schema([("id", pa.int64()), ("payload", pa.string())])
-    rng = np.random.default_rng(42)
-    names: dict[str, list[str]] = {"small": [], "large": []}
-    plan = [("large", i, large_files, large_rows) for i in range(large)]
-    plan += [("small", i, files, 100) for i in range(small)]
-    for kind, i, commits, rows in plan:
-        name = f"{kind}{i:03d}"
-        table = catalog.create_table(("fleet", name), schema=schema)
-        for commit in range(commits):
-            ids = np.arange(commit * rows, (commit + 1) * rows, dtype=np.int64)
-            words = rng.choice(["a", "bb", "ccc"], size=rows).astype(str)
-            append(table, pa.table({"id": ids, "payload": words}, schema=schema))
-        age_all_files(table, 5)
-        plant_orphans(table, 3, age_days=5)
-        names[kind].append(f"demo.fleet.{name}")
-    return settings, names["large"], names["small"]
+    settings = fleet_settings(
+        root, "mix", "shared", {"max_wait_minutes": bound}, {"packing": {"max_files": large_files // 2}}
+    )
+    large_names = degraded_tables(
+        settings, [(f"large{i:03d}", large_files, large_rows) for i in range(large)], 42
+    )
+    small_names = degraded_tables(settings, [(f"small{i:03d}", files, 100) for i in range(small)], 43)
+    return settings, [f"demo.{n}" for n in large_names], [f"demo.{n}" for n in small_names]
 
 
 def main() -> None:

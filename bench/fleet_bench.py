@@ -95,7 +95,9 @@ def fleet_settings(
     data = yaml.safe_load(Path(settings.source or "").read_text())
     data["thresholds"] = {**data.get("thresholds", {}), **THRESHOLDS, **(thresholds or {})}
     data["spark"] = {**data.get("spark", {}), "session": session}
-    data["automation"] = {**data.get("automation", {}), **(automation or {})}
+    # The shipped orphan scan interval (24 h; a table never scanned is scanned on its first look):
+    # loop_bench's 0.001 h lists every table's storage on every tick, a load that grows with the fleet.
+    data["automation"] = {**data.get("automation", {}), "orphan_scan_hours": 24.0, **(automation or {})}
     Path(settings.source or "").write_text(yaml.safe_dump(data))
     return load_settings(settings.source)
 

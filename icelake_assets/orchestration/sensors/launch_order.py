@@ -39,6 +39,8 @@ def _launch_units(
         if request is None or len(e.run_requests) > 1:
             mode = LaunchMode(False, "a run of its own")
         pool = runs.pools.get(table_asset_key(e.ref), "")
+        # A maintenance job has one partitions definition (table_groups.maintenance_jobs): packing by
+        # job never mixes definitions in a run, which Dagster refuses.
         job = (request.job_name or "") if request is not None else ""
         candidates.append(LaunchCandidate(rank.table, job, pool, e.work, mode))
     return pack_launches(

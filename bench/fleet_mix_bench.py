@@ -6,9 +6,10 @@ Dagster; no small table may wait longer than its bound while the large ones take
 
 The lake (the shipped demo catalog's policy, the test thresholds of bench.fleet_bench): every small
 table has ``--files`` small files from as many commits, every large table ``--large-files`` files of
-``--large-rows`` rows; 3 planted orphans each, all 5 days old. ``packing.max_files`` is set to
-``--large-files`` / 2 for the bench, so the large tables are over it (a run of their own) and the
-small ones within it (shared runs). ``automation.max_wait_minutes`` is the bound.
+``--large-rows`` rows; 3 planted orphans each, all 5 days old; orphans scanned on every tick.
+``packing.max_files`` is set to ``--large-files`` / 2 for the bench, so the large tables are over it
+(a run of their own) and the small ones within it (shared runs). ``automation.max_wait_minutes`` is
+the bound.
 
 ``dagster-daemon run`` with the shipped ``dagster.yaml`` (2 runs at once, as many queued ahead),
 the sensor every 10 s, timed from the daemon's start until no maintenance op would act on any table.
@@ -37,9 +38,12 @@ from icelake_assets.settings import Settings
 def mix_lake(
     root: Path, small: int, files: int, large: int, large_files: int, large_rows: int, bound: float
 ) -> tuple[Settings, list[str], list[str]]:
-    settings = fleet_settings(
-        root, "mix", "shared", {"max_wait_minutes": bound}, {"packing": {"max_files": large_files // 2}}
-    )
+    # Orphans scanned on every tick (as loop_bench does): a large table's run drops its oldest
+    # metadata files out of the metadata log (over write.metadata.previous-versions-max) after its
+    # orphan op ran; aged 5 days by the bench, they are orphans the shipped 24 h scan would remove
+    # the next day, and the bench waits until no op would act.
+    automation = {"max_wait_minutes": bound, "orphan_scan_hours": 0.001}
+    settings = fleet_settings(root, "mix", "shared", automation, {"packing": {"max_files": large_files // 2}})
     large_names = degraded_tables(
         settings, [(f"large{i:03d}", large_files, large_rows) for i in range(large)], 42
     )

@@ -24,7 +24,7 @@ from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.partitions.layout import UNPARTITIONED
 from icelake_assets.planning.approval import approve_command
 from icelake_assets.planning.guards import estimated_rewrite_bytes
-from icelake_assets.planning.packing import LaunchMode, PredictedWork, launch_mode
+from icelake_assets.planning.packing import LaunchMode, launch_mode, predicted_work
 from icelake_assets.planning.table import TableDecision, decide_table
 from icelake_assets.policies import resolve_policy
 from icelake_assets.settings import Policy, Settings
@@ -284,11 +284,9 @@ def build_plan(
 
 def _launch(policy: Policy, decided: TableDecision, stats: Any) -> LaunchMode:
     """As the sensor decides it (planning/packing.py): a rewrite of some partitions of a partitioned
-    table is a run of its own."""
-    work = PredictedWork(
-        int(decided.verdict.details.get("estimated_rewrite_bytes", 0)),
-        stats.data_files + stats.position_delete_files + stats.equality_delete_files,
-    )
+    table is a run of its own (the sensor knows it from the run request's partitions; the plan, without
+    the Dagster definitions, from the partitions the rewrite takes)."""
+    work = predicted_work(stats, decided.verdict)
     taken = [p for p in decided.rewrite.partitions if p and p != UNPARTITIONED]
     partitioned = "rewrite_data_files" in decided.acting and bool(taken)
     return launch_mode(policy, work, partitioned)

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from icelake_assets.health.stats import TableStats
+from icelake_assets.planning.guards import Verdict
 from icelake_assets.settings import Policy
 from icelake_assets.text import human_bytes
 
@@ -33,6 +35,14 @@ class PredictedWork:
 
     bytes: int  # read and written again (rewrites, row expiry): the cost guard's estimate
     files: int  # data and delete files the ops plan over
+
+
+def predicted_work(stats: TableStats, verdict: Verdict) -> PredictedWork:
+    """A table's predicted work from its stats and the guards' verdict (the cost estimate they priced)."""
+    return PredictedWork(
+        int(verdict.details.get("estimated_rewrite_bytes", 0)),
+        stats.data_files + stats.position_delete_files + stats.equality_delete_files,
+    )
 
 
 @dataclass(frozen=True)

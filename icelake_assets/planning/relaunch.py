@@ -18,8 +18,6 @@ OUTCOME_TABLE_TAG = "icelake/outcome_table"  # the table, on every run that reco
 # A run of several tables (planning/packing.py) records each table's outcome under keys of its own:
 # ``icelake/outcome_table.<digest>`` names the table (the sensor's filter), ``icelake/outcome.<digest>``
 # holds the tags above as JSON. Runs of one table carry both forms.
-_OUTCOME_OF = "icelake/outcome_table"
-_OUTCOME_DATA = "icelake/outcome"
 
 
 def table_tag_key(prefix: str, table: str) -> str:
@@ -31,23 +29,22 @@ def table_tag_key(prefix: str, table: str) -> str:
 def table_outcome_tags(table: str, tags: Mapping[str, str], shared: bool = False) -> dict[str, str]:
     """``tags`` (the outcome of ``table``) under the table's own keys and, in a run of this table
     alone (not ``shared``), under the run-wide keys too (the UI's run list shows them)."""
-    data = {k: v for k, v in tags.items() if k != OUTCOME_TABLE_TAG}
-    run_wide = {} if shared else {**data, OUTCOME_TABLE_TAG: table}
+    run_wide = {} if shared else {**tags, OUTCOME_TABLE_TAG: table}
     return {
         **run_wide,
-        table_tag_key(_OUTCOME_OF, table): table,
-        table_tag_key(_OUTCOME_DATA, table): json.dumps(data, sort_keys=True, separators=(",", ":")),
+        table_tag_key(OUTCOME_TABLE_TAG, table): table,
+        table_tag_key(OUTCOME_TAG, table): json.dumps(dict(tags), sort_keys=True, separators=(",", ":")),
     }
 
 
 def outcome_filter(table: str) -> dict[str, str]:
     """The run tags that find the runs which recorded ``table``'s outcome (RunsFilter's tags)."""
-    return {table_tag_key(_OUTCOME_OF, table): table}
+    return {table_tag_key(OUTCOME_TABLE_TAG, table): table}
 
 
 def outcome_of(run_tags: Mapping[str, str], table: str) -> dict[str, str]:
     """``table``'s outcome tags in a run's tags, in the run-wide form (what relaunch_hold reads)."""
-    raw = run_tags.get(table_tag_key(_OUTCOME_DATA, table))
+    raw = run_tags.get(table_tag_key(OUTCOME_TAG, table))
     if raw is None:
         return dict(run_tags) if run_tags.get(OUTCOME_TABLE_TAG) == table else {}
     return {**json.loads(raw), OUTCOME_TABLE_TAG: table}

@@ -205,8 +205,7 @@ def run_tables(
     table its tag names; a run of a whole job (no selection), every table of the pools in its plan."""
     if run.asset_selection:
         return [k for k in run.asset_selection if k in pools_by_key]
-    names = named_tables(run.tags) if key_by_name else None
-    if key_by_name and names and (named := [key_by_name[n] for n in names if n in key_by_name]):
+    if key_by_name and (named := [key_by_name[n] for n in named_tables(run.tags) or () if n in key_by_name]):
         return named
     return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
 

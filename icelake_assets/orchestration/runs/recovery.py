@@ -121,7 +121,8 @@ def fail_stale_runs(
         if current is None or current.status not in NOT_FINISHED_STATUSES:
             continue
         message = f"icelake_assets: run {run.run_id} failed by the maintenance sensor: {reason}"
-        # A run of one table names it, so the sensor's backoff reason says what happened to it.
+        # The run names its tables (each of a shared run), so the sensor's backoff reason says what
+        # happened to them.
         named = tables_failure_tags(tables, WORKER_LOST, reason)
         instance.add_run_tags(run.run_id, {STALE_TAG: WORKER_LOST, **named})
         # Stopped before it is failed: should the verdict be wrong, the launcher stops the worker

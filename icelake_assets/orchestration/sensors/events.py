@@ -31,7 +31,7 @@ from icelake_assets.orchestration.tables.partitions import (
     offending_partition_keys,
 )
 from icelake_assets.planning.outcome import Outcome
-from icelake_assets.planning.packing import LaunchMode, PredictedWork, launch_mode
+from icelake_assets.planning.packing import LaunchMode, PredictedWork, launch_mode, predicted_work
 from icelake_assets.planning.priority import Rank
 from icelake_assets.planning.stale_runs import max_runtime_seconds
 from icelake_assets.planning.table import TablePlan
@@ -164,10 +164,7 @@ def table_evaluation(
             ),
         }
         run_requests = _run_requests(table, pdef, planned, verdict.ops, tags)
-        work = PredictedWork(
-            int(verdict.details.get("estimated_rewrite_bytes", 0)),
-            stats.data_files + stats.position_delete_files + stats.equality_delete_files,
-        )
+        work = predicted_work(stats, verdict)
         partitioned = any(r.partition_key or ASSET_PARTITION_RANGE_START_TAG in r.tags for r in run_requests)
         launch = launch_mode(policy, work, partitioned)
         keys = [k for r in run_requests if (k := r.partition_key)]

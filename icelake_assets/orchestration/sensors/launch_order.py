@@ -13,7 +13,7 @@ from icelake_assets.orchestration.sensors.events import TableEvaluation, in_shar
 from icelake_assets.orchestration.sensors.tick_stages import LaunchOrder, RecoveredRuns, TickPlan
 from icelake_assets.planning.history import finding_since
 from icelake_assets.planning.outcome import Outcome
-from icelake_assets.planning.packing import LaunchCandidate, LaunchMode, LaunchUnit, pack_launches
+from icelake_assets.planning.packing import LaunchCandidate, LaunchUnit, pack_launches
 from icelake_assets.planning.priority import Rank, Usage, rank_launches
 from icelake_assets.settings import AutomationSettings
 
@@ -33,16 +33,14 @@ def _launch_units(
     )
     candidates = []
     for rank in ranks:
+        # A table wanting a run has one request (events._run_requests) and its launch mode.
         e = evaluations[rank.table]
-        request = e.run_requests[0] if e.run_requests else None
-        mode = e.launch or LaunchMode(False, "a run of its own")
-        if request is None or len(e.run_requests) > 1:
-            mode = LaunchMode(False, "a run of its own")
+        [request] = e.run_requests
+        assert e.launch is not None
         pool = runs.pools.get(table_asset_key(e.ref), "")
         # A maintenance job has one partitions definition (table_groups.maintenance_jobs): packing by
         # job never mixes definitions in a run, which Dagster refuses.
-        job = (request.job_name or "") if request is not None else ""
-        candidates.append(LaunchCandidate(rank.table, job, pool, e.work, mode))
+        candidates.append(LaunchCandidate(rank.table, request.job_name or "", pool, e.work, e.launch))
     return pack_launches(
         candidates, automation.packed_run_max_tables, automation.packed_run_max_bytes, busy, parallel
     )

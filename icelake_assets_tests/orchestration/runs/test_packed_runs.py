@@ -56,7 +56,7 @@ def test_small_tables_share_a_run_a_large_one_and_a_busy_pool_keep_their_own(mak
         # The shared run queued: each of its tables is in flight, for the run model, the recovery
         # and the next tick, which launches none of them again.
         run = _queue(instance, defs, refs["t"], shared.tags, also=(refs["a"], refs["b"]))
-        names = {key: str(ref) for ref in refs.values() if (key := table_asset_key(ref))}
+        names = {table_asset_key(r): str(r) for r in refs.values()}
         pools = run_model.pools_by_key(refs.values(), settings.automation.maintenance_pools)
         state = run_model.table_runs(instance, pools, names=names)
         assert all(state[table_asset_key(refs[k])].in_flight == f"run {run.run_id}" for k in ("t", "a", "b"))

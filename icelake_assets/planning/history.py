@@ -55,7 +55,12 @@ class History:
 def needs_evaluation(seen: Seen | None, metadata_file: str, scan_due: bool, runs: Runs | None) -> bool:
     """Whether a tick reads the table: it changed (another metadata file), its orphan scan is due, its
     last outcome is worth a recheck, or it was launched and that run failed since (retried after its
-    backoff). An unchanged table otherwise costs nothing."""
+    backoff). An unchanged table otherwise costs nothing, and so does one the sensor launched or found
+    in flight while that run still holds it: its commits change nothing to decide until the run ends
+    (the run reports its own materializations and checks; its scan stays due for the tick after)."""
+    held = runs is not None and runs.in_flight is not None
+    if seen is not None and held and seen.outcome in (Outcome.LAUNCHED, Outcome.IN_FLIGHT):
+        return False
     if seen is None or seen.metadata_file != metadata_file or scan_due or seen.outcome in RECHECK:
         return True
     failed_since = (

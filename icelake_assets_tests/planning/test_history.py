@@ -35,6 +35,17 @@ def seen(outcome: Outcome, file: str = FILE, since: float | None = None) -> Seen
             id="retry in flight",
         ),
         pytest.param(seen(Outcome.LAUNCHED), False, Runs(), False, id="launched, no failure"),
+        pytest.param(
+            seen(Outcome.LAUNCHED, "00001-a.metadata.json"),
+            True,
+            Runs(in_flight="run x"),
+            False,
+            id="launched, its run committing: held until it ends",
+        ),
+        pytest.param(
+            seen(Outcome.IN_FLIGHT), False, Runs(in_flight="run x"), False, id="in flight: held until it ends"
+        ),
+        pytest.param(seen(Outcome.IN_FLIGHT), False, Runs(), True, id="in flight before, its run ended"),
     ],
 )
 def test_needs_evaluation(before, scan_due, runs, read):

@@ -37,38 +37,67 @@ def test_packs_keep_the_launch_order_and_respect_the_run_limits():
         _candidate("d", size=60 * MiB),  # would take the first pack past 64 MiB: a new pack
         _candidate("e"),
     ]
-    units = pack_launches(ranked, max_tables=3, max_bytes=64 * MiB)
+    units = pack_launches(ranked, max_tables=3, max_bytes=64 * MiB).units
     assert [u.tables for u in units] == [("a", "b", "c"), ("big",), ("other_job",), ("d", "e")]
     assert units[0].packed and not units[1].packed and units[3].bytes == 61 * MiB
 
 
-def test_a_table_whose_pool_is_busy_keeps_a_run_of_its_own():
-    ranked = [_candidate("a"), _candidate("waits", pool="held"), _candidate("b")]
-    units = pack_launches(ranked, max_tables=20, max_bytes=10**12, busy_pools=frozenset({"held"}))
-    assert [u.tables for u in units] == [("a", "b"), ("waits",)]
+def test_a_small_table_whose_pool_is_busy_waits_for_it_and_a_large_one_keeps_its_run():
+    ranked = [
+        _candidate("a"),
+        _candidate("waits", pool="held"),
+        _candidate("large", shared=False, pool="held"),
+        _candidate("b"),
+    ]
+    packs = pack_launches(ranked, max_tables=20, max_bytes=10**12, busy_pools=frozenset({"held"}))
+    assert [u.tables for u in packs.units] == [("a", "b"), ("large",)]
+    assert packs.held == {"waits": "its pool held is held by a run in flight"}
+
+
+def test_packs_of_one_tick_never_share_a_pool():
+    """A pool admits one run at a time: two packs sharing one run one after the other. A table whose
+    pool a pack already claims joins that pack; when that pack is full (or of another job, or a large
+    table's run) the table waits for the next tick."""
+    ranked = [
+        _candidate("a", pool="p1"),
+        _candidate("b", pool="p2", size=60 * MiB),
+        _candidate("c", pool="p3"),
+        _candidate("x", pool="p6", size=10 * MiB),  # past max_bytes: a second pack opens
+        _candidate("d", pool="p1"),  # a's pool: joins a's pack, not the open one
+        _candidate("e", pool="p4"),
+        _candidate("f", pool="p2"),  # b's pool, whose pack is full (max_tables 4)
+        _candidate("big", shared=False, pool="p5"),
+        _candidate("g", pool="p5"),  # the large table's pool
+        _candidate("h", job="k", pool="p4"),  # e's pool, another job
+    ]
+    packs = pack_launches(ranked, max_tables=4, max_bytes=64 * MiB)
+    assert [u.tables for u in packs.units] == [("a", "b", "c", "d"), ("x", "e"), ("big",)]
+    assert set(packs.held) == {"f", "g", "h"} and "cannot take it" in packs.held["f"]
+    pools = [{c.pool for c in ranked if c.table in u.tables} for u in packs.units]
+    assert all(not (x & y) for i, x in enumerate(pools) for y in pools[i + 1 :])
 
 
 def test_one_table_per_run_when_packs_hold_one_table():
     ranked = [_candidate("a"), _candidate("b")]
-    assert [u.tables for u in pack_launches(ranked, max_tables=1, max_bytes=10**12)] == [("a",), ("b",)]
+    assert [u.tables for u in pack_launches(ranked, max_tables=1, max_bytes=10**12).units] == [("a",), ("b",)]
 
 
 def test_tables_are_spread_over_the_runs_that_run_at_once():
     ranked = [_candidate(f"t{i}") for i in range(7)] + [_candidate("big", shared=False)]
-    units = pack_launches(ranked, max_tables=20, max_bytes=10**12, spread_over=2)
+    units = pack_launches(ranked, max_tables=20, max_bytes=10**12, spread_over=2).units
     assert [len(u.tables) for u in units] == [4, 3, 1]  # two runs side by side, not one of 7
     many = pack_launches(
         [_candidate(f"t{i}") for i in range(50)], max_tables=20, max_bytes=10**12, spread_over=2
-    )
+    ).units
     assert [len(u.tables) for u in many] == [20, 20, 10]  # never past max_tables
 
 
 def test_packs_are_not_spread_thinner_than_the_minimum_a_run_is_worth():
     three = pack_launches(
         [_candidate(f"t{i}") for i in range(3)], max_tables=20, max_bytes=10**12, spread_over=10
-    )
+    ).units
     assert [len(u.tables) for u in three] == [3]  # one run, not three runs of one under a cap of 10
     twenty = pack_launches(
         [_candidate(f"t{i}") for i in range(20)], max_tables=20, max_bytes=10**12, spread_over=10
-    )
+    ).units
     assert [len(u.tables) for u in twenty] == [4] * 5

@@ -241,10 +241,10 @@ def _defer(evaluation: TableEvaluation, outcome: Outcome, reason: str, **metadat
     )
 
 
-def ranked(evaluation: TableEvaluation, rank: Rank, slots: str) -> TableEvaluation:
+def ranked(evaluation: TableEvaluation, rank: Rank, slots: str, held: str | None = None) -> TableEvaluation:
     """A table wanting a run, placed in the launch order: within the free slots its run requests carry
-    ``dagster/priority`` (the run queue starts the most beneficial first) and its rank; past them it
-    becomes ``queued_by_priority``."""
+    ``dagster/priority`` (the run queue starts the most beneficial first) and its rank; past them, or
+    ``held`` back by its pool (planning/packing.py), it becomes ``queued_by_priority``."""
     extra = {
         "sensor/priority_rank": MetadataValue.int(rank.rank),
         "sensor/benefit_files": MetadataValue.int(rank.benefit),
@@ -253,11 +253,15 @@ def ranked(evaluation: TableEvaluation, rank: Rank, slots: str) -> TableEvaluati
         "sensor/waiting_minutes": MetadataValue.float(round(rank.waited_seconds / 60, 1)),
     }
     if rank.queued:
+        why = (
+            f"{held}: packed once it frees"
+            if held
+            else f"the free run slots went to higher-ranked tables ({slots})"
+        )
         return _defer(
             evaluation,
             Outcome.QUEUED_BY_PRIORITY,
-            f"{rank.why}; the free run slots went to higher-ranked tables ({slots}); "
-            "ranked again on the next tick",
+            f"{rank.why}; {why}; ranked again on the next tick",
             **extra,
         )
     tags = {PRIORITY_TAG: str(rank.priority), RANK_TAG: f"{rank.rank}/{rank.of}"}

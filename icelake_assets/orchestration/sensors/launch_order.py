@@ -13,7 +13,7 @@ from icelake_assets.orchestration.sensors.events import TableEvaluation, in_shar
 from icelake_assets.orchestration.sensors.tick_stages import LaunchOrder, RecoveredRuns, TickPlan
 from icelake_assets.planning.history import finding_since
 from icelake_assets.planning.outcome import Outcome
-from icelake_assets.planning.packing import LaunchCandidate, LaunchUnit, pack_launches
+from icelake_assets.planning.packing import LaunchCandidate, Packs, pack_launches
 from icelake_assets.planning.priority import Rank, Usage, rank_launches
 from icelake_assets.settings import AutomationSettings
 
@@ -24,10 +24,10 @@ def _launch_units(
     runs: RecoveredRuns,
     automation: AutomationSettings,
     parallel: int | None,
-) -> list[LaunchUnit]:
+) -> Packs:
     """The runs for the ranked tables: small tables of one job packed (planning/packing.py) and
-    spread over ``parallel`` runs, a table whose pool another run holds kept apart (the pack would
-    wait on that run)."""
+    spread over ``parallel`` runs, with disjoint pools; a small table whose pool another run holds
+    waits for it."""
     busy = frozenset(
         runs.pools[key] for key, state in runs.runs.items() if state.in_flight and key in runs.pools
     )
@@ -56,8 +56,8 @@ def order_and_cap(
     """The tables wanting a run, in the launch order (planning/priority.py: waited past the bound, then
     benefit within the fair share, then over it), packed into runs (small tables share one,
     planning/packing.py). When the instance's global run cap leaves fewer slots than runs, the free
-    slots' worth are requested; the tables of the other runs become ``queued_by_priority`` (re-ranked
-    next tick)."""
+    slots' worth are requested; the tables of the other runs, and small tables whose pool a run
+    holds, become ``queued_by_priority`` (re-ranked next tick)."""
     # When the finding was first seen (an older finding goes first among equal benefits).
     found_at = {e.name: finding_since(e.previous, now) for e in plan.evaluated}
     evaluations = dict(plan.evaluations)
@@ -73,13 +73,13 @@ def order_and_cap(
     wait = automation.max_wait_minutes * 60
     ranks = rank_launches([(w, evaluations[w].benefit) for w in wanting], found_at, None, now, wait, usage)
     # Spread over the runs the instance runs at once (its run cap; none: as full as allowed).
-    units = _launch_units(evaluations, ranks, runs, automation, run_model.run_cap(context.instance))
-    launched = units if free is None else units[:free]
+    packs = _launch_units(evaluations, ranks, runs, automation, run_model.run_cap(context.instance))
+    launched = packs.units if free is None else packs.units[:free]
     unit_of = {table: unit for unit in launched for table in unit.tables}
     ranking = []
     for rank in ranks:
         rank = replace(rank, queued=rank.table not in unit_of)
-        placed = ranked(evaluations[rank.table], rank, slots)
+        placed = ranked(evaluations[rank.table], rank, slots, packs.held.get(rank.table))
         if rank.table in unit_of and unit_of[rank.table].packed:
             placed = in_shared_run(placed, unit_of[rank.table].tables)
         evaluations[rank.table] = placed

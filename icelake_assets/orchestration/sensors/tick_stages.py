@@ -31,6 +31,7 @@ from icelake_assets.orchestration.sensors.events import (
     tick_summary,
 )
 from icelake_assets.orchestration.sensors.prefetch import Prefetch
+from icelake_assets.orchestration.sensors.recent_scans import recent_scan, remember_scan
 from icelake_assets.planning.history import History, LastOutcome, Runs, Seen, needs_evaluation
 from icelake_assets.planning.outcome import WAITING, Outcome
 from icelake_assets.planning.relaunch import OUTCOME_TABLE_TAG, outcome_filter, outcome_of
@@ -149,10 +150,13 @@ def evaluate_table(
     known: Callable[[], KnownTables] | None = None,
     history: History | None = None,
     now: float | None = None,
+    reuse_scan_within: float = 0.0,
 ) -> TableEvaluation:
     """``known``: every table of every catalog (listed once per tick), for the orphan scan;
-    ``history``: what the sensor remembers of the table (default: nothing but its last outcome run)."""
+    ``history``: what the sensor remembers of the table (default: nothing but its last outcome run);
+    ``reuse_scan_within``: a scan of the same metadata file this recent is reused (recent_scans.py)."""
     ref = table.ref
+    now = time.time() if now is None else now
     loaded = icelake.load_table(ref)
     effective = icelake.effective_policy(loaded)
     policy = effective.policy
@@ -160,7 +164,11 @@ def evaluate_table(
     # Only what removal may delete counts: not hidden files, not other tables', none of a refused table.
     orphans, pending = None, None
     if scan_orphans:
-        scan = icelake.scan_orphans(ref, loaded, policy, known() if known else None)
+        location, older_than = loaded.metadata_location, policy.orphans.older_than_hours
+        scan = recent_scan(ref, location, older_than, now, reuse_scan_within)
+        if scan is None:
+            scan = icelake.scan_orphans(ref, loaded, policy, known() if known else None)
+            remember_scan(ref, location, older_than, now, scan)
         phases = icelake.orphan_phases(ref, scan, policy, now)
         orphans = removable_orphans(scan, phases)
         pending = phases.summary() if phases is not None else None
@@ -169,7 +177,7 @@ def evaluate_table(
         stats,
         policy,
         history,
-        time.time() if now is None else now,
+        now,
         mode=effective.mode,
         orphans=orphans,
         name=str(ref),
@@ -289,15 +297,19 @@ def plan_tables(
         if not needs_evaluation(previous, file, scan_orphans, recent_runs):
             continue  # unchanged since the last tick: nothing to read
         history = History(previous, recent_runs, partial(_last_outcome, context, ref))
+        unchanged = previous is not None and previous.metadata_file == file
+        # A waiting table keeps its scan due (settle): while its metadata file is unchanged, the last
+        # scan serves, up to the scan interval.
+        waiting = unchanged and previous is not None and previous.outcome in WAITING
+        reuse = options.orphan_scan_seconds if waiting else 0.0
         try:
             prefetch.before_reading(ref)
             evaluation = evaluate_table(
-                context, icelake, table, partitions.get(ref), scan_orphans, known, history, now
+                context, icelake, table, partitions.get(ref), scan_orphans, known, history, now, reuse
             )
         except Exception as err:  # missing/corrupt metadata, unreadable storage: this table only
             evaluation = error_evaluation(ref, err, context)
         evaluations[name] = _in_dagster_terms(evaluation, ref, options)
-        unchanged = previous is not None and previous.metadata_file == file
         evaluated.append(Evaluated(name, previous, unchanged, file, now if scan_orphans else scanned))
     return TickPlan(evaluations, tuple(evaluated), unreadable, visited, (start + visited) % n)
 

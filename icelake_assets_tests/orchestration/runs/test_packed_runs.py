@@ -1,6 +1,7 @@
 """Small tables share a run (issue 42, planning/packing.py) through real sensor ticks on a real Dagster
 instance: the sensor packs the small tables it launches into one run that names them all; a table
-over its packing threshold, and one whose pool another run holds, keep a run of their own; the run
+over its packing threshold keeps a run of its own, a small one whose pool another run holds waits for
+that pool (a run for it would only wait on that run in the queue); the run
 model, the stale-run recovery and the next tick see every table of the shared run in flight. Then
 the shared run executed on real Spark, one of its tables dropped from the catalog between the tick
 and the run: that table fails, the others are maintained and materialized, each with its own
@@ -31,7 +32,7 @@ def _shared(tick):
     return request
 
 
-def test_small_tables_share_a_run_a_large_one_and_a_busy_pool_keep_their_own(make_lake):
+def test_small_tables_share_a_run_a_large_one_keeps_its_own_a_busy_pool_waits(make_lake):
     settings, refs = _lake_of(make_lake, ["a", "b", "big", "x", "same_as_x"], policies={"tables": BIG})
     small = {str(refs[k]) for k in ("t", "a", "b")}
     defs = build_definitions(settings)
@@ -44,8 +45,11 @@ def test_small_tables_share_a_run_a_large_one_and_a_busy_pool_keep_their_own(mak
         assert TABLE_TAG not in shared.tags
         assert set(shared.asset_selection) == {table_asset_key(refs[k]) for k in ("t", "a", "b")}
         alone = sorted(r.tags[TABLE_TAG] for r in tick.run_requests if r is not shared)
-        assert alone == sorted([str(refs["big"]), str(refs["same_as_x"])])
+        assert alone == [str(refs["big"])]
         observed = {e.asset_key.path[-1]: e.metadata for e in tick.asset_events}
+        waits = observed[refs["same_as_x"].name]
+        assert waits["sensor/outcome"].value == "queued_by_priority"
+        assert "is held by a run in flight: packed once it frees" in waits["sensor/reason"].value
         assert set(observed[refs["a"].name]["sensor/shared_run_tables"].value) == small
         assert "sensor/shared_run_tables" not in observed[refs["big"].name]
         decisions = [

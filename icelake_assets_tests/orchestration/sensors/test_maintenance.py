@@ -224,6 +224,32 @@ def test_orphans_found_while_writers_are_active_are_not_forgotten_when_they_stop
     assert "remove_orphan_files" in later.run_requests[0].tags["icelake/ops"]
 
 
+def test_a_waiting_tables_orphan_scan_serves_until_its_metadata_changes(make_lake, instance, monkeypatch):
+    """A deferred table keeps its scan due so that each tick sees its orphans; while its metadata file is
+    unchanged the tick reuses the last listing (every tick listed the storage and read every manifest of
+    every snapshot again: most of a 200-table lake's ticks). A commit makes it list again."""
+    from icelake_assets.demo.lake import age_all_files, plant_orphans
+    from icelake_assets.orchestration import resources
+
+    scans: list[str] = []
+    real = resources.scan_table_orphans
+    monkeypatch.setattr(
+        resources, "scan_table_orphans", lambda c, ref, *a: scans.append(str(ref)) or real(c, ref, *a)
+    )
+    settings, ref, table = _lake(
+        make_lake, files=2, guards={"quiet_period_minutes": 30}, automation={"orphan_scan_hours": 24}
+    )
+    plant_orphans(table, 2, age_days=5)
+    age_all_files(table, 5)
+    _, first = _tick(settings, instance)
+    _, second = _tick(settings, instance, cursor=first.cursor)
+    assert scans == [str(ref)] and [r.decision for r in _audit(settings, ref)] == ["deferred"]
+    assert TickCursor.loads(second.cursor).seen[str(ref)].outcome == "deferred"
+    table.append(_batch(1000, 2))
+    _tick(settings, instance, cursor=second.cursor)
+    assert scans == [str(ref), str(ref)]
+
+
 def test_old_orphans_of_a_table_containing_another_launch_nothing(make_lake, instance):
     from icelake_assets.demo.lake import age_all_files, plant_orphans
 

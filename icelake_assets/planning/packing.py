@@ -10,8 +10,10 @@ keep a run of their own. A pack holds tables of one maintenance job (a run is of
 
 A run claims the concurrency pools of every table it carries (a pool admits one run at a time), so
 two runs that share a pool run one after the other, whatever the run cap. Packs are therefore cut
-with disjoint pools: a small table whose pool an earlier pack of the tick claims joins that pack
-(tables of one pool run in turn anyway), and a small table whose pool a run in flight holds is not
+with disjoint pools, each carrying whole pools: a pack that takes a small table takes its pool-mates
+wanting a run too (they would wait on its run anyway, and the tables of one pool share one maintenance
+graph, so they cost the run one chain of steps, not one each: Dagster's own work per step is a good
+part of a small table's), and a small table whose pool a run in flight holds is not
 launched this tick (a run for it, alone or packed, would only wait on that run, holding a queue
 slot meanwhile): it is packed once the pool frees. With 64 pools and hundreds of small tables,
 packs cut without regard to pools shared pools almost surely and ran one at a time (measured by
@@ -175,22 +177,42 @@ def pack_launches(
         claimed.setdefault(c.pool, len(units) - 1)
         return len(units) - 1
 
+    # A pack carries whole pools: the tables of one pool share one maintenance graph (their steps
+    # maintain them in turn), so a pool's tables in one run cost one chain of steps, not one each.
+    mates: dict[tuple[str, str], list[LaunchCandidate]] = {}
+    for c in shared:
+        mates.setdefault((c.job, c.pool), []).append(c)
+    placed: set[str] = set()
+
+    def place(at: int, c: LaunchCandidate) -> None:
+        """``c`` (the first of its pool not placed) into unit ``at``, then its pool-mates that fit."""
+        for mate in mates[(c.job, c.pool)]:
+            if mate.table in placed:
+                continue
+            placed.add(mate.table)
+            if mate is c or fits(at, mate, max_tables):
+                add(at, mate)
+            else:
+                held[mate.table] = f"its pool {mate.pool} goes to a run of this tick that cannot take it"
+
     for c in candidates:
+        if c.table in placed:
+            continue
         if not c.mode.shared:
             new_unit(c, None)
             continue
         if c.pool in busy_pools:
             held[c.table] = f"its pool {c.pool} is held by a run in flight"
             continue
-        if (at := claimed.get(c.pool)) is not None:
-            if jobs[at] == c.job and fits(at, c, max_tables):
-                add(at, c)
-            else:
-                held[c.table] = f"its pool {c.pool} goes to a run of this tick that cannot take it"
+        if (at := claimed.get(c.pool)) is not None:  # a large table's run, or another job's pack
+            placed.add(c.table)
+            held[c.table] = f"its pool {c.pool} goes to a run of this tick that cannot take it"
             continue
         at = open_pack.get(c.job)
-        if at is not None and fits(at, c, share[c.job]):
-            add(at, c)
-        else:
-            open_pack[c.job] = new_unit(c, c.job)
+        if at is None or not fits(at, c, share[c.job]):
+            at = open_pack[c.job] = len(units)
+            units.append([])
+            sizes.append(0)
+            jobs.append(c.job)
+        place(at, c)
     return Packs([LaunchUnit(tuple(u), s) for u, s in zip(units, sizes, strict=True)], held)

@@ -54,25 +54,26 @@ def test_a_small_table_whose_pool_is_busy_waits_for_it_and_a_large_one_keeps_its
     assert packs.held == {"waits": "its pool held is held by a run in flight"}
 
 
-def test_packs_of_one_tick_never_share_a_pool():
-    """A pool admits one run at a time: two packs sharing one run one after the other. A table whose
-    pool a pack already claims joins that pack; when that pack is full (or of another job, or a large
-    table's run) the table waits for the next tick."""
+def test_packs_of_one_tick_carry_whole_pools_and_never_share_one():
+    """A pool admits one run at a time: two packs sharing one run one after the other. A pack takes
+    the pool-mates of each table it takes (one pool's tables share one chain of steps); a pool-mate
+    that does not fit, or whose pool a large table's run or another job's pack claims, waits."""
     ranked = [
         _candidate("a", pool="p1"),
         _candidate("b", pool="p2", size=60 * MiB),
         _candidate("c", pool="p3"),
-        _candidate("x", pool="p6", size=10 * MiB),  # past max_bytes: a second pack opens
-        _candidate("d", pool="p1"),  # a's pool: joins a's pack, not the open one
+        _candidate("x", pool="p6", size=10 * MiB),  # would take the first pack past max_bytes
+        _candidate("d", pool="p1"),  # a's pool-mate: in a's pack, ahead of b
         _candidate("e", pool="p4"),
-        _candidate("f", pool="p2"),  # b's pool, whose pack is full (max_tables 4)
+        _candidate("f", pool="p2"),  # b's pool-mate: fills the first pack (max_tables 4)
+        _candidate("y", pool="p2"),  # b's too, past max_tables: waits
         _candidate("big", shared=False, pool="p5"),
         _candidate("g", pool="p5"),  # the large table's pool
         _candidate("h", job="k", pool="p4"),  # e's pool, another job
     ]
     packs = pack_launches(ranked, max_tables=4, max_bytes=64 * MiB)
-    assert [u.tables for u in packs.units] == [("a", "b", "c", "d"), ("x", "e"), ("big",)]
-    assert set(packs.held) == {"f", "g", "h"} and "cannot take it" in packs.held["f"]
+    assert [u.tables for u in packs.units] == [("a", "d", "b", "f"), ("c", "x", "e"), ("big",)]
+    assert set(packs.held) == {"y", "g", "h"} and "cannot take it" in packs.held["y"]
     pools = [{c.pool for c in ranked if c.table in u.tables} for u in packs.units]
     assert all(not (x & y) for i, x in enumerate(pools) for y in pools[i + 1 :])
 

@@ -24,6 +24,10 @@ files, 20 snapshots keeping 5, 10 manifests).
 4. **sensor, a driver per run** (``spark.session: per_run``, the earlier model): the same, each run
    starting its own JVM. ``--skip-per-run`` leaves it out.
 
+``--storage postgres``: the Dagster instance's storage in PostgreSQL (the repo's dagster.postgres.yaml
+appended to dagster.yaml, as a deployment at scale runs it; a throwaway server on 127.0.0.1, a fresh
+database per measurement) instead of the shipped SQLite files.
+
 Goals (issue 42): sensor (shared driver, packed) / raw ≤ 1.5 for 20 tables, ≤ 1.3 for 200.
 """
 
@@ -37,6 +41,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +55,7 @@ from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import age_all_files, append, plant_orphans
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 from icelake_assets.settings import Settings, load_settings
+from icelake_assets_tests.servers import PostgresServer, postgres_server
 
 GOALS = {20: 1.5, 200: 1.3}  # tables -> sensor / raw (issue 42)
 THRESHOLDS = {
@@ -192,14 +198,28 @@ def through_sensor(
     timeout: float,
     max_runs: int | None = None,
     automation: dict | None = None,
+    postgres: PostgresServer | None = None,
 ) -> dict:
     settings, _ = fleet_lake(root, name, tables, files, session, automation)
     home = root / f"{name}_home"
-    result = sensor(settings, home, timeout, max_runs)
+    result = sensor(settings, home, timeout, max_runs, _instance_env(postgres, name))
     return {
         **result,
         "phases": run_phases(home),
         "before_first_launch": min(t[0] for t in result["timeline"]),
+    }
+
+
+def _instance_env(postgres: PostgresServer | None, name: str) -> dict[str, str] | None:
+    """dagster.postgres.yaml's variables for a fresh database ``name`` on ``postgres`` (None: SQLite)."""
+    if postgres is None:
+        return None
+    return {
+        "DAGSTER_PG_HOST": postgres.host,
+        "DAGSTER_PG_PORT": str(postgres.port),
+        "DAGSTER_PG_DB": postgres.create_database(name),
+        "DAGSTER_PG_USER": postgres.user,
+        "DAGSTER_PG_PASSWORD": "unused-by-trust-auth",
     }
 
 
@@ -223,10 +243,18 @@ def main() -> None:
         default=[],
         help="also measure the shared driver with these caps on runs in flight (dagster.yaml ships 2)",
     )
+    parser.add_argument(
+        "--storage",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="the Dagster instance's storage: the shipped SQLite files or PostgreSQL (dagster.postgres.yaml)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     results: list[tuple[str, dict]] = []
-    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+    with ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="fleet-bench-"))
+        postgres = stack.enter_context(postgres_server()) if args.storage == "postgres" else None
         root = Path(tmp)
         settings, names = fleet_lake(root, "raw", args.tables, args.files, "per_run")
         raw_s = raw(settings, names)
@@ -245,7 +273,7 @@ def main() -> None:
             cases.append(("a driver per run, one run per table (2 runs in flight)", "per_run", None, alone))
         for i, (label, session, cap, automation) in enumerate(cases):
             result = through_sensor(
-                root, f"case{i}", args.tables, args.files, session, args.timeout, cap, automation
+                root, f"case{i}", args.tables, args.files, session, args.timeout, cap, automation, postgres
             )
             print(f"sensor, {label}: {result['total']:.1f}s; {result['phases'].row()}", flush=True)
             results.append((label, result))
@@ -254,7 +282,9 @@ def main() -> None:
         f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
         f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} at the end; command: {command}\n"
     )
-    print(f"{args.tables} tables x {args.files} small files, 3 orphans each\n")
+    print(
+        f"{args.tables} tables x {args.files} small files, 3 orphans each; Dagster storage: {args.storage}\n"
+    )
     goal = GOALS.get(args.tables, GOALS[20] if args.tables < 200 else GOALS[200])
     print(
         f"| measurement | seconds | runs | ratio to raw (goal ≤ {goal}) | first launch at | per run (means) |"

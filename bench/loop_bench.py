@@ -144,14 +144,24 @@ def manual(settings: Settings) -> float:
     return timed_script(MANUAL, str(settings.source), what="manual maintenance")
 
 
-def sensor(settings: Settings, home: Path, timeout: float, max_runs: int | None = None) -> dict:
+def sensor(
+    settings: Settings,
+    home: Path,
+    timeout: float,
+    max_runs: int | None = None,
+    postgres: dict[str, str] | None = None,
+) -> dict:
     """The lake healed by the sensor under ``dagster-daemon run`` with the shipped dagster.yaml
-    (``max_runs``: its cap on runs in flight instead); the daemon and the runs' Spark driver are
-    stopped before it returns."""
+    (``max_runs``: its cap on runs in flight instead; ``postgres``: the DAGSTER_PG_* variables of the
+    repo's dagster.postgres.yaml, appended to it); the daemon and the runs' Spark driver are stopped
+    before it returns."""
     home.mkdir(parents=True, exist_ok=True)
     instance_yaml = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     if max_runs is not None:
         instance_yaml["concurrency"]["runs"]["max_concurrent_runs"] = max_runs
+    if postgres is not None:
+        instance_yaml.update(yaml.safe_load((ROOT / "dagster.postgres.yaml").read_text()))
+        os.environ.update(postgres)  # this process reads the instance too
     (home / "dagster.yaml").write_text(yaml.safe_dump(instance_yaml))
     env = {
         **os.environ,

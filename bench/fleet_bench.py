@@ -51,6 +51,7 @@ import yaml
 from dagster import DagsterEventType, DagsterInstance, RunsFilter
 
 from bench.loop_bench import sensor, timed_script, unhealed, write_settings
+from bench.soak_postgres import instance_env
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import age_all_files, append, plant_orphans
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
@@ -211,16 +212,8 @@ def through_sensor(
 
 
 def _instance_env(postgres: PostgresServer | None, name: str) -> dict[str, str] | None:
-    """dagster.postgres.yaml's variables for a fresh database ``name`` on ``postgres`` (None: SQLite)."""
-    if postgres is None:
-        return None
-    return {
-        "DAGSTER_PG_HOST": postgres.host,
-        "DAGSTER_PG_PORT": str(postgres.port),
-        "DAGSTER_PG_DB": postgres.create_database(name),
-        "DAGSTER_PG_USER": postgres.user,
-        "DAGSTER_PG_PASSWORD": "unused-by-trust-auth",
-    }
+    """The variables of a fresh database ``name`` on ``postgres`` (None: the shipped SQLite)."""
+    return None if postgres is None else instance_env(postgres, postgres.create_database(name))
 
 
 def main() -> None:

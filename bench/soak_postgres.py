@@ -27,6 +27,17 @@ DATABASE = "dagster"  # the instance's database on the server (created at start)
 PASSWORD = "unused-by-trust-auth"
 
 
+def instance_env(server: PostgresServer, database: str) -> dict[str, str]:
+    """dagster.postgres.yaml's variables for ``database`` on ``server``."""
+    return {
+        "DAGSTER_PG_HOST": server.host,
+        "DAGSTER_PG_PORT": str(server.port),
+        "DAGSTER_PG_DB": database,
+        "DAGSTER_PG_USER": server.user,
+        "DAGSTER_PG_PASSWORD": PASSWORD,
+    }
+
+
 class Postgres:
     """A PostgreSQL server for the Dagster instance that can be killed and started again in place."""
 
@@ -47,13 +58,7 @@ class Postgres:
     def env(self) -> dict[str, str]:
         """dagster.postgres.yaml's variables."""
         assert self.server is not None
-        return {
-            "DAGSTER_PG_HOST": self.server.host,
-            "DAGSTER_PG_PORT": str(self.server.port),
-            "DAGSTER_PG_DB": DATABASE,
-            "DAGSTER_PG_USER": self.server.user,
-            "DAGSTER_PG_PASSWORD": PASSWORD,
-        }
+        return instance_env(self.server, DATABASE)
 
     def _query(self, sql: str) -> str:
         import psycopg2

@@ -157,8 +157,7 @@ def pack_launches(
     }
     units: list[list[str]] = []
     sizes: list[int] = []
-    jobs: list[str | None] = []  # a pack's job; None: a run of its own (nothing joins it)
-    claimed: dict[str, int] = {}  # pool -> the unit of this tick that claims it
+    claimed: set[str] = set()  # the pools the units of this tick claim
     open_pack: dict[str, int] = {}  # job -> index of its pack being filled
     held: dict[str, str] = {}
 
@@ -168,13 +167,11 @@ def pack_launches(
     def add(at: int, c: LaunchCandidate) -> None:
         units[at].append(c.table)
         sizes[at] += c.work.bytes
-        claimed.setdefault(c.pool, at)
+        claimed.add(c.pool)
 
-    def new_unit(c: LaunchCandidate, job: str | None) -> int:
-        units.append([c.table])
-        sizes.append(c.work.bytes)
-        jobs.append(job)
-        claimed.setdefault(c.pool, len(units) - 1)
+    def new_unit() -> int:
+        units.append([])
+        sizes.append(0)
         return len(units) - 1
 
     # A pack carries whole pools: the tables of one pool share one maintenance graph (their steps
@@ -199,20 +196,18 @@ def pack_launches(
         if c.table in placed:
             continue
         if not c.mode.shared:
-            new_unit(c, None)
+            add(new_unit(), c)
             continue
         if c.pool in busy_pools:
             held[c.table] = f"its pool {c.pool} is held by a run in flight"
             continue
-        if (at := claimed.get(c.pool)) is not None:  # a large table's run, or another job's pack
-            placed.add(c.table)
+        # Claimed already: by a large table's run or another job's pack (a pack of this job took
+        # every table of the pool when it took the first).
+        if c.pool in claimed:
             held[c.table] = f"its pool {c.pool} goes to a run of this tick that cannot take it"
             continue
         at = open_pack.get(c.job)
         if at is None or not fits(at, c, share[c.job]):
-            at = open_pack[c.job] = len(units)
-            units.append([])
-            sizes.append(0)
-            jobs.append(c.job)
+            at = open_pack[c.job] = new_unit()
         place(at, c)
     return Packs([LaunchUnit(tuple(u), s) for u, s in zip(units, sizes, strict=True)], held)

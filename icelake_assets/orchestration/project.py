@@ -174,7 +174,7 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
             build_health_sensor(
                 tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity
             ),
-            build_overview_sensor(interval),
+            build_overview_sensor(max(interval, settings.automation.overview_min_interval_seconds)),
         ]
         if automation
         else []

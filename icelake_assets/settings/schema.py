@@ -192,6 +192,10 @@ class AutomationSettings(StrictModel):
     # per request (REST, Hive, Glue; a SQL catalog answers every table in one query): each worker
     # opens its own client of the catalog (catalog/locations.py, docs/scaling.md).
     catalog_concurrency: int = Field(8, ge=1, le=64)
+    # The lake overview's automation sensor (sensors/health.py) evaluates its condition over every
+    # table's asset and checks: at 200 tables about a second a tick on an idle instance, several
+    # under load. It ticks at the sensors' interval, but never more often than this.
+    overview_min_interval_seconds: int = Field(60, ge=10, le=24 * 3600)
 
     @field_validator("checks_cron", "orphan_checks_cron")
     @classmethod

@@ -34,7 +34,9 @@ def test_the_overview_refreshes_after_a_health_tick_and_after_a_tables_maintenan
     # at the lake's sensor interval; no default sensor is added beside it.
     sensor = defs.get_sensor_def(OVERVIEW_SENSOR)
     assert sensor.default_status is DefaultSensorStatus.RUNNING
-    assert sensor.minimum_interval_seconds == defs.get_sensor_def(HEALTH_SENSOR).minimum_interval_seconds
+    health_interval = defs.get_sensor_def(HEALTH_SENSOR).minimum_interval_seconds
+    assert health_interval == 300  # the lake's sensor interval
+    assert sensor.minimum_interval_seconds == health_interval
     assert "default_automation_condition_sensor" not in {
         s.name for s in defs.get_repository_def().sensor_defs
     }
@@ -72,3 +74,19 @@ def test_the_overview_refreshes_after_a_health_tick_and_after_a_tables_maintenan
     instance.report_runless_asset_event(AssetObservation(asset_key=clicks, metadata={"outcome": "deferred"}))
     observed = evaluate_automation_conditions(defs, instance, cursor=settled.cursor)
     assert settled.total_requested == 0 and observed.total_requested == 0
+
+
+def test_the_overview_sensor_ticks_at_most_once_a_minute_whatever_the_sensors_interval(make_lake):
+    """Its condition is evaluated over every table's asset and checks: a lake whose sensors tick
+    every 10 s evaluates it every minute (automation.overview_min_interval_seconds)."""
+    fast = make_lake(thresholds={"sensor": {"interval_seconds": 10}})
+    build_demo_lake(fast, catalog=catalog_name(fast), scale="test")
+    defs = build_definitions(fast)
+    assert defs.get_sensor_def(HEALTH_SENSOR).minimum_interval_seconds == 10
+    assert defs.get_sensor_def(OVERVIEW_SENSOR).minimum_interval_seconds == 60
+    slower = make_lake(
+        thresholds={"sensor": {"interval_seconds": 10}},
+        extra={"automation": {"overview_min_interval_seconds": 120}},
+    )
+    build_demo_lake(slower, catalog=catalog_name(slower), scale="test")
+    assert build_definitions(slower).get_sensor_def(OVERVIEW_SENSOR).minimum_interval_seconds == 120

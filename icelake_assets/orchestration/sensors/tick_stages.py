@@ -323,9 +323,12 @@ def settle(
     for table in plan.evaluated:
         evaluation = evaluations[table.name]
         previous = table.previous
-        # One audit record per change of decision: a table deferred tick after tick is recorded once.
+        # One audit record and one observation per change of decision: a table deferred or queued tick
+        # after tick is recorded and observed once (its latest observation still says why; the overview
+        # and the lag gauge keep its waiting time current). Each observation is two event-log writes,
+        # which a lake of hundreds of waiting tables paid on every tick.
         if table.unchanged and previous is not None and previous.outcome == evaluation.outcome:
-            evaluations[table.name] = evaluation = replace(evaluation, audit=None)
+            evaluations[table.name] = evaluation = replace(evaluation, audit=None, observation=None)
         since = order.found_at[table.name] if evaluation.outcome in WAITING else None
         scanned = table.scanned_at
         if evaluation.orphans_pending and evaluation.outcome != Outcome.LAUNCHED:

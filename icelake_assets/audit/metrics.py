@@ -27,7 +27,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -86,6 +87,9 @@ class _Store:
 _lock = threading.Lock()
 _store: _Store | None = None
 _servers: dict[int, WSGIServer] = {}
+# Textfile rewrites held back by :func:`one_textfile_write` in this thread: None when not holding,
+# else the textfile to rewrite once the hold ends (or "" for none yet).
+_held = threading.local()
 
 
 def _make(f: Family) -> _Metric:
@@ -330,9 +334,12 @@ class MetricsWriter:
     # -- output ----------------------------------------------------------------------------------
 
     def flush(self) -> Path:
-        """Rewrite the textfile (when on) with every process's sums; returns its path."""
+        """Rewrite the textfile (when on) with every process's sums; returns its path. Inside
+        :func:`one_textfile_write` the rewrite waits for the end of the hold."""
         self.set("icelake_metrics_updated_timestamp_seconds", time.time())
-        if self.textfile:
+        if self.textfile and getattr(_held, "writer", None) is not None:
+            _held.writer = self
+        elif self.textfile:
             # write_to_textfile writes a temporary file in the same folder (not *.prom, so the collector
             # skips it) and renames it over the old one: readers see the old or the new file, never half.
             write_to_textfile(str(self.path), self.registry)
@@ -348,6 +355,27 @@ class MetricsWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.flush()
+
+
+@contextmanager
+def one_textfile_write() -> Iterator[None]:
+    """Flushes inside (in this thread) rewrite the textfile once, when the block ends. Every update
+    still reaches this process's multiprocess files at once (the HTTP endpoint sees it); only the
+    textfile, which sums every file of every process the lake ever ran (a cost that grows with its
+    history), waits: a run's validation writes each table's audit, and rewrote it per table."""
+    if getattr(_held, "writer", None) is not None:  # nested: the outer hold writes
+        yield
+        return
+    _held.writer = False
+    try:
+        yield
+    finally:
+        writer, _held.writer = _held.writer, None
+        if writer:
+            try:
+                writer.flush()
+            except Exception as err:  # best effort, as the writes it stands for
+                log.warning("metrics textfile not written: %s", err)
 
 
 def _best_effort(settings: Settings, what: str, update: Callable[[MetricsWriter], None]) -> None:
@@ -381,6 +409,7 @@ __all__ = [
     "MetricsError",
     "MetricsWriter",
     "collector_registry",
+    "one_textfile_write",
     "record_health",
     "record_sensor_tick",
     "serve_http",

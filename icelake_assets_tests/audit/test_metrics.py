@@ -22,6 +22,7 @@ from icelake_assets.audit.metrics import (
     FAMILIES,
     MetricsError,
     MetricsWriter,
+    one_textfile_write,
     record_health,
     record_sensor_tick,
     serve_http,
@@ -261,6 +262,28 @@ def test_counters_add_up_across_two_writer_instances(tmp_path):
     assert runs == [1, 2, 3, 4]
     fresh = MetricsWriter(tmp_path)
     assert value(parse(fresh.render()), "icelake_files_compacted_total", **T, op="rewrite_data_files") == 720
+
+
+def test_flushes_inside_one_textfile_write_rewrite_the_textfile_once_at_its_end(tmp_path):
+    """A run's validation writes each table's audit: the counts go to the files at once (a scrape sees
+    them), the textfile is rewritten once, when the run's tables are all written."""
+    writer = MetricsWriter(tmp_path)
+    writer.record(_rewrite())
+    before = writer.flush().read_text()
+    with one_textfile_write():
+        for _ in range(3):
+            MetricsWriter(tmp_path).record(_rewrite())
+            MetricsWriter(tmp_path).flush()
+        with one_textfile_write():  # nested: the outer block writes
+            MetricsWriter(tmp_path).run_finished("demo.taxi.trips", "failed", 3.0)
+            MetricsWriter(tmp_path).flush()
+        assert writer.path.read_text() == before  # not rewritten yet
+        compacted = value(parse(writer.render()), "icelake_files_compacted_total", **T, op="rewrite_data_files")
+        assert compacted == 720  # the endpoint's view: every update already counted
+    after = parse(writer.path.read_text())
+    assert value(after, "icelake_files_compacted_total", **T, op="rewrite_data_files") == 720
+    runs = "icelake_run_duration_seconds_count"
+    assert value(after, "icelake_run_duration_seconds", runs, **T, outcome="failed") == 1
 
 
 def test_two_processes_counts_add_up_in_multiprocess_mode(tmp_path):

@@ -21,6 +21,7 @@ from icelake_assets.catalog.connection import (
     TableRef,
     current_snapshot_id as _current_snapshot_id,
 )
+from icelake_assets.audit.metrics import one_textfile_write
 from icelake_assets.causes import root_cause
 from icelake_assets.maintenance.results.models import RewriteResult
 from icelake_assets.maintenance.spark import fencing
@@ -155,22 +156,25 @@ def validate_op(group: TableGroup):
     ):
         tables = selected_tables(context, group)
         failures: list[Failure] = []
-        for dt in tables:
-            key = str(dt.ref)
-            if key in state.errors:
-                failures.append(Failure(description=f"{dt.ref}: {state.errors[key]}", allow_retries=False))
-                continue
-            try:
-                metadata = _validate_table(context, icelake, icelake_spark, dt.ref, state.tables[key])
-            except Failure as failure:
-                failures.append(failure)
-                continue
-            except Exception as err:  # e.g. the Spark driver or the store gone mid-validation
-                failures.append(_unvalidated(context, dt.ref, err))
-                continue
-            if not context.has_assets_def:
-                record_maintained(context, dt.ref, metadata)
-            yield Output(None, output_name=dt.ref.safe_name, metadata=metadata)
+        with one_textfile_write():  # each table's audit counts at once; the textfile once per step
+            for dt in tables:
+                key = str(dt.ref)
+                if key in state.errors:
+                    failures.append(
+                        Failure(description=f"{dt.ref}: {state.errors[key]}", allow_retries=False)
+                    )
+                    continue
+                try:
+                    metadata = _validate_table(context, icelake, icelake_spark, dt.ref, state.tables[key])
+                except Failure as failure:
+                    failures.append(failure)
+                    continue
+                except Exception as err:  # e.g. the Spark driver or the store gone mid-validation
+                    failures.append(_unvalidated(context, dt.ref, err))
+                    continue
+                if not context.has_assets_def:
+                    record_maintained(context, dt.ref, metadata)
+                yield Output(None, output_name=dt.ref.safe_name, metadata=metadata)
         if len(failures) == 1:
             raise failures[0]
         if failures:

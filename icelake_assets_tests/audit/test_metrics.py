@@ -278,7 +278,9 @@ def test_flushes_inside_one_textfile_write_rewrite_the_textfile_once_at_its_end(
             MetricsWriter(tmp_path).run_finished("demo.taxi.trips", "failed", 3.0)
             MetricsWriter(tmp_path).flush()
         assert writer.path.read_text() == before  # not rewritten yet
-        compacted = value(parse(writer.render()), "icelake_files_compacted_total", **T, op="rewrite_data_files")
+        compacted = value(
+            parse(writer.render()), "icelake_files_compacted_total", **T, op="rewrite_data_files"
+        )
         assert compacted == 720  # the endpoint's view: every update already counted
     after = parse(writer.path.read_text())
     assert value(after, "icelake_files_compacted_total", **T, op="rewrite_data_files") == 720

@@ -17,11 +17,11 @@ from dagster import (
     op,
 )
 
+from icelake_assets.audit.metrics import one_textfile_write
 from icelake_assets.catalog.connection import (
     TableRef,
     current_snapshot_id as _current_snapshot_id,
 )
-from icelake_assets.audit.metrics import one_textfile_write
 from icelake_assets.causes import root_cause
 from icelake_assets.maintenance.results.models import RewriteResult
 from icelake_assets.maintenance.spark import fencing

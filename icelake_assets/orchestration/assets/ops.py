@@ -214,6 +214,7 @@ class TableOpStep:
         earlier = earlier_attempts(context) if context.retry_number else {}
         retry: list[str] = []
         attempt: dict[str, OpResult] = {}
+        skipped: list[str] = []
         for dt in tables:
             key = str(dt.ref)
             if key in states.errors:
@@ -230,9 +231,15 @@ class TableOpStep:
                 states = states.with_error(key, f"{self.name} failed: {err}")
                 continue
             states = states.with_table(key, state)
-            attempt[key] = state.ops[-1]
+            attempt[key] = done = state.ops[-1]
+            if not done.acted:
+                skipped.append(f"{dt.ref}: {done.reason} ({done.duration_s:.2f}s)")
             if retry_reason:
                 retry.append(retry_reason)
+        if skipped:
+            # One line for the tables it skipped (every log line is an event-log write; most ops skip
+            # most tables of a shared run); a table it acted on has its own line.
+            context.log.info(f"{self.name} skipped {len(skipped)} table(s): " + "; ".join(skipped))
         if retry:
             self._ask_for_retry(context, tables, attempt, retry)
         return states
@@ -261,8 +268,8 @@ class TableOpStep:
         outcome = self._work(context, icelake, icelake_spark, ref, table, policy, extra)
         stop_if_fenced(context)  # fenced meanwhile: the run ends here, its op is not retried
         outcome = replace(outcome, attempt=context.retry_number + 1)
-        verb = "acted" if outcome.acted else "skipped"
-        context.log.info(f"{ref} {self.name} {verb}: {outcome.reason} ({outcome.duration_s:.2f}s)")
+        if outcome.acted:
+            context.log.info(f"{ref} {self.name} acted: {outcome.reason} ({outcome.duration_s:.2f}s)")
         if self.annotate is not None:
             outcome = self.annotate(dt, outcome)
         retry = bool(self.wants_retry and self.wants_retry(context, dt, outcome))

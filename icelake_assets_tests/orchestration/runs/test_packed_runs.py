@@ -96,6 +96,11 @@ def test_in_a_shared_run_one_failing_table_leaves_the_others_maintained(make_lak
             assert len(table.inspect.files()) < 25  # compacted
             records = AuditLog.from_settings(settings).records(table=str(refs[k]))
             assert any(r.run_id == result.run_id for r in records)
+        # The run's log: an op's skipped tables in one line per step, naming each with its reason.
+        lines = [e.user_message for e in instance.all_logs(result.run_id) if not e.dagster_event]
+        skipped = [line for line in lines if line.startswith("expire_data skipped ")]
+        assert skipped and all(" table(s): " in line for line in skipped)
+        assert all(sum(str(refs[k]) + ": " in line for line in skipped) == 1 for k in ("t", "b"))
         # Each maintained table's outcome under its own keys; no run-wide outcome in a shared run.
         run = instance.get_run_by_id(result.run_id)
         assert run is not None and OUTCOME_TABLE_TAG not in run.tags and OUTCOME_TAG not in run.tags

@@ -40,6 +40,11 @@ R = TypeVar("R")
 DEFAULT_CONCURRENCY = 8  # automation.catalog_concurrency's default
 
 
+def metadata_file(location: str | None) -> str:
+    """A metadata location's file name (what tells two versions apart, short enough to show)."""
+    return (location or "").rsplit("/", 1)[-1]
+
+
 def bounded_map(fn: Callable[[T], R], items: Iterable[T], concurrency: int) -> list[R]:
     """``[fn(x) for x in items]`` with at most ``concurrency`` calls at once, results in input order.
     The first failure (in input order) is raised once the calls under way end; calls not started yet

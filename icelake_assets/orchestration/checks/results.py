@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, TableColumn, TableRecord, TableSchema
 
+from icelake_assets.catalog.locations import metadata_file
 from icelake_assets.health.findings import Finding, Severity
 from icelake_assets.health.overview import TableHealth
 from icelake_assets.health.score import PENALTY_FINDING, WEIGHTS, HealthStatus
@@ -26,6 +27,10 @@ METADATA_CHECKS = {
 }
 # One summary per table: its status and score, every check's result and a link to the job that fixes it.
 HEALTH_CHECK = "health"
+# The health summary's entry naming the metadata file it judged (its name, not its whole path).
+METADATA_FILE = "metadata_file"
+
+
 HEALTH_CHECK_DESCRIPTION = (
     "The table's health at a glance: status (Healthy / Warning / Critical), "
     "score out of 100, and each failing check with a link to the maintenance "
@@ -155,6 +160,8 @@ def health_result(
     metadata: dict[str, Any] = dict(extra or {})
     metadata["failing_checks"] = MetadataValue.int(len(failing))
     metadata["summary"] = MetadataValue.md(f"**{description}**\n\n" + "\n".join(rows))
+    # The metadata version judged: the health sensor does not judge it again (sensors/health.py).
+    metadata[METADATA_FILE] = MetadataValue.text(metadata_file(health.stats.metadata_location))
     return AssetCheckResult(
         asset_key=asset_key,
         check_name=HEALTH_CHECK,

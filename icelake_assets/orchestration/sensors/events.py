@@ -66,10 +66,6 @@ class TableEvaluation:
     launch: LaunchMode | None = None
 
 
-def metadata_file(location: str | None) -> str:
-    return (location or "").rsplit("/", 1)[-1]
-
-
 def _observation(key: AssetKey, stats: TableStats, reason: str, outcome: str) -> AssetObservation:
     numbers = {
         **stats.summary(),

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.catalog.locations import metadata_file
 from icelake_assets.orchestration.resources import IcelakeResource
-from icelake_assets.orchestration.sensors.events import metadata_file
 from icelake_assets.planning.history import Seen
 
 

@@ -12,7 +12,7 @@ from dagster import AssetKey, PartitionsDefinition, RunsFilter, SensorEvaluation
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.catalog.connection import TableMissingError, TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable
-from icelake_assets.catalog.locations import metadata_locations
+from icelake_assets.catalog.locations import metadata_file, metadata_locations
 from icelake_assets.health.orphan_phases import removable_orphans
 from icelake_assets.health.orphans import KnownTables
 from icelake_assets.orchestration.assets.graph import table_asset_key
@@ -25,7 +25,6 @@ from icelake_assets.orchestration.sensors.cursor import TickCursor
 from icelake_assets.orchestration.sensors.events import (
     TableEvaluation,
     error_evaluation,
-    metadata_file,
     shared_run_request,
     table_evaluation,
     tick_summary,

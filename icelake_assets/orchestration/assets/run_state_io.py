@@ -17,8 +17,9 @@ from dagster import (
     ConfigurableIOManagerFactory,
     InitResourceContext,
     InputContext,
+    IOManager,
+    MetadataValue,
     OutputContext,
-    UPathIOManager,
 )
 from pydantic import Field
 from upath import UPath
@@ -51,16 +52,31 @@ def load_legacy(data: bytes) -> Any:
     return _Unpickler(io.BytesIO(data)).load()
 
 
-class RunStateIOManager(UPathIOManager):
-    extension: str = ""  # the paths Dagster's FilesystemIOManager used: earlier state is found
+class RunStateIOManager(IOManager):
+    """A step's state in ``<base>/<run id>/<step key>/<output>`` (the path Dagster's filesystem IO
+    managers give an op output: earlier state is found; a re-execution reads its parent run's). Unlike
+    them it logs no line per step output and input: a shared run of many tables has ten steps per
+    pool it carries, and every log line is an event-log write."""
 
-    def dump_to_path(self, context: OutputContext, obj: Any, path: UPath) -> None:
+    def __init__(self, base_path: UPath) -> None:
+        self.base_path = base_path
+
+    def path(self, context: InputContext | OutputContext) -> UPath:
+        return self.base_path.joinpath(*context.get_identifier())
+
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
         if not isinstance(obj, RunStates):
             raise TypeError(f"the run state store keeps RunStates, not {type(obj).__name__}")
+        path = self.path(context)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"run_states": encode(obj)}))
+        context.add_output_metadata({"path": MetadataValue.path(str(path))})
 
-    def load_from_path(self, context: InputContext, path: UPath) -> Any:
+    def load_input(self, context: InputContext) -> Any:
+        return self.load_from_path(self.path(context))
+
+    @staticmethod
+    def load_from_path(path: UPath) -> Any:
         data = path.read_bytes()
         if data[:1] != b"{":
             return load_legacy(data)

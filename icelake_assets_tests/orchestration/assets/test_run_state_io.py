@@ -5,7 +5,7 @@ still loads after the upgrade."""
 from pathlib import Path
 from typing import cast
 
-from dagster import In, Out, job, op
+from dagster import DagsterInstance, In, Out, job, op
 from upath import UPath
 
 from icelake_assets.maintenance.results.models import (
@@ -22,7 +22,7 @@ LEGACY = Path(__file__).parent / "data" / "run_state_6a0a252.pickle"
 
 
 def test_state_pickled_before_the_rooms_loads_typed_after_the_upgrade():
-    states = RunStateIOManager(base_path=UPath(LEGACY.parent)).load_from_path(None, UPath(LEGACY))  # type: ignore[arg-type]
+    states = RunStateIOManager.load_from_path(UPath(LEGACY))
     assert isinstance(states, RunStates) and states.errors == {"c.ns.u": "expire_snapshots failed: gone"}
     state = states.tables["c.ns.t"]
     assert [type(o) for o in state.ops] == [
@@ -69,7 +69,14 @@ def test_a_run_passes_its_state_between_ops_as_json(tmp_path):
     def two_ops():
         second(first())
 
-    assert two_ops.execute_in_process().success
+    instance = DagsterInstance.ephemeral()
+    result = two_ops.execute_in_process(instance=instance)
+    assert result.success
     assert seen == [expected]
     [stored] = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert stored.read_bytes().startswith(b"{")  # JSON, not a pickle
+    # Where Dagster's filesystem IO managers keep an op output (earlier runs' state is found there).
+    assert stored == tmp_path / result.run_id / "first" / "result"
+    # No log line per step output or input (each is an event-log write).
+    logs = [e.user_message for e in instance.all_logs(result.run_id) if not e.dagster_event]
+    assert not [m for m in logs if "Writing file at" in m or "Loading file from" in m]

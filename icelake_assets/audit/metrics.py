@@ -87,8 +87,8 @@ class _Store:
 _lock = threading.Lock()
 _store: _Store | None = None
 _servers: dict[int, WSGIServer] = {}
-# Textfile rewrites held back by :func:`one_textfile_write` in this thread: None when not holding,
-# else the textfile to rewrite once the hold ends (or "" for none yet).
+# The hold of :func:`one_textfile_write` in this thread: ``writer`` is None (or unset) when not
+# holding, False while holding with no rewrite asked for, else the writer whose rewrite waits.
 _held = threading.local()
 
 

@@ -202,12 +202,19 @@ def run_tables(
     key_by_name: Mapping[str, AssetKey] | None = None,
 ):
     """The tables a run maintains: its asset selection; a maintenance job's run (no asset), the
-    table its tag names; a run of a whole job (no selection), every table of the pools in its plan."""
+    table its tag names; a run of a whole job (no selection), every table of the pools in its plan
+    (:func:`_by_pools`: some of those may be another job's; :func:`table_runs` asks the run's plan)."""
     if run.asset_selection:
         return [k for k in run.asset_selection if k in pools_by_key]
     if key_by_name and (named := [key_by_name[n] for n in named_tables(run.tags) or () if n in key_by_name]):
         return named
     return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
+
+
+def _by_pools(run, key_by_name: Mapping[str, AssetKey]) -> bool:
+    """The run names no table (no asset selection, no tag :func:`run_tables` resolves): its tables are
+    those of its pools, which a table of another job may share (a partitioned table's own job)."""
+    return not run.asset_selection and not any(n in key_by_name for n in named_tables(run.tags) or ())
 
 
 def product_run_tables(
@@ -261,8 +268,17 @@ def table_runs(
         run = record.dagster_run
         tables = run_tables(run, pools_by_key, keys_by_pool, key_by_name)
         run_failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
-        # A failed run of several tables: those it materialized were maintained (one query per such run).
-        maintained = _materialized(instance, run.run_id) if run_failed and len(tables) > 1 else set()
+        by_pools = len(tables) > 1 and _by_pools(run, key_by_name)
+        # A failed run of several tables: those it materialized were maintained; a run known by its
+        # pools: only the tables it planned are its own, a pool-mate of another job neither fails nor
+        # recovers with it (one query per such run).
+        planned, maintained = (
+            _assets_of_run(instance, run.run_id)
+            if by_pools or (run_failed and len(tables) > 1)
+            else (set(), set())
+        )
+        if by_pools and planned:  # a job of the project's own assets plans nothing: its pools' tables
+            tables = [k for k in tables if k in planned]
         for key in tables:
             entry = out.setdefault(key, TableRuns())
             failed = run_failed and key not in maintained
@@ -282,15 +298,21 @@ def table_runs(
     return out
 
 
-def _materialized(instance: DagsterInstance, run_id: str) -> set[AssetKey]:
-    records = instance.get_records_for_run(
-        run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=100_000
-    ).records
-    return {
-        e.asset_key
-        for r in records
-        if (e := r.event_log_entry.dagster_event) is not None and e.asset_key is not None
-    }
+def _assets_of_run(instance: DagsterInstance, run_id: str) -> tuple[set[AssetKey], set[AssetKey]]:
+    """The tables (asset keys) a run planned (Dagster logs them when it creates the run) and those it
+    materialized."""
+    types = {DagsterEventType.ASSET_MATERIALIZATION_PLANNED, DagsterEventType.ASSET_MATERIALIZATION}
+    planned: set[AssetKey] = set()
+    materialized: set[AssetKey] = set()
+    for record in instance.get_records_for_run(run_id, of_type=types, limit=100_000).records:
+        event = record.event_log_entry.dagster_event
+        if event is None or event.asset_key is None:
+            continue
+        if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+            materialized.add(event.asset_key)
+        else:
+            planned.add(event.asset_key)
+    return planned, materialized
 
 
 class PoolLimits:

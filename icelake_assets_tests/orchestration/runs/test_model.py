@@ -34,31 +34,35 @@ ONE_PER_RUN = {"packed_run_max_tables": 1}  # every table a run of its own (no s
 def _lake_of(make_lake, names, **lake):
     """Degraded unpartitioned tables ``ns.<name>`` (25 small files each); ``lake``: _lake's options."""
     settings, ref, table = _lake(make_lake, files=25, **lake)
-    from icelake_assets.catalog.connection import TableRef, open_catalog
-
     cat = open_catalog(settings, ref.catalog)
     refs = {"t": ref}
-    pools = settings.automation.maintenance_pools
     for name in names:
-        # Tables share a pool by hash of their name: pick names whose pools differ (or, for a name
-        # "same_as_<key>", the pool of that table), so the test does not depend on the hash's luck.
         wanted = refs[name.removeprefix("same_as_")] if name.startswith("same_as_") else None
-        taken = {pool_index(r, pools) for r in refs.values()}
-        candidate = next(
-            r
-            for i in ["", *range(100_000)]
-            if (r := TableRef(ref.catalog, ("ns",), f"{name}{i}"))
-            and (
-                pool_index(r, pools) == pool_index(wanted, pools)
-                if wanted
-                else pool_index(r, pools) not in taken
-            )
-        )
+        candidate = _named_for_pool(settings, name, refs.values(), wanted)
         t = cat.create_table(candidate.identifier, SCHEMA)
         for i in range(25):
             t.append(_batch(i, 2))
         refs[name] = candidate
     return settings, refs
+
+
+def _named_for_pool(settings, name, refs, same_as=None) -> TableRef:
+    """``ns.<name>``, or ``ns.<name><i>``: the first whose pool none of ``refs`` has (``same_as``: the
+    pool of that table). Tables share a pool by hash of their name, and the catalog's name changes
+    with each test: so a test does not depend on the hash's luck."""
+    pools = settings.automation.maintenance_pools
+    catalog = next(iter(refs)).catalog
+    taken = {pool_index(r, pools) for r in refs}
+    return next(
+        r
+        for i in ["", *range(100_000)]
+        if (r := TableRef(catalog, ("ns",), f"{name}{i}"))
+        and (
+            pool_index(r, pools) == pool_index(same_as, pools)
+            if same_as
+            else pool_index(r, pools) not in taken
+        )
+    )
 
 
 def _queue(instance, defs, ref, tags, also=()):
@@ -194,9 +198,14 @@ def _finish(instance, run_id):
     )
 
 
-def _ranks(tick):
+def _ranks(tick, refs):
+    """Outcome and rank of each ranked table, by its key in ``refs``."""
+    short = {r.name: k for k, r in refs.items()}
     return {
-        e.asset_key.path[-1]: (e.metadata["sensor/outcome"].value, e.metadata["sensor/priority_rank"].value)
+        short[e.asset_key.path[-1]]: (
+            e.metadata["sensor/outcome"].value,
+            e.metadata["sensor/priority_rank"].value,
+        )
         for e in tick.asset_events
         if "sensor/priority_rank" in e.metadata
     }
@@ -208,11 +217,12 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
     settings, ref, _ = _lake(make_lake, files=40, automation={"queued_runs_ahead": 0, **ONE_PER_RUN})
     cat = open_catalog(settings, ref.catalog)
     refs = {"t": ref}
+    # Each table a pool of its own: pool-mates never launch in one tick (test_packed_runs.py's).
     for name, files in (("mid", 32), ("old", 26), ("small", 22)):
-        table = cat.create_table(("ns", name), SCHEMA)
+        refs[name] = _named_for_pool(settings, name, refs.values())
+        table = cat.create_table(refs[name].identifier, SCHEMA)
         for i in range(files):
             table.append(_batch(i, 2))
-        refs[name] = TableRef(ref.catalog, ("ns",), name)
     defs = build_definitions(settings)
     with _queued_instance() as instance:
         assert run_model.run_cap(instance) == 2
@@ -223,7 +233,7 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
             (r.tags[TABLE_TAG], r.tags["dagster/priority"], r.tags[RANK_TAG]) for r in first.run_requests
         ]
         assert requested == [(str(refs["t"]), "78", "1/4"), (str(refs["mid"]), "62", "2/4")]
-        assert _ranks(first) == {
+        assert _ranks(first, refs) == {
             "t": ("launched", 1),
             "mid": ("launched", 2),
             "old": ("queued_by_priority", 3),
@@ -255,17 +265,17 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
         ]
 
         # A new table as beneficial as `old` appears (its name sorts first): the older finding ranks first.
-        table = cat.create_table(("ns", "aaa"), SCHEMA)
+        refs["aaa"] = _named_for_pool(settings, "aaa", refs.values())
+        table = cat.create_table(refs["aaa"].identifier, SCHEMA)
         for i in range(26):
             table.append(_batch(i, 2))
-        refs["aaa"] = TableRef(ref.catalog, ("ns",), "aaa")
         defs = build_definitions(settings)
         capfd.readouterr()
         full = _tick(defs, settings, instance, first.cursor)
         assert full.run_requests == []  # no free slot while the cap's 2 runs are in flight
         # Observed: the new table only (one observation per change of decision); the tick's log
         # ranks every waiting table.
-        assert _ranks(full) == {"aaa": ("queued_by_priority", 2)}
+        assert _ranks(full, refs) == {"aaa": ("queued_by_priority", 2)}
         log = next(line for line in capfd.readouterr().err.splitlines() if "launch order (" in line)
         assert (
             log.index("1. " + str(refs["old"]))
@@ -284,7 +294,7 @@ def test_under_the_global_cap_the_most_beneficial_tables_go_first_the_rest_on_la
         freed = _tick(defs, settings, instance, full.cursor)
         assert [r.tags[TABLE_TAG] for r in freed.run_requests] == [str(refs["old"]), str(refs["aaa"])]
         # The launched tables' decisions changed; small still waits (already observed waiting).
-        assert _ranks(freed) == {"old": ("launched", 1), "aaa": ("launched", 2)}
+        assert _ranks(freed, refs) == {"old": ("launched", 1), "aaa": ("launched", 2)}
 
 
 def test_by_default_the_queue_holds_as_many_runs_ahead_as_the_cap(make_lake):
@@ -394,6 +404,54 @@ def _failed_run(instance, defs, ref, kind, cause):
     run = _queue(instance, defs, ref, tags)
     _start(instance, run.run_id)
     instance.report_run_failed(instance.get_run_by_id(run.run_id))
+
+
+def test_a_run_of_a_pool_mates_own_job_is_not_the_tables_run(make_lake, tmp_path):
+    """A partitioned table has a job of its own, in the pool its name hashes to, which an unpartitioned
+    table may share. A run of that job launched whole (the UI's "Materialize all": no selection, no
+    tag) is known by its pool: its failure backed off the pool-mate too (twice failed, the second
+    time with no cause: test_fault_isolation's flake), its success cleared the pool-mate's failures.
+    Only the tables the run planned are its own."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    from icelake_assets.orchestration.project import table_maintenance_job
+
+    settings, refs = _lake_of(make_lake, [])
+    ref = refs["t"]
+    mate = _named_for_pool(settings, "parts", [ref], same_as=ref)
+    spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "payload"))
+    parts = open_catalog(settings, ref.catalog).create_table(mate.identifier, SCHEMA, partition_spec=spec)
+    for i in range(3):
+        parts.append(_batch(i, 2))
+    defs = build_definitions(settings)
+    pools = run_model.pools_by_key([ref, mate], settings.automation.maintenance_pools)
+    assert pools[table_asset_key(ref)] == pools[table_asset_key(mate)]
+    own_job = defs.resolve_job_def(table_maintenance_job(defs, table_asset_key(mate)))
+    assert own_job.name != table_maintenance_job(defs, table_asset_key(ref))
+
+    def whole_run_of_own_job(failed: bool) -> None:
+        tags = run_model.failure_tags(str(mate), "access_denied", "Operation not permitted") if failed else {}
+        run = instance.create_run_for_job(own_job, tags=tags, status=DagsterRunStatus.NOT_STARTED)
+        assert not run.asset_selection and run_model.named_tables(run.tags) is None
+        _start(instance, run.run_id)
+        if failed:
+            instance.report_run_failed(instance.get_run_by_id(run.run_id))
+        else:
+            _finish(instance, run.run_id)
+
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _failed_run(instance, defs, ref, "access_denied", "Permission denied on t's folder")
+        whole_run_of_own_job(failed=True)
+        runs = run_model.table_runs(instance, pools)
+        own, other = runs[table_asset_key(ref)], runs[table_asset_key(mate)]
+        assert (own.failures_in_a_row, own.last_failure_cause) == (1, "Permission denied on t's folder")
+        assert (other.failures_in_a_row, other.last_failure_kind) == (1, "access_denied")
+
+        whole_run_of_own_job(failed=False)
+        runs = run_model.table_runs(instance, pools)
+        assert runs[table_asset_key(ref)].failures_in_a_row == 1  # still backing off: its own run failed
+        assert runs[table_asset_key(mate)].failures_in_a_row == 0
 
 
 def _refused_by_spark():

@@ -76,6 +76,25 @@ def test_the_overview_refreshes_after_a_health_tick_and_after_a_tables_maintenan
     assert settled.total_requested == 0 and observed.total_requested == 0
 
 
+def test_a_table_maintained_while_the_overview_runs_brings_another_refresh(lake):
+    """The overview's run reads the lake once. A table maintained after the overview was requested, whose
+    run ends before the overview's within one tick of its sensor (once a minute), must bring another
+    refresh: its own materialization reset the condition and the table's change was lost (the refresh
+    after the last run of a heal then waited on a health sensor report)."""
+    settings, defs, instance = lake
+    clicks = table_asset_key(TableRef(catalog_name(settings), ("events",), "clicks"))
+    first = evaluate_automation_conditions(defs, instance)
+    instance.report_runless_asset_event(AssetMaterialization(asset_key=clicks))
+    requested = evaluate_automation_conditions(defs, instance, cursor=first.cursor)
+    assert requested.get_num_requested(OVERVIEW_KEY) == 1
+
+    instance.report_runless_asset_event(AssetMaterialization(asset_key=clicks))  # maintained again
+    instance.report_runless_asset_event(AssetMaterialization(asset_key=OVERVIEW_KEY))  # then it ends
+    again = evaluate_automation_conditions(defs, instance, cursor=requested.cursor)
+    assert again.get_num_requested(OVERVIEW_KEY) == 1
+    assert evaluate_automation_conditions(defs, instance, cursor=again.cursor).total_requested == 0
+
+
 def test_the_overview_sensor_ticks_at_most_once_a_minute_whatever_the_sensors_interval(make_lake):
     """Its condition is evaluated over every table's asset and checks: a lake whose sensors tick
     every 10 s evaluates it every minute (automation.overview_min_interval_seconds)."""

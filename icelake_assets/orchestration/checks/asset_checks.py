@@ -213,13 +213,20 @@ def overview_automation_condition() -> AutomationCondition:
     maintained (a materialization of a table asset) or had checks reported (a maintenance run's, the
     health sensor's tick, a check run), once the tables' runs in progress have ended (one refresh for
     several tables healed at once), never two at a time. A table never maintained does not hold it back
-    (unlike ``AutomationCondition.eager()``, which waits for every dependency to be materialized)."""
-    changed = AutomationCondition.any_deps_match(
-        AutomationCondition.newly_updated()
-        | AutomationCondition.any_checks_match(AutomationCondition.newly_updated())
-    ).with_label("a table was maintained or checked")
+    (unlike ``AutomationCondition.eager()``, which waits for every dependency to be materialized).
+
+    Each change holds until the overview is next requested, not until it is next updated
+    (``since_last_handled``): a table maintained while the overview's own run reads the lake (its sensor
+    ticks once a minute) was dropped when that run ended in the same tick, and the refresh after the
+    last run of a heal waited on a later report. Kept apart from the checks' change, a table's
+    materialization keeps its time, which Dagster's ``since`` weighs against the request's."""
+    requested = AutomationCondition.newly_requested()
+    maintained = AutomationCondition.any_deps_match(AutomationCondition.newly_updated()).since(requested)
+    checked = AutomationCondition.any_deps_match(
+        AutomationCondition.any_checks_match(AutomationCondition.newly_updated())
+    ).since(requested)
     return (
-        changed.since_last_handled()
+        (maintained | checked).with_label("a table was maintained or checked since the last refresh")
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
     ).with_label("refresh after a table's maintenance or checks")

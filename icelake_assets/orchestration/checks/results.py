@@ -160,7 +160,7 @@ def health_result(
     metadata: dict[str, Any] = dict(extra or {})
     metadata["failing_checks"] = MetadataValue.int(len(failing))
     metadata["summary"] = MetadataValue.md(f"**{description}**\n\n" + "\n".join(rows))
-    # The metadata version judged (its file name), to tell which version a verdict is of.
+    # The metadata version judged: the health sensor does not judge it again (sensors/health.py).
     metadata[METADATA_FILE] = MetadataValue.text(metadata_file(health.stats.metadata_location))
     return AssetCheckResult(
         asset_key=asset_key,

@@ -7,7 +7,9 @@ location (one query per SQL catalog); for each table whose metadata file changed
 and reports the metadata checks, the health summary and the configuration check as check evaluations:
 no run, no Spark, nothing written. The orphan check lists storage: it keeps its own schedule.
 
-A table with a maintenance run in progress waits until the run ends: the run plans its own checks when
+A table whose latest health summary already judged its current metadata file (its maintenance run
+reports its checks on the metadata it leaves) is not judged again. A table with a maintenance run in
+progress waits until the run ends: the run plans its own checks when
 it starts, and an evaluation reported meanwhile (of a half-maintained table) would look newer than the
 run's own final result in the UI.
 """
@@ -37,11 +39,11 @@ from dagster import (
 from icelake_assets.audit.metrics import record_health
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
-from icelake_assets.catalog.locations import metadata_locations
+from icelake_assets.catalog.locations import metadata_file, metadata_locations
 from icelake_assets.orchestration.checks.asset_checks import OVERVIEW_KEY, metadata_check_names
 from icelake_assets.orchestration.checks.configuration import configuration_result
 from icelake_assets.orchestration.checks.health import ORPHAN_CHECK, table_health
-from icelake_assets.orchestration.checks.results import HEALTH_CHECK, metadata_check_results
+from icelake_assets.orchestration.checks.results import HEALTH_CHECK, METADATA_FILE, metadata_check_results
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.runs.run_tags import named_tables
@@ -131,6 +133,29 @@ def _with_orphan_results(context: SensorEvaluationContext, locations: dict[Table
             locations[ref] = f"{locations[ref]}#orphan_files:{record.id}"
 
 
+def _judged_already(context: SensorEvaluationContext, changed: Mapping[TableRef, str]) -> set[TableRef]:
+    """Of the tables whose metadata changed since the last tick, those whose latest health summary
+    judged the metadata file they are at now, after their latest orphan check: a maintenance run
+    reports its tables' checks on the metadata it leaves, so judging them again here would add one
+    evaluation of each check to the event log and nothing else (one query for every table)."""
+    health = {ref: AssetCheckKey(table_asset_key(ref), HEALTH_CHECK) for ref in changed}
+    orphans = {ref: AssetCheckKey(table_asset_key(ref), ORPHAN_CHECK) for ref in changed}
+    latest = context.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [*health.values(), *orphans.values()]
+    )
+    judged: set[TableRef] = set()
+    for ref, location in changed.items():
+        record, orphan = latest.get(health[ref]), latest.get(orphans[ref])
+        event = None if record is None or record.event is None else record.event.dagster_event
+        if record is None or event is None or event.event_type_value != "ASSET_CHECK_EVALUATION":
+            continue
+        entry = event.asset_check_evaluation_data.metadata.get(METADATA_FILE)
+        newer = orphan is None or orphan.id < record.id
+        if entry is not None and entry.value == metadata_file(location.split("#", 1)[0]) and newer:
+            judged.add(ref)
+    return judged
+
+
 def evaluate_health_tick(
     context: SensorEvaluationContext,
     icelake: IcelakeResource,
@@ -162,12 +187,24 @@ def evaluate_health_tick(
     failed: list[str] = []
     left = 0
     busy = tables_being_maintained(context.instance)
+    changed = {
+        t.ref: loc
+        for t in tables
+        if (loc := locations.get(t.ref))
+        and t.ref.catalog not in down
+        and seen.get(str(t.ref)) != loc
+        and str(t.ref) not in busy
+    }
+    judged = _judged_already(context, changed) if changed else set()
     for t in tables:
         name, location = str(t.ref), locations.get(t.ref)
         if t.ref.catalog in down:
             failure: DiscoveryProblem | None = down[t.ref.catalog]
             location = ""
         elif location is None or seen.get(name) == location or name in busy:
+            continue
+        elif t.ref in judged:
+            seen[name] = location  # judged on this metadata already (its maintenance run's checks)
             continue
         elif evaluated and time.monotonic() - started > budget_seconds:
             left += 1  # the next tick goes on where this one stopped: these are still unseen

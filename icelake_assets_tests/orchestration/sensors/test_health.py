@@ -83,17 +83,16 @@ def test_an_orphan_check_run_reports_the_tables_verdict_again(lake):
     assert not _tick(settings, defs, instance, again.cursor).asset_events  # reported once
 
 
-def test_the_health_summary_names_the_metadata_file_it_judged_and_the_sensor_reports_after_a_run(lake):
-    """A run's checks name the metadata file their health summary judged. The sensor still reports a
-    table whose metadata changed since its last tick, though a run judged that metadata already: the
-    overview's refresh after the last run of a heal waits on that report (its runs' own checks are
-    reported while they are in progress; tests/ui/test_browser.py)."""
+def test_a_table_whose_checks_a_run_judged_on_its_current_metadata_is_not_judged_again(lake):
+    """A run's checks (a maintenance run's, the health job's) name the metadata file their health
+    summary judged: the next tick does not report that table again; a table committed to since is."""
     from icelake_assets.orchestration.checks.asset_checks import HEALTH_JOB
     from icelake_assets.orchestration.resources import IcelakeResource
 
     settings, defs, instance = lake
     first = _tick(settings, defs, instance)
-    clicks = open_catalog(settings, catalog_name(settings)).load_table(("events", "clicks"))
+    catalog = open_catalog(settings, catalog_name(settings))
+    clicks = catalog.load_table(("events", "clicks"))
     add_snapshots(clicks, 1, seed=7)
     result = defs.resolve_job_def(HEALTH_JOB).execute_in_process(
         instance=instance, resources={"icelake": IcelakeResource(config_path=settings.source)}
@@ -105,8 +104,12 @@ def test_the_health_summary_names_the_metadata_file_it_judged_and_the_sensor_rep
     }
     clicks.refresh()
     assert judged["clicks"] == clicks.metadata_location.rsplit("/", 1)[-1]
+    trips = catalog.load_table(("taxi", "trips"))
+    trips.transaction().set_properties({"owner": "ops"}).commit_transaction()  # after the run
+
     again = _tick(settings, defs, instance, first.cursor)
-    assert {e.asset_key.path[-1] for e in again.asset_events} == {"clicks"}
+    assert {e.asset_key.path[-1] for e in again.asset_events} == {"trips"}
+    assert not _tick(settings, defs, instance, again.cursor).asset_events
 
 
 def test_a_table_under_maintenance_is_reported_once_its_run_ended(lake):

@@ -90,7 +90,14 @@ def test_tables_are_spread_over_the_runs_that_run_at_once():
     many = pack_launches(
         [_candidate(f"t{i}") for i in range(50)], max_tables=20, max_bytes=10**12, spread_over=2
     ).units
-    assert [len(u.tables) for u in many] == [20, 20, 10]  # never past max_tables
+    # Never past max_tables, and in whole rounds of the runs at once: 20, 20 and 10 left the last
+    # run alone beside an idle slot.
+    assert [len(u.tables) for u in many] == [13, 13, 13, 11]
+    for tables, sizes in ((60, [15] * 4), (80, [20] * 4), (81, [14] * 5 + [11]), (200, [20] * 10)):
+        units = pack_launches(
+            [_candidate(f"t{i}") for i in range(tables)], max_tables=20, max_bytes=10**12, spread_over=2
+        ).units
+        assert [len(u.tables) for u in units] == sizes, tables
 
 
 def test_packs_are_not_spread_thinner_than_the_minimum_a_run_is_worth():

@@ -15,12 +15,15 @@ files, 20 snapshots keeping 5, 10 manifests).
    (older than 3 days), ``rewrite_data_files``, ``rewrite_manifests``. Timed from the process's start
    (JVM included): the work itself, with nothing around it.
 2. **sensor, shared driver** (the product's default): ``dagster-daemon run`` with the shipped
-   ``dagster.yaml`` (run queue, pools, 2 runs at once), the sensor every 10 s; timed from the daemon's
-   start to the end of the last run, once no maintenance op would act on any table. Small tables
+   ``dagster.yaml`` (run queue, pools, 2 runs at once), the sensor every 10 s, its code locations
+   served as ``make run`` serves them (bench/code_servers.py; ``--daemon-code-servers``: by the
+   daemon itself, which replaces them every minute); timed from the code servers' start to the end
+   of the last run, once no maintenance op would act on any table. Small tables
    share runs (planning/packing.py: spread over the 2 runs at once, at most 20 tables a run); each
    run is its own process (pre-flight, validation with row counts and cross-engine proof, audit,
    post-run checks) attached to the one resident Spark driver.
-3. ``--one-run-per-table``: the same with ``automation.packed_run_max_tables: 1`` (before issue 42).
+3. ``--one-run-per-table``: the same with ``automation.packed_run_max_tables: 1`` (before issue 42);
+   ``--summary-checks``: the same with ``automation.checks_per_table: summary`` (docs/scaling.md).
 4. **sensor, a driver per run** (``spark.session: per_run``, the earlier model): the same, each run
    starting its own JVM. ``--skip-per-run`` leaves it out.
 
@@ -200,10 +203,12 @@ def through_sensor(
     max_runs: int | None = None,
     automation: dict | None = None,
     postgres: PostgresServer | None = None,
+    managed_code_servers: bool = False,
 ) -> dict:
     settings, _ = fleet_lake(root, name, tables, files, session, automation)
     home = root / f"{name}_home"
-    result = sensor(settings, home, timeout, max_runs, _instance_env(postgres, name))
+    env = _instance_env(postgres, name)
+    result = sensor(settings, home, timeout, max_runs, env, managed_code_servers)
     return {
         **result,
         "phases": run_phases(home),
@@ -242,6 +247,17 @@ def main() -> None:
         default="sqlite",
         help="the Dagster instance's storage: the shipped SQLite files or PostgreSQL (dagster.postgres.yaml)",
     )
+    parser.add_argument(
+        "--summary-checks",
+        action="store_true",
+        help="also measure with automation.checks_per_table: summary (two checks per table, not ten)",
+    )
+    parser.add_argument(
+        "--daemon-code-servers",
+        action="store_true",
+        help="the daemon manages the code servers itself (replaced every minute) instead of "
+        "make run's code servers (bench/code_servers.py)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     results: list[tuple[str, dict]] = []
@@ -262,11 +278,25 @@ def main() -> None:
                 ("shared driver, one run per table (packed_run_max_tables: 1)", "shared", None, alone)
             )
         cases += [(f"shared driver, {n} runs in flight", "shared", n, None) for n in args.max_runs]
+        if args.summary_checks:
+            summary = {"checks_per_table": "summary"}
+            cases.append(
+                ("shared driver, small tables share runs, checks_per_table: summary", "shared", None, summary)
+            )
         if not args.skip_per_run:
             cases.append(("a driver per run, one run per table (2 runs in flight)", "per_run", None, alone))
         for i, (label, session, cap, automation) in enumerate(cases):
             result = through_sensor(
-                root, f"case{i}", args.tables, args.files, session, args.timeout, cap, automation, postgres
+                root,
+                f"case{i}",
+                args.tables,
+                args.files,
+                session,
+                args.timeout,
+                cap,
+                automation,
+                postgres,
+                args.daemon_code_servers,
             )
             print(f"sensor, {label}: {result['total']:.1f}s; {result['phases'].row()}", flush=True)
             results.append((label, result))
@@ -275,8 +305,10 @@ def main() -> None:
         f"\nmachine: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
         f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} at the end; command: {command}\n"
     )
+    servers = "the daemon's own (replaced every minute)" if args.daemon_code_servers else "as make run's"
     print(
-        f"{args.tables} tables x {args.files} small files, 3 orphans each; Dagster storage: {args.storage}\n"
+        f"{args.tables} tables x {args.files} small files, 3 orphans each; Dagster storage: {args.storage}; "
+        f"code servers: {servers}\n"
     )
     goal = GOALS.get(args.tables, GOALS[20] if args.tables < 200 else GOALS[200])
     print(

@@ -32,12 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
+from bench import code_servers
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
 from icelake_assets.health.orphans import find_orphans
@@ -150,11 +152,14 @@ def sensor(
     timeout: float,
     max_runs: int | None = None,
     postgres: dict[str, str] | None = None,
+    managed_code_servers: bool = False,
 ) -> dict:
     """The lake healed by the sensor under ``dagster-daemon run`` with the shipped dagster.yaml
     (``max_runs``: its cap on runs in flight instead; ``postgres``: the DAGSTER_PG_* variables of the
-    repo's dagster.postgres.yaml, appended to it); the daemon and the runs' Spark driver are stopped
-    before it returns."""
+    repo's dagster.postgres.yaml, appended to it), its code locations served as ``make run`` serves
+    them (bench/code_servers.py; ``managed_code_servers``: by the daemon itself, replaced every
+    minute). Timed from the code servers' start; they, the daemon and the runs' Spark driver are
+    stopped before it returns."""
     home.mkdir(parents=True, exist_ok=True)
     instance_yaml = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     if max_runs is not None:
@@ -169,11 +174,19 @@ def sensor(
         "ICELAKE_CONFIG": settings.source,
         "PYTHONPATH": str(ROOT),
     }
+    os.environ["DAGSTER_HOME"] = str(home)
+    instance = DagsterInstance.get()
+    # Its storages made here, alone: the code servers and the daemon opening a new SQLite instance at
+    # once race in Dagster's migration stamp ("alembic_version has more than one head").
+    instance.get_runs(limit=1)
+    instance.all_instigator_state()
     daemon_bin = Path(sys.executable).parent / "dagster-daemon"
     log = open(home / "daemon.log", "w")
     started, wall_start = time.perf_counter(), time.time()
+    servers = ExitStack()
+    workspace_file = servers.enter_context(code_servers.workspace(home, env, managed_code_servers))
     daemon = subprocess.Popen(
-        [str(daemon_bin), "run", "-w", "workspace.yaml"],
+        [str(daemon_bin), "run", "-w", str(workspace_file)],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -182,8 +195,6 @@ def sensor(
     )
     healed_at = None
     try:
-        os.environ["DAGSTER_HOME"] = str(home)
-        instance = DagsterInstance.get()
         while time.perf_counter() - started < timeout:
             time.sleep(5)
             assert daemon.poll() is None, f"dagster-daemon exited, see {home / 'daemon.log'}"
@@ -199,6 +210,7 @@ def sensor(
             daemon.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(daemon.pid, signal.SIGKILL)
+        servers.close()
         # The runs' resident Spark driver outlives them by design (spark.idle_minutes): stopped here,
         # by its PID, before the caller removes the folder it writes in.
         stop_all(home / "icelake" / "spark")

@@ -11,16 +11,15 @@ benchmarks time the product as ``make run`` runs it; ``managed=True`` measures t
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
+
+from icelake_assets.demo.local_servers import stop_process_group, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 300.0
@@ -32,33 +31,14 @@ def _locations() -> list[dict]:
     ]
 
 
-def _wait_until_serving(socket: Path, process: subprocess.Popen, log: Path) -> None:
+def _serving(socket: Path) -> bool:
+    if not socket.exists():
+        return False
     dagster = Path(sys.executable).parent / "dagster"
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the code server at {socket} exited ({process.returncode}); see {log}")
-        if socket.exists():
-            check = subprocess.run(
-                [str(dagster), "api", "grpc-health-check", "--socket", str(socket)], capture_output=True
-            )
-            if check.returncode == 0:
-                return
-        time.sleep(0.5)
-    raise SystemExit(f"the code server at {socket} did not serve within {STARTUP_SECONDS:.0f}s; see {log}")
-
-
-def stop(processes: list[subprocess.Popen]) -> None:
-    """Stops each code server's process group (its server and the runs it launched), by PID."""
-    for process in processes:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-    for process in processes:
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    check = subprocess.run(
+        [str(dagster), "api", "grpc-health-check", "--socket", str(socket)], capture_output=True
+    )
+    return check.returncode == 0
 
 
 @contextmanager
@@ -90,11 +70,18 @@ def workspace(home: Path, env: Mapping[str, str], managed: bool = False) -> Iter
             )
             processes.append(process)
             entries.append((socket, process, log, name))
-        for socket, process, log, _ in entries:
-            _wait_until_serving(socket, process, log)
+        for socket, _, _, name in entries:
+            wait_until_ready(
+                f"the code server of {name}",
+                lambda socket=socket: _serving(socket),
+                STARTUP_SECONDS,
+                processes,
+                [log for _, _, log, _ in entries],
+            )
         target = home / "workspace.yaml"
         servers = [{"grpc_server": {"socket": str(s), "location_name": n}} for s, _, _, n in entries]
         target.write_text(yaml.safe_dump({"load_from": servers}))
         yield target
     finally:
-        stop(processes)
+        for process in processes:  # each server's process group: the server and the runs it launched
+            stop_process_group(process, timeout=30)

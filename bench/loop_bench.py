@@ -27,7 +27,6 @@ import argparse
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 from bench import code_servers
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.demo.lake import build_demo_lake
+from icelake_assets.demo.local_servers import stop_process_group
 from icelake_assets.health.orphans import find_orphans
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.spark.resident_spark import BASE_ENV as RESIDENT_STATE_ENV, stop_all
@@ -183,18 +183,19 @@ def sensor(
     daemon_bin = Path(sys.executable).parent / "dagster-daemon"
     log = open(home / "daemon.log", "w")
     started, wall_start = time.perf_counter(), time.time()
-    servers = ExitStack()
-    workspace_file = servers.enter_context(code_servers.workspace(home, env, managed_code_servers))
-    daemon = subprocess.Popen(
-        [str(daemon_bin), "run", "-w", str(workspace_file)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    servers = ExitStack()  # stopped after the daemon, before the Spark driver (finally below)
+    daemon = None
     healed_at = None
     try:
+        workspace_file = servers.enter_context(code_servers.workspace(home, env, managed_code_servers))
+        daemon = subprocess.Popen(
+            [str(daemon_bin), "run", "-w", str(workspace_file)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         while time.perf_counter() - started < timeout:
             time.sleep(5)
             assert daemon.poll() is None, f"dagster-daemon exited, see {home / 'daemon.log'}"
@@ -205,11 +206,8 @@ def sensor(
                 break
         records = instance.get_run_records(RunsFilter(tags={"dagster/sensor_name": MAINTENANCE_SENSOR}))
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
+        if daemon is not None:
+            stop_process_group(daemon, timeout=30)
         servers.close()
         # The runs' resident Spark driver outlives them by design (spark.idle_minutes): stopped here,
         # by its PID, before the caller removes the folder it writes in.

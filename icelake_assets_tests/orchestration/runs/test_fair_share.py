@@ -8,12 +8,16 @@ from dagster import DagsterEvent, DagsterEventType
 
 from icelake_assets.audit.loop_state import load_loop_snapshot
 from icelake_assets.audit.metrics import MetricsWriter
-from icelake_assets.catalog.connection import TableRef, open_catalog
+from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.orchestration.runs import model as run_model
-from icelake_assets.orchestration.runs.pools import pool_index
 from icelake_assets.orchestration.sensors.maintenance import TABLE_TAG
-from icelake_assets_tests.orchestration.runs.test_model import _queue, _queued_instance, _tick
+from icelake_assets_tests.orchestration.runs.test_model import (
+    _named_for_pool,
+    _queue,
+    _queued_instance,
+    _tick,
+)
 from icelake_assets_tests.orchestration.sensors.test_maintenance import SCHEMA, _batch, _lake
 
 
@@ -22,16 +26,9 @@ def test_a_small_table_launches_while_a_large_namespace_runs_and_one_slot_is_lef
     settings, small, _ = _lake(make_lake, files=22, automation=automation)  # ns.t: 42 file opens saved
     cat = open_catalog(settings, small.catalog)
     cat.create_namespace("big")
-    pools = settings.automation.maintenance_pools
-    taken = {pool_index(small, pools)}
     refs = []
     for base in ("running", "next"):  # big.running runs now, big.next wants a run: 78 file opens saved
-        ref = next(
-            r
-            for i in range(10_000)
-            if pool_index(r := TableRef(small.catalog, ("big",), f"{base}{i}"), pools) not in taken
-        )
-        taken.add(pool_index(ref, pools))
+        ref = _named_for_pool(settings, base, [small, *refs], namespace=("big",))
         table = cat.create_table(ref.identifier, SCHEMA)
         for i in range(40):
             table.append(_batch(i, 2))

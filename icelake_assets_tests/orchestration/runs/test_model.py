@@ -46,9 +46,9 @@ def _lake_of(make_lake, names, **lake):
     return settings, refs
 
 
-def _named_for_pool(settings, name, refs, same_as=None) -> TableRef:
-    """``ns.<name>``, or ``ns.<name><i>``: the first whose pool none of ``refs`` has (``same_as``: the
-    pool of that table). Tables share a pool by hash of their name, and the catalog's name changes
+def _named_for_pool(settings, name, refs, same_as=None, namespace=("ns",)) -> TableRef:
+    """``<namespace>.<name>``, or ``<name><i>``: the first whose pool none of ``refs`` has (``same_as``:
+    the pool of that table). Tables share a pool by hash of their name, and the catalog's name changes
     with each test: so a test does not depend on the hash's luck."""
     pools = settings.automation.maintenance_pools
     catalog = next(iter(refs)).catalog
@@ -56,7 +56,7 @@ def _named_for_pool(settings, name, refs, same_as=None) -> TableRef:
     return next(
         r
         for i in ["", *range(100_000)]
-        if (r := TableRef(catalog, ("ns",), f"{name}{i}"))
+        if (r := TableRef(catalog, tuple(namespace), f"{name}{i}"))
         and (
             pool_index(r, pools) == pool_index(same_as, pools)
             if same_as

@@ -193,6 +193,35 @@ def run_phases(home: Path) -> Phases:
     )
 
 
+def sensor_ticks(home: Path) -> list[tuple[str, float, float, int]]:
+    """Every sensor tick of the instance at ``home``: sensor, start, end (epoch seconds), runs requested."""
+    instance = DagsterInstance.from_config(str(home))
+    ticks = []
+    for state in instance.all_instigator_state():
+        if state.instigator_type.value != "SENSOR":
+            continue
+        for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id):
+            end = tick.tick_data.end_timestamp or tick.timestamp
+            ticks.append((state.instigator_name, tick.timestamp, end, len(tick.run_ids)))
+    return sorted(ticks, key=lambda t: t[1])
+
+
+def print_timeline(result: dict, ticks: list[tuple[str, float, float, int]], cap: int) -> None:
+    """The runs (queued, started, ended, tables) and the sensors' ticks, in seconds from the start,
+    and the run slots left idle between the first start and the last end (``cap`` slots)."""
+    wall_start = result["wall_start"]
+    print("runs (s from the start): queued started ended tables")
+    for queued, started, ended, tables, _ in result["timeline"]:
+        print(f"  {queued:7.1f} {started:7.1f} {ended:7.1f} {len(tables.split(','))}")
+    spans = [(t[1], t[2]) for t in result["timeline"] if t[1] > 0 and t[2] > 0]
+    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    busy = sum(e - s for s, e in spans)
+    print(f"slot-seconds idle from the first start to the last end: {cap * (last - first) - busy:.1f}")
+    print("sensor ticks (s from the start): sensor start duration runs")
+    for name, start, end, runs in ticks:
+        print(f"  {name:32s} {start - wall_start:7.1f} {end - start:6.1f} {runs}")
+
+
 def through_sensor(
     root: Path,
     name: str,
@@ -211,6 +240,7 @@ def through_sensor(
     result = sensor(settings, home, timeout, max_runs, env, managed_code_servers)
     return {
         **result,
+        "ticks": sensor_ticks(home),
         "phases": run_phases(home),
         "before_first_launch": min(t[0] for t in result["timeline"]),
     }
@@ -258,6 +288,9 @@ def main() -> None:
         help="the daemon manages the code servers itself (replaced every minute) instead of "
         "make run's code servers (bench/code_servers.py)",
     )
+    parser.add_argument(
+        "--timeline", action="store_true", help="print each run and sensor tick, and the idle run slots"
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     results: list[tuple[str, dict]] = []
@@ -299,6 +332,8 @@ def main() -> None:
                 args.daemon_code_servers,
             )
             print(f"sensor, {label}: {result['total']:.1f}s; {result['phases'].row()}", flush=True)
+            if args.timeline:
+                print_timeline(result, result["ticks"], cap or 2)
             results.append((label, result))
     command = " ".join([".venv/bin/python -m bench.fleet_bench", *sys.argv[1:]])
     print(

@@ -236,6 +236,7 @@ def sensor(
         "failed": sum(s == DagsterRunStatus.FAILURE for s in statuses),
         "tables": sorted({t for r in runs for t in named_tables(r.tags) or ("?",)}),
         "timeline": timeline,
+        "wall_start": wall_start,
     }
 
 

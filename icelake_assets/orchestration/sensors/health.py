@@ -133,6 +133,12 @@ def _with_orphan_results(context: SensorEvaluationContext, locations: dict[Table
             locations[ref] = f"{locations[ref]}#orphan_files:{record.id}"
 
 
+def _reported_at(record) -> float:
+    """When a check execution was last written: its evaluation's time (a row's id is that of its
+    planned event, and a run plans its checks in no set order)."""
+    return record.event.timestamp if record.event is not None else record.create_timestamp
+
+
 def _judged_already(context: SensorEvaluationContext, changed: Mapping[TableRef, str]) -> set[TableRef]:
     """Of the tables whose metadata changed since the last tick, those whose latest health summary
     judged the metadata file they are at now, after their latest orphan check: a maintenance run
@@ -150,7 +156,7 @@ def _judged_already(context: SensorEvaluationContext, changed: Mapping[TableRef,
         if record is None or event is None or event.event_type_value != "ASSET_CHECK_EVALUATION":
             continue
         entry = event.asset_check_evaluation_data.metadata.get(METADATA_FILE)
-        newer = orphan is None or orphan.id < record.id
+        newer = orphan is None or _reported_at(orphan) <= _reported_at(record)
         if entry is not None and entry.value == metadata_file(location.split("#", 1)[0]) and newer:
             judged.add(ref)
     return judged

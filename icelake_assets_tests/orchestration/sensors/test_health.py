@@ -139,3 +139,56 @@ def test_with_summary_checks_the_sensor_reports_only_the_checks_the_tables_carry
     events = {(e.asset_key.path[-1], e.check_name): e for e in first.asset_events}
     assert set(events) == {(t, HEALTH_CHECK) for t in ("trips", "clicks", "orders")}
     assert events[("clicks", HEALTH_CHECK)].severity is AssetCheckSeverity.ERROR
+
+
+def _report_in_run(instance, run_id: str, event_type: str, data) -> None:
+    """An event of run ``run_id`` as a run worker stores it (Dagster's own event class)."""
+    from dagster._core.events import DagsterEvent
+
+    instance.report_dagster_event(
+        DagsterEvent(event_type_value=event_type, job_name=MAINTENANCE_JOB, event_specific_data=data),
+        run_id,
+    )
+
+
+def test_a_run_that_planned_its_orphan_check_after_the_summary_still_judged_the_table(lake):
+    """A maintenance run plans its checks in no set order (Dagster's plan), and evaluates the orphan
+    check before the health summary that reads it. The summary judged the table after the orphan
+    check, whatever the planned rows' ids: the next tick does not judge it again (in the 200-table
+    bench, every table of a run was reported a second time: ~440 evaluations a round)."""
+    from dagster import AssetCheckEvaluation
+    from dagster._core.events import AssetCheckEvaluationPlanned
+
+    from icelake_assets.catalog.connection import TableRef
+    from icelake_assets.orchestration.checks.health import ORPHAN_CHECK
+    from icelake_assets.orchestration.resources import IcelakeResource
+    from icelake_assets.orchestration.sensors.health import table_check_evaluations
+
+    settings, defs, instance = lake
+    first = _tick(settings, defs, instance)
+    catalog = open_catalog(settings, catalog_name(settings))
+    clicks = catalog.load_table(("events", "clicks"))
+    add_snapshots(clicks, 1, seed=7)  # the run's commit
+    ref = TableRef(catalog_name(settings), ("events",), "clicks")
+    icelake = IcelakeResource(config_path=settings.source)
+    summary = next(
+        e for e in table_check_evaluations(icelake, ref, instance=instance) if e.check_name == HEALTH_CHECK
+    )
+    key = summary.asset_key
+    run = instance.add_run(
+        DagsterRun(job_name=MAINTENANCE_JOB, run_id=make_new_run_id(), status=DagsterRunStatus.STARTED)
+    )
+    for name in (HEALTH_CHECK, ORPHAN_CHECK):  # planned: the summary's row first
+        _report_in_run(
+            instance,
+            run.run_id,
+            "ASSET_CHECK_EVALUATION_PLANNED",
+            AssetCheckEvaluationPlanned(asset_key=key, check_name=name),
+        )
+    orphans = AssetCheckEvaluation(asset_key=key, check_name=ORPHAN_CHECK, passed=True)
+    for evaluation in (orphans, summary):  # evaluated: the orphan check first
+        _report_in_run(instance, run.run_id, "ASSET_CHECK_EVALUATION", evaluation)
+    instance.report_run_failed(run)  # ended (how does not matter)
+
+    again = _tick(settings, defs, instance, first.cursor)
+    assert not again.asset_events, {(e.asset_key.path[-1], e.check_name) for e in again.asset_events}

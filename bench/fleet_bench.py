@@ -23,7 +23,9 @@ files, 20 snapshots keeping 5, 10 manifests).
    run is its own process (pre-flight, validation with row counts and cross-engine proof, audit,
    post-run checks) attached to the one resident Spark driver.
 3. ``--one-run-per-table``: the same with ``automation.packed_run_max_tables: 1`` (before issue 42);
-   ``--summary-checks``: the same with ``automation.checks_per_table: summary`` (docs/scaling.md).
+   ``--pinned-checks each summary``: the same with ``automation.checks_per_table`` pinned (the
+   default, ``auto``, carries every check up to 100 tables and the health summary above;
+   docs/scaling.md); ``--sensor-threads``: the daemon's sensors in threads.
 4. **sensor, a driver per run** (``spark.session: per_run``, the earlier model): the same, each run
    starting its own JVM. ``--skip-per-run`` leaves it out.
 
@@ -233,11 +235,12 @@ def through_sensor(
     automation: dict | None = None,
     postgres: PostgresServer | None = None,
     managed_code_servers: bool = False,
+    instance_extra: dict | None = None,
 ) -> dict:
     settings, _ = fleet_lake(root, name, tables, files, session, automation)
     home = root / f"{name}_home"
     env = _instance_env(postgres, name)
-    result = sensor(settings, home, timeout, max_runs, env, managed_code_servers)
+    result = sensor(settings, home, timeout, max_runs, env, managed_code_servers, instance_extra)
     return {
         **result,
         "ticks": sensor_ticks(home),
@@ -278,15 +281,23 @@ def main() -> None:
         help="the Dagster instance's storage: the shipped SQLite files or PostgreSQL (dagster.postgres.yaml)",
     )
     parser.add_argument(
-        "--summary-checks",
-        action="store_true",
-        help="also measure with automation.checks_per_table: summary (two checks per table, not ten)",
+        "--pinned-checks",
+        nargs="*",
+        choices=["each", "summary"],
+        default=[],
+        help="also measure with automation.checks_per_table pinned to these (the default, auto, carries "
+        "every check up to 100 tables and the summary above)",
     )
     parser.add_argument(
         "--daemon-code-servers",
         action="store_true",
         help="the daemon manages the code servers itself (replaced every minute) instead of "
         "make run's code servers (bench/code_servers.py)",
+    )
+    parser.add_argument(
+        "--sensor-threads",
+        action="store_true",
+        help="also measure with the daemon's sensors in threads (dagster.yaml sensors: use_threads)",
     )
     parser.add_argument(
         "--timeline", action="store_true", help="print each run and sensor tick, and the idle run slots"
@@ -303,22 +314,28 @@ def main() -> None:
         left = unhealed(settings)
         print(f"raw: {raw_s:.1f}s; left after: {left}", flush=True)
         alone = {"packed_run_max_tables": 1}
-        cases: list[tuple[str, str, int | None, dict | None]] = [
-            ("shared driver, small tables share runs (default: 2 runs in flight)", "shared", None, None)
+        cases: list[tuple[str, str, int | None, dict | None, dict | None]] = [
+            ("shared driver, small tables share runs (default: 2 runs in flight)", "shared", None, None, None)
         ]
         if args.one_run_per_table:
             cases.append(
-                ("shared driver, one run per table (packed_run_max_tables: 1)", "shared", None, alone)
+                ("shared driver, one run per table (packed_run_max_tables: 1)", "shared", None, alone, None)
             )
-        cases += [(f"shared driver, {n} runs in flight", "shared", n, None) for n in args.max_runs]
-        if args.summary_checks:
-            summary = {"checks_per_table": "summary"}
+        cases += [(f"shared driver, {n} runs in flight", "shared", n, None, None) for n in args.max_runs]
+        for checks in args.pinned_checks:
+            pinned = {"checks_per_table": checks}
+            label = f"shared driver, small tables share runs, checks_per_table: {checks}"
+            cases.append((label, "shared", None, pinned, None))
+        if args.sensor_threads:
+            threads = {"sensors": {"use_threads": True, "num_workers": 4}}
             cases.append(
-                ("shared driver, small tables share runs, checks_per_table: summary", "shared", None, summary)
+                ("shared driver, small tables share runs, sensors in threads", "shared", None, None, threads)
             )
         if not args.skip_per_run:
-            cases.append(("a driver per run, one run per table (2 runs in flight)", "per_run", None, alone))
-        for i, (label, session, cap, automation) in enumerate(cases):
+            cases.append(
+                ("a driver per run, one run per table (2 runs in flight)", "per_run", None, alone, None)
+            )
+        for i, (label, session, cap, automation, instance_extra) in enumerate(cases):
             result = through_sensor(
                 root,
                 f"case{i}",
@@ -330,6 +347,7 @@ def main() -> None:
                 automation,
                 postgres,
                 args.daemon_code_servers,
+                instance_extra,
             )
             print(f"sensor, {label}: {result['total']:.1f}s; {result['phases'].row()}", flush=True)
             if args.timeline:

@@ -153,17 +153,20 @@ def sensor(
     max_runs: int | None = None,
     postgres: dict[str, str] | None = None,
     managed_code_servers: bool = False,
+    instance_extra: dict | None = None,
 ) -> dict:
     """The lake healed by the sensor under ``dagster-daemon run`` with the shipped dagster.yaml
     (``max_runs``: its cap on runs in flight instead; ``postgres``: the DAGSTER_PG_* variables of the
     repo's dagster.postgres.yaml, appended to it), its code locations served as ``make run`` serves
     them (bench/code_servers.py; ``managed_code_servers``: by the daemon itself, replaced every
-    minute). Timed from the code servers' start; they, the daemon and the runs' Spark driver are
+    minute); ``instance_extra``: top-level dagster.yaml sections added to the shipped ones. Timed from
+    the code servers' start; they, the daemon and the runs' Spark driver are
     stopped before it returns."""
     home.mkdir(parents=True, exist_ok=True)
     instance_yaml = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     if max_runs is not None:
         instance_yaml["concurrency"]["runs"]["max_concurrent_runs"] = max_runs
+    instance_yaml.update(instance_extra or {})
     if postgres is not None:
         instance_yaml.update(yaml.safe_load((ROOT / "dagster.postgres.yaml").read_text()))
         os.environ.update(postgres)  # this process reads the instance too

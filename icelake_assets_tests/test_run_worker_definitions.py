@@ -147,3 +147,35 @@ def test_a_real_run_worker_maintains_its_table_from_the_partial_definitions(make
         checks = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
         evaluated = {r.event_log_entry.dagster_event.event_specific_data.asset_key for r in checks}
         assert evaluated == {key}  # its post-run checks ran in the same run
+
+
+def test_a_lake_past_the_auto_checks_bound_carries_summary_checks_in_its_run_workers_too(
+    make_lake, tmp_path, monkeypatch
+):
+    """``automation.checks_per_table: auto`` (the default) picks the checks by the whole lake's size: a
+    run worker, which builds a few of its tables, plans the checks the code server showed (a worker
+    counting its own tables would plan every check and Dagster would refuse the run's plan)."""
+    settings = make_lake(extra={"automation": {"checks_each_max_tables": 2}})
+    refs = build_demo_lake(settings, catalog=catalog_name(settings), scale="test")
+    assert len(refs) > 2
+    monkeypatch.setenv("ICELAKE_CONFIG", settings.source)
+    monkeypatch.setenv(inventory.INVENTORY_ENV, str(tmp_path / "inventory.json"))
+    monkeypatch.setattr(definitions, "_BUILT", {})
+    full = load_repository(MODULE)
+    checks = lambda r, key: {  # noqa: E731
+        k.name for k in r.asset_graph.asset_check_keys if k.asset_key == key
+    }
+    key = table_asset_key(refs[0])
+    assert checks(full, key) == {"health", "orphan_files"}
+    tables = inventory.read(settings, tmp_path / "inventory.json", any_age=True)
+    assert tables is not None
+    partial = project.build_run_definitions(settings, tables.tables, {key})
+    assert partial is not None
+    repo = partial.get_repository_def()
+    assert checks(repo, key) == checks(full, key)
+    job = next(
+        j.name
+        for j in full.get_all_jobs()
+        if key in j.asset_layer.executable_asset_keys and j.name.startswith(MAINTENANCE_JOB)
+    )
+    assert _steps(repo, job, key) == _steps(full, job, key)

@@ -50,7 +50,7 @@ from icelake_assets.orchestration.tables.partitions import build_partition_keys_
 from icelake_assets.orchestration.tables.table_groups import TableGroup, group_tables, maintenance_job_name
 from icelake_assets.policies import EffectivePolicy, resolve_policies
 from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME, DefinitionsLoadContext, DefinitionsLoadType
-from icelake_assets.settings import CONFIG_ENV_VAR, Settings, load_settings
+from icelake_assets.settings import CONFIG_ENV_VAR, ChecksPerTable, Settings, load_settings
 from icelake_assets.settings.asset_keys import use_asset_keys
 
 # The job names live with their modules; re-exported here for the command line, demo and tests.
@@ -80,6 +80,9 @@ class _LakeShape:
     policies: Mapping[TableRef, EffectivePolicy]
     lineage: Lineage
     groups: list[TableGroup]
+    # The checks each table carries (automation.checks_per_table), by the whole lake's size: a run
+    # worker's definitions, built for some of its tables, carry the code server's checks.
+    checks: ChecksPerTable = "each"
 
 
 def _lake_shape(
@@ -101,7 +104,14 @@ def _lake_shape(
         else build_lineage(tables, policies)
     )
     groups = group_tables(tables, settings.automation.maintenance_pools, lineage.producers)
-    return _LakeShape(settings, tables, problems, policies, lineage, groups)
+    checks = settings.automation.checks_for(len(tables))
+    if settings.automation.checks_per_table == "auto" and checks == "summary":
+        get_dagster_logger().info(
+            f"automation.checks_per_table auto: the health summary and orphan check per table for "
+            f"{len(tables)} tables (every check up to {settings.automation.checks_each_max_tables}; set "
+            "it to each or summary to keep the checks as the lake grows)"
+        )
+    return _LakeShape(settings, tables, problems, policies, lineage, groups, checks)
 
 
 def build_definitions(
@@ -153,7 +163,7 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
     settings, tables, policies, groups = shape.settings, shape.tables, shape.policies, shape.groups
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     project_owned = settings.asset_keys.defined_by_project
-    granularity = settings.automation.checks_per_table
+    granularity = shape.checks
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
 
     maintenance = maintenance_definitions(groups, policies, defined_by_project=project_owned)

@@ -30,8 +30,10 @@ TiB = 1024 * GiB
 # Upper bounds of the numeric knobs (file and table properties alike): past them a value is a typo or an
 # attempt to switch a guard off (a cap of 10^18 bytes, a million retries), never a policy.
 MAX_HOURS = 10 * 365 * 24.0
-# automation.checks_per_table: every check per table, or the health summary and the orphan check.
-ChecksPerTable = Literal["each", "summary"]  # ten years
+# The checks each table carries: every check, or the health summary and the orphan check.
+ChecksPerTable = Literal["each", "summary"]
+# automation.checks_per_table: one of those, or "auto" (by the lake's size).
+ChecksPerTableSetting = Literal["auto", "each", "summary"]
 MAX_COUNT = 1_000_000
 MAX_TARGET_FILE_BYTES = 16 * GiB
 MAX_REWRITE_BYTES = 1024 * TiB  # 1 PiB: a cap, not a way to switch the guard off

@@ -30,6 +30,7 @@ from icelake_assets.settings.policy_schema import (  # noqa: F401 - re-exported
     OPERATIONS as OPERATIONS,
     ActivityPolicy as ActivityPolicy,
     ChecksPerTable as ChecksPerTable,
+    ChecksPerTableSetting as ChecksPerTableSetting,
     ConfigurationPolicy as ConfigurationPolicy,
     DeleteFilesPolicy as DeleteFilesPolicy,
     GiB as GiB,
@@ -183,9 +184,11 @@ class AutomationSettings(StrictModel):
     maintenance_pools: int = Field(64, ge=1, le=4096)
     # Which health checks each table's asset carries: "each" (every metadata check, the health summary,
     # the orphan and configuration checks) or "summary" (the health summary, which lists every check's
-    # finding and fails with the worst, and the orphan check): a fifth of the checks, for lakes of
-    # thousands of tables, whose code location then loads much faster (BENCHMARKS.md, "Lake scale").
-    checks_per_table: ChecksPerTable = "each"
+    # finding and fails with the worst, and the orphan check): a fifth of the checks, and of the
+    # Dagster events a table's report and maintenance write (BENCHMARKS.md, "Lake scale", "A lake of
+    # thousands"). "auto": "each" for a lake of up to ``checks_each_max_tables`` tables, "summary" above.
+    checks_per_table: ChecksPerTableSetting = "auto"
+    checks_each_max_tables: int = Field(100, ge=0, le=MAX_COUNT)
     # A cached table inventory (catalog/inventory.py) older than this is discovered again at load.
     inventory_max_age_hours: float = Field(24.0, gt=0, le=MAX_HOURS)
     # How many tables' metadata locations a sensor reads at once from a catalog that answers one table
@@ -196,6 +199,12 @@ class AutomationSettings(StrictModel):
     # table's asset and checks: at 200 tables about a second a tick on an idle instance, several
     # under load. It ticks at the sensors' interval, but never more often than this.
     overview_min_interval_seconds: int = Field(60, ge=10, le=24 * 3600)
+
+    def checks_for(self, tables: int) -> ChecksPerTable:
+        """The checks each table of a lake of ``tables`` tables carries (``checks_per_table``)."""
+        if self.checks_per_table != "auto":
+            return self.checks_per_table
+        return "each" if tables <= self.checks_each_max_tables else "summary"
 
     @field_validator("checks_cron", "orphan_checks_cron")
     @classmethod

@@ -115,3 +115,13 @@ def test_a_new_catalog_starts_in_propose_mode(tmp_path):
     s = load_settings(write(tmp_path, CAT))
     assert s.thresholds.mode == DEFAULT_MODE == "propose"
     assert policy_for(s, TableRef.parse("c1.any.table")).mode == "propose"
+
+
+def test_auto_checks_carry_every_check_up_to_the_bound_and_the_summary_past_it(tmp_path):
+    auto = load_settings(write(tmp_path, CAT + "automation: {checks_each_max_tables: 100}\n")).automation
+    assert auto.checks_per_table == "auto"  # the default
+    assert [auto.checks_for(n) for n in (0, 100, 101, 10_000)] == ["each", "each", "summary", "summary"]
+    pinned = load_settings(write(tmp_path, CAT + "automation: {checks_per_table: each}\n")).automation
+    assert pinned.checks_for(10_000) == "each"
+    with pytest.raises(SettingsError, match="checks_per_table"):
+        load_settings(write(tmp_path, CAT + "automation: {checks_per_table: some}\n"))

@@ -13,7 +13,8 @@ BENCHES = (
     "bench.definitions_bench",  # scale_bench's lakes: loads and run workers vs bare Dagster (~10 min)
     # 20 small tables healed by the sensor vs raw procedures, packed and one run per table (~10 min)
     "bench.fleet_bench --skip-per-run --one-run-per-table",
-    "bench.fleet_bench --tables 200 --skip-per-run --pinned-checks each",  # 200 small tables (~25 min)
+    # 200 small tables, the default checks and every check, raw twice (~30 min)
+    "bench.fleet_bench --tables 200 --skip-per-run --pinned-checks each --raw-samples 2",
     "bench.fleet_mix_bench",  # 2 large + 100 small tables: the small ones' wait bound (~15 minutes)
     "bench.big_table_bench",  # 20,000 files: the product vs raw procedures, 4 pairs (~25 minutes)
     "bench.query_bench",  # query latency before/after maintenance, Spark and DuckDB (~3 minutes)

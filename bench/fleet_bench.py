@@ -26,10 +26,10 @@ files, 20 snapshots keeping 5, 10 manifests).
    ``--pinned-checks each summary``: the same with ``automation.checks_per_table`` pinned (the
    default, ``auto``, carries every check up to 100 tables and the health summary above;
    docs/scaling.md); ``--sensor-threads``: the daemon's sensors in threads.
-5. ``--raw-samples N``: the raw baseline N times (before and after the sensor cases), its mean the
-   ratios' base; ``--timeline``: every run, sensor tick and idle run slot.
 4. **sensor, a driver per run** (``spark.session: per_run``, the earlier model): the same, each run
    starting its own JVM. ``--skip-per-run`` leaves it out.
+5. ``--raw-samples N``: the raw baseline N times (before and after the sensor cases), its mean the
+   ratios' base; ``--timeline``: every run, sensor tick and idle run slot.
 
 ``--storage postgres``: the Dagster instance's storage in PostgreSQL (the repo's dagster.postgres.yaml
 appended to dagster.yaml, as a deployment at scale runs it; a throwaway server on 127.0.0.1, a fresh
@@ -210,7 +210,7 @@ def sensor_ticks(home: Path) -> list[tuple[str, float, float, int]]:
     return sorted(ticks, key=lambda t: t[1])
 
 
-def print_timeline(result: dict, ticks: list[tuple[str, float, float, int]], cap: int) -> None:
+def print_timeline(result: dict, cap: int) -> None:
     """The runs (queued, started, ended, tables) and the sensors' ticks, in seconds from the start,
     and the run slots left idle between the first start and the last end (``cap`` slots)."""
     wall_start = result["wall_start"]
@@ -222,7 +222,7 @@ def print_timeline(result: dict, ticks: list[tuple[str, float, float, int]], cap
     busy = sum(e - s for s, e in spans)
     print(f"slot-seconds idle from the first start to the last end: {cap * (last - first) - busy:.1f}")
     print("sensor ticks (s from the start): sensor start duration runs")
-    for name, start, end, runs in ticks:
+    for name, start, end, runs in result["ticks"]:
         print(f"  {name:32s} {start - wall_start:7.1f} {end - start:6.1f} {runs}")
 
 
@@ -249,6 +249,18 @@ def through_sensor(
         "phases": run_phases(home),
         "before_first_launch": min(t[0] for t in result["timeline"]),
     }
+
+
+@dataclass(frozen=True)
+class Case:
+    """One sensor measurement: its label, Spark session model, and what it changes from the shipped
+    settings (``automation``) and dagster.yaml (``max_runs``, ``instance_extra``)."""
+
+    label: str
+    session: str = "shared"
+    max_runs: int | None = None
+    automation: dict | None = None
+    instance_extra: dict | None = None
 
 
 def _instance_env(postgres: PostgresServer | None, name: str) -> dict[str, str] | None:
@@ -330,45 +342,42 @@ def main() -> None:
 
         measure_raw()
         alone = {"packed_run_max_tables": 1}
-        cases: list[tuple[str, str, int | None, dict | None, dict | None]] = [
-            ("shared driver, small tables share runs (default: 2 runs in flight)", "shared", None, None, None)
-        ]
+        shared = "shared driver, small tables share runs"
+        cases = [Case(f"{shared} (default: 2 runs in flight)")]
         if args.one_run_per_table:
             cases.append(
-                ("shared driver, one run per table (packed_run_max_tables: 1)", "shared", None, alone, None)
+                Case("shared driver, one run per table (packed_run_max_tables: 1)", automation=alone)
             )
-        cases += [(f"shared driver, {n} runs in flight", "shared", n, None, None) for n in args.max_runs]
-        for checks in args.pinned_checks:
-            pinned = {"checks_per_table": checks}
-            label = f"shared driver, small tables share runs, checks_per_table: {checks}"
-            cases.append((label, "shared", None, pinned, None))
+        cases += [Case(f"shared driver, {n} runs in flight", max_runs=n) for n in args.max_runs]
+        cases += [
+            Case(f"{shared}, checks_per_table: {c}", automation={"checks_per_table": c})
+            for c in args.pinned_checks
+        ]
         if args.sensor_threads:
             threads = {"sensors": {"use_threads": True, "num_workers": 4}}
-            cases.append(
-                ("shared driver, small tables share runs, sensors in threads", "shared", None, None, threads)
-            )
+            cases.append(Case(f"{shared}, sensors in threads", instance_extra=threads))
         if not args.skip_per_run:
             cases.append(
-                ("a driver per run, one run per table (2 runs in flight)", "per_run", None, alone, None)
+                Case("a driver per run, one run per table (2 runs in flight)", "per_run", automation=alone)
             )
-        for i, (label, session, cap, automation, instance_extra) in enumerate(cases):
+        for i, case in enumerate(cases):
             result = through_sensor(
                 root,
                 f"case{i}",
                 args.tables,
                 args.files,
-                session,
+                case.session,
                 args.timeout,
-                cap,
-                automation,
+                case.max_runs,
+                case.automation,
                 postgres,
                 args.daemon_code_servers,
-                instance_extra,
+                case.instance_extra,
             )
-            print(f"sensor, {label}: {result['total']:.1f}s; {result['phases'].row()}", flush=True)
+            print(f"sensor, {case.label}: {result['total']:.1f}s; {result['phases'].row()}", flush=True)
             if args.timeline:
-                print_timeline(result, result["ticks"], cap or 2)
-            results.append((label, result))
+                print_timeline(result, case.max_runs or 2)
+            results.append((case.label, result))
         while len(raw_samples) < args.raw_samples:
             measure_raw()
     raw_s = statistics.fmean(raw_samples)

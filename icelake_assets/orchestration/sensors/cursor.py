@@ -11,8 +11,8 @@ what the tables' outcomes were::
 
 The head's counts are for people (the parser reads only where the next tick starts). The fields: the table, its last outcome, the metadata file the sensor last saw (``-``: none), when
 its orphans were last listed and since when it has wanted maintenance (``-``: it does not). Times
-are UTC to the second. The JSON cursor of earlier versions (``{"offset": .., "seen": {..}}``) is
-still read, so a running sensor keeps its state across an upgrade; an unreadable cursor only costs
+are UTC to the millisecond (the fraction left out when zero). The JSON cursor of earlier versions
+(``{"offset": .., "seen": {..}}``) is still read, so a running sensor keeps its state across an upgrade; an unreadable cursor only costs
 one evaluation of every table.
 """
 
@@ -30,15 +30,21 @@ _SCANNED, _SINCE = "scanned ", "since "
 
 
 def _time(value: Any) -> str:
+    """UTC to the millisecond, the fraction left out when it is zero. Milliseconds because the launch
+    order puts the older of two equal findings first: two ticks less than a second apart must not
+    write the same time for findings they saw in that order."""
     if value is None:
         return _NONE
-    return datetime.fromtimestamp(float(value), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = datetime.fromtimestamp(round(float(value), 3), tz=UTC)
+    return moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds").replace(
+        "+00:00", "Z"
+    )
 
 
 def _parse_time(text: str, prefix: str) -> float | None:
     if text == _NONE:
         return None
-    return datetime.strptime(text.removeprefix(prefix), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    return datetime.fromisoformat(text.removeprefix(prefix)).timestamp()
 
 
 def _name(table: str) -> str:

@@ -32,6 +32,7 @@ from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
+from icelake_assets.health.manifest_avro import read_manifest_list
 from icelake_assets.health.manifests import ManifestMeta, ManifestSummary, read_manifest
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ class ManifestCache:
             blob = self._disk_get([_list_key(path)]).get(_list_key(path))
             metas = _decode_list(blob) if blob is not None else None
         if metas is None:
-            metas = tuple(ManifestMeta.of(m) for m in snapshot.manifests(table.io))
+            metas = tuple(ManifestMeta.of(m) for m in read_manifest_list(table.io, path))
             self.list_reads += 1
             self._disk_put({_list_key(path): _encode_list(metas)})
         with self._lock:

@@ -8,6 +8,10 @@ fields health needs (health/manifests.py turns them into compact per-manifest co
   int-keyed maps whole, so skipped maps are read as one run of ints and dropped (:class:`_ReadToSkip`);
 * the parsed schema and resolved reader are shared by manifests of one schema, and all blocks of a
   file are decoded by one decoder (pyiceberg writes one Avro block per manifest entry).
+
+Manifest lists are read the same way, with pyiceberg's own read schema (:func:`read_manifest_list`):
+the orphan scan reads the list of every snapshot of a table, each of which pyiceberg parses and
+resolves again.
 """
 
 from __future__ import annotations
@@ -20,6 +24,14 @@ from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.avro.reader import MapReader, Reader
 from pyiceberg.avro.resolver import ReadSchemaResolver, SchemaPartnerAccessor
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import (
+    DEFAULT_READ_VERSION,
+    MANIFEST_LIST_FILE_SCHEMAS,
+    ManifestContent,
+    ManifestFile,
+    PartitionFieldSummary,
+)
 from pyiceberg.schema import Schema, visit_with_partner
 from pyiceberg.types import (
     BinaryType,
@@ -192,3 +204,16 @@ class ProjectedAvroFile(AvroFile):
         read = self.reader.read
         for _ in range(count):
             yield read(decoder)
+
+
+def read_manifest_list(io: FileIO, manifest_list: str) -> list[ManifestFile]:
+    """The manifests a manifest list names, as pyiceberg's ``read_manifest_list`` returns them, with
+    the shared reader (pyiceberg's: ~0.5 ms a list, mostly parsing the same Avro schema and resolving
+    the same reader again; shared: about half)."""
+    with ProjectedAvroFile(
+        io.new_input(manifest_list),
+        MANIFEST_LIST_FILE_SCHEMAS[DEFAULT_READ_VERSION],
+        read_types={-1: ManifestFile, 508: PartitionFieldSummary},
+        read_enums={517: ManifestContent},
+    ) as reader:
+        return list(reader.entries())

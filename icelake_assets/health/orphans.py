@@ -27,6 +27,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icelake_assets.catalog.known_tables import default_locations
+from icelake_assets.health.manifest_avro import read_manifest_list
 from icelake_assets.health.manifests import live_file_paths
 from icelake_assets.health.storage import (
     EQUAL_SCHEMES as EQUAL_SCHEMES,
@@ -120,7 +121,7 @@ def referenced_locations(table: Table) -> set[str]:
     seen_manifests: set[str] = set()
     for snapshot in md.snapshots:
         refs.add(snapshot.manifest_list)
-        for manifest in snapshot.manifests(table.io):
+        for manifest in read_manifest_list(table.io, snapshot.manifest_list):
             if manifest.manifest_path in seen_manifests:
                 continue
             seen_manifests.add(manifest.manifest_path)

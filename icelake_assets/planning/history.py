@@ -45,11 +45,21 @@ class LastOutcome:
 @dataclass(frozen=True)
 class History:
     """``last_outcome``: looks the latest outcome run up, asked only for a table that would launch (it
-    costs the sensor a query of the instance)."""
+    costs the sensor a query of the instance) and only when it may still count (:meth:`outcome_may_count`);
+    ``quiet_since``: no run of the table finished after this time (epoch s), as far as the run model
+    read (its latest finished run's end, else the start of the window it reads; None: unknown)."""
 
     seen: Seen | None = None
     runs: Runs | None = None
     last_outcome: Callable[[], LastOutcome | None] | None = None
+    quiet_since: float | None = None
+
+    def outcome_may_count(self, now: float, lapses_after_seconds: float) -> bool:
+        """Whether the latest outcome run may have ended less than ``lapses_after_seconds`` ago. What
+        the sensor reads of it (the relaunch hold, a statistics refusal) lapses after the policy's
+        ``loop.relaunch_backoff_hours``: a table none of whose runs ended within them skips the lookup
+        (a query each, every tick, for every waiting table of a lake that was never maintained)."""
+        return self.quiet_since is None or now - self.quiet_since < lapses_after_seconds
 
 
 def needs_evaluation(seen: Seen | None, metadata_file: str, scan_due: bool, runs: Runs | None) -> bool:

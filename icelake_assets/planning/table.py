@@ -150,8 +150,13 @@ def plan_table(
     ``name``: the table's full name."""
     decided = decide_table(stats, policy, mode, orphans, orphan_pending=orphan_pending)
     outcome = decided.outcome
+    lapse = policy.loop.relaunch_backoff_hours * 3600
     last = (
-        history.last_outcome() if outcome == Outcome.LAUNCHED and history.last_outcome is not None else None
+        history.last_outcome()
+        if outcome == Outcome.LAUNCHED
+        and history.last_outcome is not None
+        and history.outcome_may_count(now, lapse)
+        else None
     )
     age_hours = (now - last.ended_at) / 3600 if last is not None else None
     if last is not None and statistics.OP in decided.acting:

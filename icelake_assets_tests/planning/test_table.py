@@ -262,6 +262,30 @@ def test_the_last_outcome_run_is_looked_up_only_for_a_table_that_would_launch():
     assert asked == [1]
 
 
+def test_the_last_outcome_run_is_not_looked_up_when_no_run_of_the_table_ended_within_the_backoff():
+    """What the sensor reads of the outcome run lapses after the backoff (24 h by default): a table
+    none of whose runs ended since (the run model says so) launches without a query of the instance;
+    one whose run ended within it is looked up, and held when that run was ineffective."""
+    asked = []
+
+    def lookup():
+        asked.append(1)
+        return last(INEFFECTIVE, 1.0)()
+
+    quiet = History(last_outcome=lookup, quiet_since=NOW - 25 * 3600)
+    assert plan_table(small_files(), Policy(), quiet, NOW, mode="enforce").outcome is Outcome.LAUNCHED
+    assert asked == []
+    recent = History(last_outcome=lookup, quiet_since=NOW - 3600)
+    assert plan_table(small_files(), Policy(), recent, NOW, mode="enforce").outcome is Outcome.BACKOFF
+    assert asked == [1]
+    # A backoff longer than the run model's window: looked up whatever the run model read.
+    long = Policy().model_copy(
+        update={"loop": Policy().loop.model_copy(update={"relaunch_backoff_hours": 48})}
+    )
+    plan_table(small_files(), long, quiet, NOW, mode="enforce")
+    assert asked == [1, 1]
+
+
 def test_pending_orphans_and_the_benefit_come_with_the_plan():
     plan = plan_table(small_files(4), Policy(), History(), NOW, mode="enforce", orphans=ORPHANS)
     assert plan.outcome is Outcome.LAUNCHED and plan.orphans_pending

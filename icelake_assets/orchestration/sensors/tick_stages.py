@@ -64,6 +64,7 @@ class RecoveredRuns:
     limits: PoolLimits
     runs: Mapping[AssetKey, TableRuns]
     recovered: tuple[AuditRecord, ...]  # the recovery's decisions, written with the tick's
+    read_since: float  # the finished runs read are those that ended after this (epoch s)
 
 
 @dataclass(frozen=True)
@@ -195,8 +196,9 @@ def recover_runs(
     names = {table_asset_key(t.ref): str(t.ref) for t in tables}
     ours = partial(run_model.product_run_tables, pools_by_key=pools, names=names)
     recovered = recover(context.log, context.instance, icelake.settings, icelake.load_table, ours)
-    runs = table_runs(context.instance, pools, names=names)
-    return RecoveredRuns(pools, names, limits, runs, tuple(recovered))
+    now = time.time()
+    runs = table_runs(context.instance, pools, now, names=names)
+    return RecoveredRuns(pools, names, limits, runs, tuple(recovered), now - run_model.HISTORY_SECONDS)
 
 
 def observe_catalogs(
@@ -295,7 +297,9 @@ def plan_tables(
         file = metadata_file(location)
         if not needs_evaluation(previous, file, scan_orphans, recent_runs):
             continue  # unchanged since the last tick: nothing to read
-        history = History(previous, recent_runs, partial(_last_outcome, context, ref))
+        state = runs.runs.get(table_asset_key(ref))
+        quiet_since = state.last_finished if state and state.last_finished else runs.read_since
+        history = History(previous, recent_runs, partial(_last_outcome, context, ref), quiet_since)
         unchanged = previous is not None and previous.metadata_file == file
         # A waiting table keeps its scan due (settle): while its metadata file is unchanged, the last
         # scan serves, up to the scan interval.

@@ -19,6 +19,7 @@ BENCHES = (
     "bench.big_table_bench",  # 20,000 files: the product vs raw procedures, 4 pairs (~25 minutes)
     "bench.query_bench",  # query latency before/after maintenance, Spark and DuckDB (~3 minutes)
     "bench.object_store_bench",  # SeaweedFS vs local disk: about 10 minutes (100,000 objects uploaded)
+    "bench.orphan_rules_bench",  # the orphan scan's rules, 200 and 2,000 tables: every other vs near ones (~2 min)
     "bench.sweep_bench",  # 2,000 REST tables' metadata locations behind 30 ms, sequential vs concurrent (~4 min)
 )
 

@@ -29,6 +29,7 @@ from pyiceberg.table import Table
 from icelake_assets.catalog.known_tables import default_locations
 from icelake_assets.health.manifest_avro import read_manifest_list
 from icelake_assets.health.manifests import live_file_paths
+from icelake_assets.health.neighbours import neighbours_of
 from icelake_assets.health.storage import (
     EQUAL_SCHEMES as EQUAL_SCHEMES,
     FileKey,
@@ -241,12 +242,13 @@ def scan_orphans(
     ``default_locations``: where the table's catalog would put it (empty: unknown, not checked).
     Raises :class:`PathMismatchError` when a listed file matches a referenced one only by path."""
     now = time.time() if now is None else now
-    others = [o for o in others if o.name != name]
+    location = file_key(table.metadata.location)
+    # Only tables near its location can matter to the rules below (health/neighbours.py).
+    others = [o for o in neighbours_of(others).near(location) if o.name != name]
     refs: dict[str, list[FileKey]] = {}
     for loc in referenced_locations(table):
         key = file_key(loc)
         refs.setdefault(key.path, []).append(key)
-    location = file_key(table.metadata.location)
     scan = OrphanScan(table=name, location=table.metadata.location)
     scan.refused = _refusal(table, name, others, default_locations, (k for ks in refs.values() for k in ks))
     scan.deferred = _overlapping(table, [u for u in unlisted if u.name != name])

@@ -165,11 +165,16 @@ def pack_launches(
     units: list[list[str]] = []
     sizes: list[int] = []
     claimed: set[str] = set()  # the pools the units of this tick claim
-    open_pack: dict[str, int] = {}  # job -> index of its pack being filled
+    packs_of: dict[str, list[int]] = {}  # job -> indexes of its packs, in launch order
     held: dict[str, str] = {}
 
     def fits(at: int, c: LaunchCandidate, limit: int) -> bool:
         return len(units[at]) < limit and sizes[at] + c.work.bytes <= max_bytes
+
+    def fits_whole(at: int, group: Sequence[LaunchCandidate], limit: int) -> bool:
+        return (
+            len(units[at]) + len(group) <= limit and sizes[at] + sum(m.work.bytes for m in group) <= max_bytes
+        )
 
     def add(at: int, c: LaunchCandidate) -> None:
         units[at].append(c.table)
@@ -213,8 +218,13 @@ def pack_launches(
         if c.pool in claimed:
             held[c.table] = f"its pool {c.pool} goes to a run of this tick that cannot take it"
             continue
-        at = open_pack.get(c.job)
-        if at is None or not fits(at, c, share[c.job]):
-            at = open_pack[c.job] = new_unit()
+        # The first pack of its job that takes its whole pool (first fit: a pool split over two packs
+        # leaves its other tables waiting for the run that claims it, to make small runs at the end).
+        group = [m for m in mates[(c.job, c.pool)] if m.table not in placed]
+        packs = packs_of.setdefault(c.job, [])
+        at = next((i for i in packs if fits_whole(i, group, share[c.job])), None)
+        if at is None:
+            at = new_unit()
+            packs.append(at)
         place(at, c)
     return Packs([LaunchUnit(tuple(u), s) for u, s in zip(units, sizes, strict=True)], held)

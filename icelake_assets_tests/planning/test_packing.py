@@ -56,24 +56,33 @@ def test_a_small_table_whose_pool_is_busy_waits_for_it_and_a_large_one_keeps_its
 
 def test_packs_of_one_tick_carry_whole_pools_and_never_share_one():
     """A pool admits one run at a time: two packs sharing one run one after the other. A pack takes
-    the pool-mates of each table it takes (one pool's tables share one chain of steps); a pool-mate
-    that does not fit, or whose pool a large table's run or another job's pack claims, waits."""
+    the pool-mates of each table it takes (one pool's tables share one chain of steps), and a pool goes
+    whole to the first pack that can take it: split over two packs, its other tables would wait for
+    the run that claims it and make small runs at the end of a heal (bench.fleet_bench: 20, 10, 5 and 5
+    tables for the last 40). Only a pool larger than a pack, or one that a large table's run or
+    another job's pack claims, leaves tables waiting."""
     ranked = [
         _candidate("a", pool="p1"),
         _candidate("b", pool="p2", size=60 * MiB),
         _candidate("c", pool="p3"),
-        _candidate("x", pool="p6", size=10 * MiB),  # would take the first pack past max_bytes
-        _candidate("d", pool="p1"),  # a's pool-mate: in a's pack, ahead of b
-        _candidate("e", pool="p4"),
-        _candidate("f", pool="p2"),  # b's pool-mate: fills the first pack (max_tables 4)
-        _candidate("y", pool="p2"),  # b's too, past max_tables: waits
+        _candidate("x", pool="p6", size=10 * MiB),  # fits the first pack (b's pool did not)
+        _candidate("d", pool="p1"),  # a's pool-mate: in a's pack
+        _candidate("e", pool="p4"),  # the first pack is full: the second takes it
+        _candidate("f", pool="p2"),  # b's pool-mates: with b in a pack of their own
+        _candidate("y", pool="p2"),
         _candidate("big", shared=False, pool="p5"),
         _candidate("g", pool="p5"),  # the large table's pool
         _candidate("h", job="k", pool="p4"),  # e's pool, another job
+        *(_candidate(f"z{i}", pool="p7") for i in range(5)),  # a pool larger than a pack
     ]
     packs = pack_launches(ranked, max_tables=4, max_bytes=64 * MiB)
-    assert [u.tables for u in packs.units] == [("a", "d", "b", "f"), ("c", "x", "e"), ("big",)]
-    assert set(packs.held) == {"y", "g", "h"} and "cannot take it" in packs.held["y"]
+    assert [u.tables for u in packs.units] == [
+        ("a", "d", "c", "x"),
+        ("b", "f", "y", "e"),
+        ("big",),
+        ("z0", "z1", "z2", "z3"),
+    ]
+    assert set(packs.held) == {"g", "h", "z4"} and "cannot take it" in packs.held["z4"]
     pools = [{c.pool for c in ranked if c.table in u.tables} for u in packs.units]
     assert all(not (x & y) for i, x in enumerate(pools) for y in pools[i + 1 :])
 
@@ -109,3 +118,16 @@ def test_packs_are_not_spread_thinner_than_the_minimum_a_run_is_worth():
         [_candidate(f"t{i}") for i in range(20)], max_tables=20, max_bytes=10**12, spread_over=10
     ).units
     assert [len(u.tables) for u in twenty] == [4] * 5
+
+
+def test_no_table_waits_on_a_pool_its_own_ticks_packs_split():
+    """40 small tables in 13 pools (3 or 4 tables each), two runs at once. The old cut filled a pack
+    table by table and left the rest of the pool at its boundary waiting for the run that claims it:
+    a few tables per run, which gathered into small runs at the end of a heal (bench.fleet_bench: the
+    last 40 of 200 tables went as 20, 10, 5 and 5). Now every table is in a pack, pools whole; what
+    the free slots do not launch is packed again next tick, with nothing held."""
+    ranked = [_candidate(f"t{i:02d}", pool=f"p{i % 13}") for i in range(40)]
+    packs = pack_launches(ranked, max_tables=20, max_bytes=10**12, spread_over=2)
+    assert packs.held == {}
+    assert sum(len(u.tables) for u in packs.units) == 40 and all(len(u.tables) <= 20 for u in packs.units)
+    assert [len(u.tables) for u in packs.units] == [19, 18, 3]  # bins of 3 and 4 cannot make 20 and 20

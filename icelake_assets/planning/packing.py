@@ -17,7 +17,9 @@ part of a small table's), and a small table whose pool a run in flight holds is 
 launched this tick (a run for it, alone or packed, would only wait on that run, holding a queue
 slot meanwhile): it is packed once the pool frees. With 64 pools and hundreds of small tables,
 packs cut without regard to pools shared pools almost surely and ran one at a time (measured by
-bench.fleet_bench: 200 tables took 1.95x the raw procedures).
+bench.fleet_bench: 200 tables took 1.95x the raw procedures). A pool goes whole to the first pack
+of its job that can take it (first fit): cut at a pack's boundary, the rest of the pool waited for
+the run that claimed it, and those tables gathered into small runs at the end of a heal.
 
 Packing keeps the launch order (planning/priority.py): a pack takes the place of its best-ranked
 table, and the run slots are counted in runs, not tables. The tables are spread over the runs the

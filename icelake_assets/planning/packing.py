@@ -150,12 +150,12 @@ def pack_launches(
     spread_over: int | None = None,
 ) -> Packs:
     """The runs for ``candidates`` (best first), in launch order: a table not shared is a unit of its
-    own at its place; shared tables of one job fill a pack placed where its first table ranked, until
-    it holds its share or the next table would take it past ``max_bytes`` (then a new pack starts),
-    the packs' pools kept disjoint (module docstring). A pack's share is ``max_tables``, or fewer when
-    ``spread_over`` (the runs that may run at once) is given: the job's shared tables are then spread
-    evenly over that many runs (fewer when the packs would hold under MIN_SHARED tables), so tables
-    do not wait in one run while a run slot stays idle."""
+    own at its place; a shared table's pool (its mates of its job) goes whole to the first pack of the
+    job with room for it in tables (its share) and ``max_bytes``, else to a new pack placed where the
+    table ranked, the packs' pools kept disjoint (module docstring). A pack's share is
+    ``max_tables``, or fewer when ``spread_over`` (the runs that may run at once) is given: the job's
+    shared tables are then spread evenly over that many runs (fewer when the packs would hold under
+    MIN_SHARED tables), so tables do not wait in one run while a run slot stays idle."""
     shared = [c for c in candidates if c.mode.shared and c.pool not in busy_pools]
     per_job: dict[str, int] = {}
     for c in shared:

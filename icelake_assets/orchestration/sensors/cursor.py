@@ -9,11 +9,12 @@ what the tables' outcomes were::
     demo.taxi.trips	launched	00012-3f2a.metadata.json	scanned 2026-11-24T18:00:00Z	-
     demo.sales.orders	deferred	00004-9b1c.metadata.json	scanned 2026-11-24T18:00:00Z	since 2026-11-24T17:55:00Z
 
-The head's counts are for people (the parser reads only where the next tick starts). The fields: the table, its last outcome, the metadata file the sensor last saw (``-``: none), when
-its orphans were last listed and since when it has wanted maintenance (``-``: it does not). Times
-are UTC to the millisecond (the fraction left out when zero). The JSON cursor of earlier versions
-(``{"offset": .., "seen": {..}}``) is still read, so a running sensor keeps its state across an upgrade; an unreadable cursor only costs
-one evaluation of every table.
+The head's counts are for people (the parser reads only where the next tick starts). The fields:
+the table, its last outcome, the metadata file the sensor last saw (``-``: none), when its orphans
+were last listed and since when it has wanted maintenance (``-``: it does not). Times are UTC to the
+millisecond (the fraction left out when zero). The JSON cursor of earlier versions (``{"offset": ..,
+"seen": {..}}``) is still read, so a running sensor keeps its state across an upgrade; an unreadable
+cursor only costs one evaluation of every table.
 """
 
 import json

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from icelake_assets.health.storage import FileKey, file_key
 from icelake_assets.types import KnownTable
@@ -37,20 +37,21 @@ class Neighbours:
         )
         self._paths = [path for path, _ in claims]
         self._owners = [i for _, i in claims]
-        self._by_path: dict[str, list[int]] = {}
-        for path, i in claims:
-            self._by_path.setdefault(path, []).append(i)
+
+    def _claiming(self, path: str, inside: bool) -> Iterator[int]:
+        """The tables claiming ``path`` (``inside``: a path that starts with it), from the sorted paths."""
+        for at in range(bisect_left(self._paths, path), len(self._paths)):
+            claimed = self._paths[at]
+            if not (claimed.startswith(path) if inside else claimed == path):
+                return
+            yield self._owners[at]
 
     def near(self, location: FileKey) -> list[KnownTable]:
         """The tables with a claimed path inside ``location`` or containing it, in the listing's order."""
-        found: set[int] = set()
-        inside = location.path.rstrip("/") + "/"  # whole path components, as FileKey.under compares
-        for at in range(bisect_left(self._paths, inside), len(self._paths)):
-            if not self._paths[at].startswith(inside):
-                break
-            found.add(self._owners[at])
-        for ancestor in _ancestors(location.path):  # the location itself among them
-            found.update(self._by_path.get(ancestor, ()))
+        # Whole path components inside it, as FileKey.under compares; then the location and its ancestors.
+        found = set(self._claiming(location.path.rstrip("/") + "/", inside=True))
+        for ancestor in _ancestors(location.path):
+            found.update(self._claiming(ancestor, inside=False))
         return [self.tables[i] for i in sorted(found)]
 
 

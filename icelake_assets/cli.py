@@ -1,5 +1,6 @@
-"""Command line for people outside the UI: `icelake health`, `policy`, `plan`, `audit`, `approve`, `restore`,
-`demo-lake`, `demo` (the operator commands live in operate/commands.py)."""
+"""Command line for people outside the UI (the operator commands live in operate/commands.py). Its
+``--help`` lists the commands from the parser itself (:func:`build_parser`), so the list cannot go
+stale; a test keeps README's command line equal to it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from icelake_assets.health.overview import TableHealth
     from icelake_assets.settings import Settings
 
-__all__ = ["main", "parse_table"]
+__all__ = ["build_parser", "main", "parse_table"]
 
 
 def _selected_refs(settings: Settings, table: str | None) -> tuple[list[TableRef], list[DiscoveryProblem]]:
@@ -55,11 +56,12 @@ def cmd_health(args: argparse.Namespace) -> int:
     healths, rows = [], []
     listing: list[KnownTables] = []
 
-    def known() -> KnownTables:
+    def known() -> KnownTables:  # listed once, with the index every table's orphan scan shares
         from icelake_assets.catalog.known_tables import known_tables
+        from icelake_assets.health.neighbours import IndexedTables
 
         if not listing:
-            listing.append(known_tables(settings))
+            listing.append(IndexedTables.of(known_tables(settings)))
         return listing[0]
 
     refs, problems = _selected_refs(settings, args.table)
@@ -243,8 +245,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 TABLE_HELP = "catalog.namespace.table, namespace.table, or the UI's catalog/namespace/table"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="icelake", description=__doc__)
+def describe(commands: Sequence[str]) -> str:
+    """``icelake --help``'s description: what the command line is for, and its commands in order."""
+    return f"The self-maintaining lakehouse's command line, for people outside the UI: {', '.join(commands)}."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``icelake`` parser, its description listing every command it was given."""
+    parser = argparse.ArgumentParser(prog="icelake")
     parser.add_argument("--config", help="settings file (default: $ICELAKE_CONFIG or ./icelake.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("health", help="print the health findings of one table or all")
@@ -285,7 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("demo", help="headless demo: degrade, check, maintain through Dagster, compare")
     p.add_argument("--scale", default="demo", choices=["test", "demo"])
     p.set_defaults(func=cmd_demo)
-    args = parser.parse_args(argv)
+    parser.description = describe(list(sub.choices))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (IcelakeError, ValueError) as err:  # settings, catalogs, tables, names: the cause, no trace

@@ -4,19 +4,21 @@ only at tables whose location or write paths lie inside that location or contain
 A sensor tick, or a run of many small tables, scans every table against the same lake. Parsing and
 comparing every other table's locations for every table scanned was quadratic: 0.8 s for a lake of
 200 tables, 58 s for 2,000 (bench.orphan_rules_bench). The lake's locations are parsed and indexed by path
-once (:func:`neighbours_of`, kept for the last listing it was asked about); each scan then finds its
-candidates by a range of the sorted paths (those inside its location) and a lookup of each of its
-ancestors (those containing it): 0.004 s and 0.040 s. Candidates are matched by path alone, a
-superset: the scan's rules compare scheme and authority themselves."""
+once per listing: the listing carries its index (:class:`IndexedTables`, what the resource and the
+command line hand out for a tick's or a command's scans); each scan then finds its candidates by a
+range of the sorted paths (those inside its location) and a lookup of each of its ancestors (those
+containing it): 0.004 s and 0.040 s. Candidates are matched by path alone, a superset: the scan's
+rules compare scheme and authority themselves."""
 
 from __future__ import annotations
 
-import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 from icelake_assets.health.storage import FileKey, file_key
-from icelake_assets.types import KnownTable
+from icelake_assets.types import KnownTable, KnownTables
 
 
 def _ancestors(path: str) -> list[str]:
@@ -55,15 +57,19 @@ class Neighbours:
         return [self.tables[i] for i in sorted(found)]
 
 
-_last: Neighbours | None = None
-_lock = threading.Lock()
+@dataclass(frozen=True)
+class IndexedTables(KnownTables):
+    """A listing of the lake (catalog/known_tables.py) that carries the index of its tables' paths,
+    built by the first scan that needs it and kept as long as the listing: a sensor tick lists the
+    lake once and scans every table against it. ``KnownTables`` lives below health/ (types.py), so
+    the index is added by this subclass; the resource (orchestration/resources.py) and the command
+    line list the lake as one."""
 
+    @classmethod
+    def of(cls, listing: KnownTables) -> IndexedTables:
+        """``listing`` with its index (itself when it carries one: its index is built once)."""
+        return listing if isinstance(listing, IndexedTables) else cls(listing.tables, listing.unlisted)
 
-def neighbours_of(tables: Sequence[KnownTable]) -> Neighbours:
-    """The index of ``tables``, built once for the same listing (the same object: a tick lists the
-    lake once and scans every table against it)."""
-    global _last
-    with _lock:
-        if _last is None or _last.tables is not tables:
-            _last = Neighbours(tables)
-        return _last
+    @cached_property
+    def neighbours(self) -> Neighbours:
+        return Neighbours(self.tables)

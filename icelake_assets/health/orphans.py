@@ -29,7 +29,7 @@ from pyiceberg.table import Table
 from icelake_assets.catalog.known_tables import default_locations
 from icelake_assets.health.manifest_avro import read_manifest_list
 from icelake_assets.health.manifests import live_file_paths
-from icelake_assets.health.neighbours import neighbours_of
+from icelake_assets.health.neighbours import IndexedTables, Neighbours
 from icelake_assets.health.storage import (
     EQUAL_SCHEMES as EQUAL_SCHEMES,
     FileKey,
@@ -230,21 +230,23 @@ def scan_orphans(
     table: Table,
     name: str,
     older_than_hours: float,
-    others: Sequence[KnownTable] = (),
+    others: Sequence[KnownTable] | Neighbours = (),
     default_locations: Sequence[str] = (),
     now: float | None = None,
     unlisted: Sequence[UnlistedTable] = (),
 ) -> OrphanScan:
     """List the table's location with its own FileIO and decide which files are orphans.
 
-    ``others``: every other known table (a table named ``name`` among them is ignored);
+    ``others``: every other known table (a table named ``name`` among them is ignored), or their index
+    (health/neighbours.py: a listing's, built once for all the tables scanned against it);
     ``unlisted``: tables that could not be read (the table is not cleaned if it may overlap one);
     ``default_locations``: where the table's catalog would put it (empty: unknown, not checked).
     Raises :class:`PathMismatchError` when a listed file matches a referenced one only by path."""
     now = time.time() if now is None else now
     location = file_key(table.metadata.location)
     # Only tables near its location can matter to the rules below (health/neighbours.py).
-    others = [o for o in neighbours_of(others).near(location) if o.name != name]
+    index = others if isinstance(others, Neighbours) else Neighbours(others)
+    others = [o for o in index.near(location) if o.name != name]
     refs: dict[str, list[FileKey]] = {}
     for loc in referenced_locations(table):
         key = file_key(loc)
@@ -347,12 +349,13 @@ def scan_table_orphans(
 ) -> OrphanScan:
     """:func:`scan_orphans` of a catalog's table among the ``known`` tables of the lake (their files
     are never this table's orphans; one that could not be read defers the clean-up where it may
-    overlap), with the places its catalog would put it."""
+    overlap), with the places its catalog would put it. The index of the listing's locations is the
+    listing's own (:class:`IndexedTables`): built once for every table scanned against one listing."""
     return scan_orphans(
         table,
         str(ref),
         older_than_hours,
-        known.tables,
+        IndexedTables.of(known).neighbours,
         default_locations(catalog, ref),
         unlisted=known.unlisted,
     )

@@ -33,6 +33,7 @@ from icelake_assets.catalog.connection import (
 from icelake_assets.catalog.known_tables import known_tables
 from icelake_assets.catalog.locations import TableLoader
 from icelake_assets.health.cache import default_cache_path
+from icelake_assets.health.neighbours import IndexedTables
 from icelake_assets.health.orphan_phases import OrphanPhases, phases_of
 from icelake_assets.health.orphans import KnownTables, OrphanScan, scan_table_orphans
 from icelake_assets.health.stats import ManifestCache, TableStats, compute_table_stats
@@ -165,9 +166,10 @@ class IcelakeResource(ConfigurableResource):
     def policy(self, table: Table) -> Policy:
         return self.effective_policy(table).policy
 
-    def known_tables(self) -> KnownTables:
-        """Every table of every configured catalog, and those that cannot be read (with the cause)."""
-        return known_tables(self.settings, self.catalog)
+    def known_tables(self) -> IndexedTables:
+        """Every table of every configured catalog, and those that cannot be read (with the cause); the
+        listing carries the index of its locations that orphan scans against it share."""
+        return IndexedTables.of(known_tables(self.settings, self.catalog))
 
     def scan_orphans(
         self, ref: TableRef, table: Table, policy: Policy, known: KnownTables | None = None

@@ -1,10 +1,12 @@
 """The index of the lake's locations (health/neighbours.py): for any location, every table whose
 location or write path lies inside it or contains it (what the orphan scan's rules look at), found
-without comparing it with every other table; the rules themselves are tested in test_orphans.py."""
+without comparing it with every other table, built once per listing and carried by it (no memo of
+the module's); the rules themselves are tested in test_orphans.py."""
 
-from icelake_assets.health.neighbours import neighbours_of
+from icelake_assets.health import neighbours
+from icelake_assets.health.neighbours import IndexedTables, Neighbours
 from icelake_assets.health.storage import file_key
-from icelake_assets.types import KnownTable
+from icelake_assets.types import KnownTable, KnownTables, UnlistedTable
 
 LAKE = (
     KnownTable("a", "file:///lake/wh/ns/a"),
@@ -28,7 +30,7 @@ def _by_comparing_all(location):
 
 
 def test_near_finds_every_table_inside_or_around_a_location_in_the_listings_order():
-    index = neighbours_of(LAKE)
+    index = Neighbours(LAKE)
     for table in LAKE[:8] + LAKE[-3:]:
         location = file_key(table.location)
         near = [t.name for t in index.near(location)]
@@ -43,8 +45,15 @@ def test_near_finds_every_table_inside_or_around_a_location_in_the_listings_orde
     assert [t.name for t in index.near(file_key("file:///lake/wh/many/t7"))] == ["container", "bucket", "t7"]
 
 
-def test_one_listing_is_indexed_once():
-    assert neighbours_of(LAKE) is neighbours_of(LAKE)
-    other = LAKE[:3]
-    assert neighbours_of(other) is not neighbours_of(LAKE)
-    assert [t.name for t in neighbours_of(other).near(file_key("/lake/wh/ns/a"))] == ["a", "nested"]
+def test_a_listing_carries_its_index_built_once_and_the_module_keeps_none():
+    listing = IndexedTables(LAKE, (UnlistedTable("cat.x.broken", "unreadable"),))
+    assert listing.neighbours is listing.neighbours  # built on first use, kept by the listing
+    assert IndexedTables.of(listing) is listing  # already indexed: the same listing, the same index
+    plain = KnownTables(LAKE[:3], listing.unlisted)  # as catalog/known_tables.py lists the lake
+    indexed = IndexedTables.of(plain)
+    assert (indexed.tables, indexed.unlisted, indexed.complete) == (plain.tables, plain.unlisted, False)
+    assert indexed.neighbours is not listing.neighbours and indexed.neighbours.tables == LAKE[:3]
+    assert [t.name for t in indexed.neighbours.near(file_key("/lake/wh/ns/a"))] == ["a", "nested"]
+    # No index outlives its listing in the module (it used to keep the last one, keyed by identity).
+    assert not [v for v in vars(neighbours).values() if isinstance(v, Neighbours)]
+    assert not hasattr(neighbours, "neighbours_of")

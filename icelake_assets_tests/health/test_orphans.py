@@ -11,16 +11,20 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.transforms import IdentityTransform
 
+from icelake_assets.catalog.connection import table_ref
 from icelake_assets.demo.lake import local_path, plant_orphans
+from icelake_assets.health import neighbours
 from icelake_assets.health.findings import Severity
 from icelake_assets.health.orphans import (
     KnownTable,
+    KnownTables,
     PathMismatchError,
     ReferencedFilesMissingError,
     file_key,
     find_orphans,
     referenced_files,
     scan_orphans,
+    scan_table_orphans,
     verify_referenced_files,
 )
 from icelake_assets.health.storage import normalized_path
@@ -149,6 +153,31 @@ def test_other_tables_paths_are_skipped_and_a_table_containing_another_is_refuse
     container = KnownTable("cat.x.container", loc.rsplit("/", 1)[0], {"write.metadata.path": loc})
     assert "write.metadata.path" in scan_orphans(table, "me", 72, others=[container]).refused
     assert scan_orphans(table, "me", 72, others=[KnownTable("me", loc)]).refused is None  # itself
+
+
+def test_the_scans_against_one_listing_share_the_index_it_carries(new_table, catalog, monkeypatch):
+    tables = [new_table() for _ in range(3)]
+    for table in tables:
+        table.append(batch(range(3), 0))
+    loc = tables[0].metadata.location.rstrip("/")
+    writer = KnownTable("cat.x.writer", "file:///elsewhere/writer", {"write.data.path": f"{loc}/ext"})
+    built = []
+    real = neighbours.Neighbours.__init__
+    monkeypatch.setattr(
+        neighbours.Neighbours, "__init__", lambda self, ts: built.append(len(ts)) or real(self, ts)
+    )
+    listing = neighbours.IndexedTables.of(KnownTables((writer,)))  # as the resource and the CLI list the lake
+    scans = [scan_table_orphans(catalog, table_ref(t), t, 72, listing) for t in tables]
+    assert built == [1]  # one index for the listing, whatever the number of tables scanned against it
+    theirs = _old_file(local_path(loc) / "ext" / "their-data.parquet")
+    assert (
+        scan_table_orphans(catalog, table_ref(tables[0]), tables[0], 72, listing).skipped_sample[0][0]
+        == theirs
+    )
+    assert all(s.refused is None for s in scans)
+    # A listing that carries no index (catalog/known_tables.py's) gets one for its scan.
+    scan_table_orphans(catalog, table_ref(tables[1]), tables[1], 72, KnownTables((writer,)))
+    assert built == [1, 1]
 
 
 def test_a_location_outside_the_catalog_default_or_files_outside_it_are_refused(new_table, tmp_path):

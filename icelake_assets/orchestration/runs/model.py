@@ -1,16 +1,16 @@
 """The run model: at most one maintenance run per table at a time, whatever launched it.
 
 * **Concurrency** is enforced by Dagster, not by our tags: every op of a table's maintenance claims
-  the table's pool (:func:`table_pool`; tables share ``automation.maintenance_pools`` pools by a hash
-  of their name, so 10,000 tables need no 10,000 op definitions), and ``dagster.yaml`` limits every
-  pool to one run (``pools: default_limit: 1, granularity: run``) plus a global cap on runs. Two
-  tables of one pool take turns; a table never runs twice at once. The run queue applies
+  the table's pool (maintained_tables.table_pool; tables share ``automation.maintenance_pools`` pools
+  by a hash of their name, so 10,000 tables need no 10,000 op definitions), and ``dagster.yaml``
+  limits every pool to one run (``pools: default_limit: 1, granularity: run``) plus a global cap on
+  runs. Two tables of one pool take turns; a table never runs twice at once. The run queue applies
   pools to every queued run: sensor runs, schedules, *Materialize* in the UI and backfill runs alike.
 * **No duplicate work**: before requesting a run the sensor asks the instance which tables already
   have a queued or running maintenance run (by the pools in the run's plan, so runs launched by
   anyone count) or a backfill in progress over their asset (:func:`table_runs`).
 * **Priority under the global cap**: when more tables want a run than the cap leaves slots for, the
-  sensor requests only the free slots' worth (:func:`free_slots`), best first by the overview's
+  sensor requests only the free slots' worth (concurrency.free_slots), best first by the overview's
   ranking, and defers the others to a later tick; every request carries ``dagster/priority`` so
   the run queue, too, starts the most beneficial run first.
 * **Retries after failure**: a table whose last maintenance run failed is retried after a backoff
@@ -20,20 +20,35 @@
   *interrupted* by something other than its table (an outage, a lost worker, a conflicting commit,
   the catalog refusing a token) is retried soon instead, but every kind of interruption has a cap:
   past it, in a row, the next ones count as the table's failures (:data:`INTERRUPTIONS_BEFORE_FAILURE`).
+
+This module keeps each table's run history and its retries; which tables a run maintains is
+maintained_tables.py, the pools' limits and the global cap's slots concurrency.py (both re-exported
+here, the run model's names for its callers).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from icelake_assets.catalog.connection import TableRef
-from icelake_assets.orchestration.names import table_asset_key
-from icelake_assets.orchestration.runs.pools import pool_name
+from icelake_assets.orchestration.runs.concurrency import (  # noqa: F401 - re-exported
+    PoolLimits as PoolLimits,
+    earlier_run_maintaining as earlier_run_maintaining,
+    free_slots as free_slots,
+    maintenance_runs_in_flight as maintenance_runs_in_flight,
+    run_cap as run_cap,
+)
+from icelake_assets.orchestration.runs.maintained_tables import (  # noqa: F401 - re-exported
+    names_no_table,
+    pools_by_key as pools_by_key,
+    product_run_tables as product_run_tables,
+    run_tables as run_tables,
+    table_pool as table_pool,
+)
 from icelake_assets.orchestration.runs.run_tags import (  # noqa: F401 - re-exported
     FAILURE_CAUSE_MAX as FAILURE_CAUSE_MAX,
     FAILURE_CAUSE_TAG as FAILURE_CAUSE_TAG,
@@ -43,7 +58,7 @@ from icelake_assets.orchestration.runs.run_tags import (  # noqa: F401 - re-expo
     TABLES_TAG as TABLES_TAG,
     failure_of,
     failure_tags as failure_tags,
-    named_tables,
+    named_tables as named_tables,
 )
 from icelake_assets.private_api import (
     FINISHED_STATUSES,
@@ -96,12 +111,6 @@ MAX_BACKOFF_SECONDS = 6 * 3600.0
 # Finished runs older than this do not count (a failure a day ago is retried anyway).
 HISTORY_SECONDS = 24 * 3600.0
 _IN_FLIGHT_BACKFILLS = [BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING]
-
-
-def table_pool(ref: TableRef, pools: int) -> str:
-    """The table's concurrency pool among ``pools`` (``automation.maintenance_pools``): every op of its
-    maintenance claims it (see module docstring and orchestration/tables/table_groups.py)."""
-    return pool_name(ref, pools)
 
 
 @dataclass
@@ -188,53 +197,6 @@ def _interrupted(entry: TableRuns, kind: str | None, caps: Mapping[str, int]) ->
     )
 
 
-def _pools_of(run, pools_by_key: Mapping[AssetKey, str]) -> set[str]:
-    found = set(run.run_op_concurrency.all_pools or ()) if run.run_op_concurrency else set()
-    # Runs created before pools existed: their asset selection names the tables.
-    found.update(pools_by_key[k] for k in (run.asset_selection or ()) if k in pools_by_key)
-    return found
-
-
-def run_tables(
-    run,
-    pools_by_key: Mapping[AssetKey, str],
-    keys_by_pool: Mapping[str, list[AssetKey]],
-    key_by_name: Mapping[str, AssetKey] | None = None,
-):
-    """The tables a run maintains: its asset selection; a maintenance job's run (no asset), the
-    table its tag names; a run of a whole job (no selection), every table of the pools in its plan
-    (:func:`_by_pools`: some of those may be another job's; :func:`table_runs` asks the run's plan)."""
-    if run.asset_selection:
-        return [k for k in run.asset_selection if k in pools_by_key]
-    if key_by_name and (named := [key_by_name[n] for n in named_tables(run.tags) or () if n in key_by_name]):
-        return named
-    return [k for p in _pools_of(run, pools_by_key) for k in keys_by_pool.get(p, ())]
-
-
-def _by_pools(run, key_by_name: Mapping[str, AssetKey]) -> bool:
-    """The run names no table (no asset selection, no tag :func:`run_tables` resolves): its tables are
-    those of its pools, which a table of another job may share (a partitioned table's own job)."""
-    return not run.asset_selection and not any(n in key_by_name for n in named_tables(run.tags) or ())
-
-
-def product_run_tables(
-    run, pools_by_key: Mapping[AssetKey, str], names: Mapping[AssetKey, str] | None = None
-) -> tuple[str, ...] | None:
-    """The names of the product's tables a run maintains; ``()`` for a run of the product that names
-    none (health checks, the lake-wide jobs); None for a run that is not the product's (a user's own
-    job in an embedded project: its worker holds no lease, see runs/leases.py)."""
-    keys_by_pool: dict[str, list[AssetKey]] = {}
-    for key, pool in pools_by_key.items():
-        keys_by_pool.setdefault(pool, []).append(key)
-    key_by_name = {name: key for key, name in (names or {}).items()}
-    keys = run_tables(run, pools_by_key, keys_by_pool, key_by_name)
-    if keys:
-        return tuple(names[k] if names and k in names else ".".join(k.path) for k in keys)
-    if run.job_name.startswith("icelake_") or named_tables(run.tags) is not None:
-        return ()
-    return None
-
-
 def table_runs(
     instance: DagsterInstance,
     pools_by_key: Mapping[AssetKey, str],
@@ -268,7 +230,7 @@ def table_runs(
         run = record.dagster_run
         tables = run_tables(run, pools_by_key, keys_by_pool, key_by_name)
         run_failed = run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
-        by_pools = len(tables) > 1 and _by_pools(run, key_by_name)
+        by_pools = len(tables) > 1 and names_no_table(run, key_by_name)
         # A failed run of several tables: those it materialized were maintained; a run known by its
         # pools: only the tables it planned are its own, a pool-mate of another job neither fails nor
         # recovers with it (one query per such run).
@@ -313,95 +275,3 @@ def _assets_of_run(instance: DagsterInstance, run_id: str) -> tuple[set[AssetKey
         else:
             planned.add(event.asset_key)
     return planned, materialized
-
-
-class PoolLimits:
-    """Gives the product's table pools their limit before the sensor queues a run in them.
-
-    * The stand-alone code location's ``dagster.yaml`` sets ``pools: default_limit: 1``: Dagster
-      creates a pool's limit the first time its run queue sees the pool, but after it read the known
-      pools, so on that first pass the new pool blocks nothing and two queued runs of a new table
-      would start together. The pool is created here, at the default, ahead of that.
-    * In a user's project (embedding.py) the deployment's pools are the user's: no default limit is
-      assumed and none is changed. The product's own pools (``icelake/...``) get an explicit limit of
-      one, unless someone set one already (a limit an operator chose is theirs).
-
-    About 10 ms per new pool, once per table, within the sensor's tick budget. A run queued by
-    someone else before the sensor first visits a new table is not covered."""
-
-    def __init__(self, instance: DagsterInstance) -> None:
-        self._instance = instance
-        self._default = instance.global_op_concurrency_default_limit
-        self._known = set(instance.event_log_storage.get_concurrency_keys())
-
-    def ensure(self, pool: str) -> bool:
-        """Create ``pool``'s limit if missing; True when it was created."""
-        if pool in self._known:
-            return False
-        if self._default:
-            self._instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
-        else:
-            self._instance.event_log_storage.set_concurrency_slots(pool, 1)
-        self._known.add(pool)
-        return True
-
-
-def run_cap(instance: DagsterInstance) -> int | None:
-    """The instance's global cap on runs in progress (``concurrency.runs.max_concurrent_runs`` of the
-    queued run coordinator); None when runs are not queued or the cap is off (-1)."""
-    config = instance.get_concurrency_config().run_queue_config
-    if config is None or config.max_concurrent_runs < 0:
-        return None
-    return config.max_concurrent_runs
-
-
-def maintenance_runs_in_flight(instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str]) -> int:
-    """Queued or running runs that maintain at least one of the tables (launched by anyone)."""
-    wanted = set(pools_by_key.values())
-    return sum(
-        1
-        for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED_STATUSES))
-        if _pools_of(run, pools_by_key) & wanted
-    )
-
-
-def free_slots(
-    instance: DagsterInstance, pools_by_key: Mapping[AssetKey, str], queued_ahead: int | None = None
-) -> tuple[int | None, str]:
-    """How many maintenance runs the sensor may request now, and why: the global cap, plus
-    ``queued_ahead`` runs waiting in the queue (default: as many as the cap, so a slot that frees is
-    refilled by the run queue within seconds instead of at the next sensor tick), minus the
-    maintenance runs queued or in progress. None: no cap, every table that wants a run gets one."""
-    cap = run_cap(instance)
-    if cap is None:
-        return None, "no global run cap"
-    ahead = cap if queued_ahead is None else queued_ahead
-    busy = maintenance_runs_in_flight(instance, pools_by_key)
-    free = max(0, cap + ahead - busy)
-    return free, f"cap {cap} runs + {ahead} queued ahead, {busy} maintenance run(s) in flight: {free} free"
-
-
-def pools_by_key(refs: Iterable[TableRef], pools: int) -> dict[AssetKey, str]:
-    return {table_asset_key(r): table_pool(r, pools) for r in refs}
-
-
-def earlier_run_maintaining(instance: DagsterInstance, run_id: str, key: AssetKey, pool: str) -> str | None:
-    """Another run, started before run ``run_id`` and still running, that maintains the table
-    ``key`` (whose pool is ``pool``): its id, else None.
-
-    Where the deployment applies pools per run (``granularity: run``, the stand-alone dagster.yaml)
-    this never finds one. Where it applies them per op (Dagster's default, a user's deployment) two
-    runs of one table could interleave their ops; the first op of each run asks this, and the later
-    run stops before its first commit. Start time decides (a queued run that starts later yields)."""
-    me = instance.get_run_record_by_id(run_id)
-    mine = me.start_time if me and me.start_time else time.time()
-    started = instance.get_run_records(
-        RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])
-    )
-    for record in started:
-        run = record.dagster_run
-        if run.run_id == run_id or record.start_time is None or record.start_time >= mine:
-            continue
-        if key in run_tables(run, {key: pool}, {pool: [key]}):
-            return run.run_id
-    return None

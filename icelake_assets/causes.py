@@ -24,6 +24,11 @@ HTTP status). When classes disagree the most specific answer wins (``_PRIORITY``
 * ``outage``: the store, the catalog or the Spark driver was down or restarting (by class: a refused
   connection, a socket timeout, 5xx/429; never a bare "timed out" in a message).
 * ``not_found``: a file or table that is gone; ``error``: anything else.
+
+What a cause tells (:func:`root_cause`'s message, :func:`describe`) goes to run tags, audit records and
+logs: it is redacted here, once for every sink, as the settings are (settings/redaction.py: their
+secret values, the environment's, URI passwords, secret-looking key=value pairs, AWS key ids). The
+kind is read from the unredacted text.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
+
+from icelake_assets.settings.redaction import redact_message
 
 CauseKind = Literal["access_denied", "auth", "commit_conflict", "not_found", "outage", "error"]
 # When the chain says several things, the most specific goes first: a refusal (of a file, of the
@@ -315,12 +322,17 @@ def root_cause(err: BaseException) -> Cause:
         name, message = lines[-1]
         simple = name.rsplit(".", 1)[-1]
         outer = lines[0][0].rsplit(".", 1)[-1]
-        return Cause(simple, message[:_MAX_MESSAGE], kind, outer if outer != simple else None)
+        return Cause(simple, _told(message), kind, outer if outer != simple else None)
     inner = err
     while inner.__cause__ is not None and inner.__cause__ is not inner:
         inner = inner.__cause__
-    message = (str(inner).strip().splitlines() or [""])[0][:_MAX_MESSAGE]
-    return Cause(type(inner).__name__, message, kind)
+    return Cause(type(inner).__name__, _told(str(inner)), kind)
+
+
+def _told(message: str) -> str:
+    """A message's first line as a cause tells it: redacted, then cut (a cut must not split a secret
+    out of the pattern that recognises it)."""
+    return redact_message((message.strip().splitlines() or [""])[0])[:_MAX_MESSAGE]
 
 
 def _matches(trace: str) -> list[re.Match[str]]:
@@ -343,7 +355,7 @@ def describe(err: BaseException) -> str:
     cause = root_cause(err)
     if _matches(_java_trace(err)):
         return str(cause)
-    first = (str(err).strip().splitlines() or [""])[0][:_MAX_MESSAGE]
+    first = _told(str(err))
     outer = f"{type(err).__name__}: {first}" if first else type(err).__name__
     if err.__cause__ is None or (cause.message and cause.message in outer):
         return outer

@@ -1,7 +1,11 @@
 """Root causes of Spark/JVM errors: the last ``Caused by:`` of the Java trace, with its kind (read from
 the classes of the whole cause chain; messages only where no class says anything)."""
 
-from icelake_assets.causes import root_cause
+import base64
+from urllib.parse import quote
+
+from icelake_assets.causes import describe, root_cause
+from icelake_assets.settings import parse_settings
 
 # The shape of a py4j error of a rewrite denied by the file system (its first line says nothing).
 PY4J = """An error occurred while calling o59.sql.
@@ -234,3 +238,67 @@ def test_the_whole_chain_is_read_by_class():
     assert root_cause(unreadable).kind == "error"
     # A class a message quotes (ours wrap as "Type: message").
     assert root_cause(RuntimeError("ResidentDriverKilledError: exited (exit -9)")).kind == "outage"
+
+
+# What a cause tells goes to run tags, audit records and logs (issue 55): secrets a driver's error
+# echoes are redacted as the settings are, whatever the form.
+JDBC_TRACE = """An error occurred while calling o12.sql.
+: org.apache.spark.SparkException: Job aborted due to stage failure
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2856)
+Caused by: java.sql.SQLException: Connection to jdbc:postgresql://icelake:s3cr3tPW@db:5432/lake refused
+\tat org.postgresql.Driver.connect(Driver.java:285)
+"""
+S3A_TRACE = """An error occurred while calling o7.sql.
+: org.apache.spark.SparkException: Job aborted
+Caused by: java.nio.file.AccessDeniedException: s3a://bucket/t/data: getFileStatus on s3a://bucket/t/data: \
+The AWS Access Key Id AKIAIOSFODNN7EXAMPLE you provided does not exist (fs.s3a.secret.key=wJalrXUtnFEMI/K7MDENG)
+"""
+
+
+class OAuthError(Exception):
+    """Stands in for pyiceberg's OAuthError (its message echoes what the token endpoint got)."""
+
+
+def _told(err: BaseException) -> str:
+    """Everything a cause tells of ``err``."""
+    cause = root_cause(err)
+    return "\n".join((str(cause), cause.message, describe(err)))
+
+
+def test_a_jdbc_password_and_an_s3a_key_in_a_java_trace_are_not_told():
+    jdbc, s3a = Exception(JDBC_TRACE), FakeCaptured("An error occurred while calling o7.sql.", S3A_TRACE)
+    told = _told(jdbc) + _told(s3a)
+    for secret in ("s3cr3tPW", "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG"):
+        assert secret not in told
+    # Still the cause a user acts on, and its kind read from the unredacted trace.
+    assert str(root_cause(jdbc)) == (
+        "SQLException: Connection to jdbc:postgresql://icelake:***@db:5432/lake refused (in SparkException)"
+    )
+    assert root_cause(s3a).kind == "access_denied" and "s3a://bucket/t/data" in root_cause(s3a).message
+
+
+def test_an_oauth_error_echoing_a_client_secret_is_not_told():
+    echoed = OAuthError(
+        "invalid_client: bad client; request: grant_type=client_credentials&client_id=lake"
+        '&client_secret=cl1ent-S3cret&scope=catalog {"client_secret": "cl1ent-S3cret"} '
+        "Authorization: Bearer eyJhbGciOi.tok3n"
+    )
+    wrapped = _raised(RuntimeError("catalog 'lake' cannot be opened"), echoed)
+    told = _told(wrapped) + _told(echoed)
+    assert "cl1ent-S3cret" not in told and "eyJhbGciOi.tok3n" not in told
+    assert root_cause(wrapped).kind == "auth" and "client_id=lake" in describe(wrapped)
+
+
+def test_a_known_secret_of_the_settings_or_the_environment_is_not_told_in_any_form(tmp_path, monkeypatch):
+    # No shape gives these away: only the loaded settings (a ${VAR} under a secret key, the variable's
+    # name saying nothing) and the environment's secret-looking variables know them.
+    planted, env_only = "Pl@nted/opaque+9f3c", "env-0nly-Secret-x7Q"
+    monkeypatch.setenv("LAKE_OPAQUE_7", planted)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", env_only)
+    props = {"type": "sql", "uri": "sqlite:///x.db", "s3.secret-access-key": "${LAKE_OPAQUE_7}"}
+    parse_settings({"catalogs": {"lake": props}}, "test", tmp_path)
+    forms = (planted, quote(planted, safe=""), base64.b64encode(planted.encode()).decode(), env_only)
+    err = RuntimeError(f"the store said no to {' and '.join(forms)}")
+    told = _told(err) + _told(Exception(f"x\n: java.io.IOException: rejected {planted}\n"))
+    assert not [f for f in forms if f in told]
+    assert describe(err).startswith("RuntimeError: the store said no to ***")

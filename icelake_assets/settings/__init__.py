@@ -29,9 +29,12 @@ from icelake_assets.settings.redaction import (
     leaf_items,
     literal_secrets,
     public_properties,
+    redact_message,
     redact_properties,
     redact_uri,
     redact_value,
+    remember_secrets,
+    settings_secrets,
     uri_secrets,
 )
 from icelake_assets.settings.schema import (
@@ -95,9 +98,12 @@ __all__ = [
     "leaf_items",
     "literal_secrets",
     "public_properties",
+    "redact_message",
     "redact_properties",
     "redact_uri",
     "redact_value",
+    "remember_secrets",
+    "settings_secrets",
     "uri_secrets",
     # schema
     "DEFAULT_MODE",

@@ -22,7 +22,13 @@ from typing import Any, cast
 import yaml
 from pydantic import ValidationError
 
-from icelake_assets.settings.redaction import ENV_REF, literal_secrets, redact_value
+from icelake_assets.settings.redaction import (
+    ENV_REF,
+    literal_secrets,
+    redact_value,
+    remember_secrets,
+    settings_secrets,
+)
 from icelake_assets.settings.schema import MetricsSettings, Settings, SettingsError
 
 CONFIG_ENV_VAR = "ICELAKE_CONFIG"
@@ -201,6 +207,8 @@ def parse_settings(data: Any, source: str, base: Path) -> Settings:
         folder = metrics.get("textfile_dir", MetricsSettings().textfile_dir)
         data["metrics"] = {**metrics, "textfile_dir": str((base / str(folder)).resolve())}
     data["source"] = source
+    # Errors raised later (a driver's, Spark's) may echo these values: causes.py hides them (redaction.py).
+    remember_secrets(settings_secrets(data))
     try:
         return Settings.model_validate(data)
     except ValidationError as err:

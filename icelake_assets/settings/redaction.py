@@ -3,16 +3,19 @@
 Unknown means secret: a value is shown only when its key is known to configure without authenticating
 (:func:`is_safe_key`), URIs then lose their password and query values; any other value prints as ***.
 A literal secret in the settings file is refused (:func:`literal_secrets` finds them; the loader raises):
-secrets come from the environment, written ``${ENV_VAR}``. Plain string logic: imports nothing from the
+secrets come from the environment, written ``${ENV_VAR}``. Free text that leaves the product (an error's
+message: causes.py) goes through :func:`redact_message`. Plain string logic: imports nothing from the
 package, so any layer may redact.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 # Printing and Dagster resource config go by what is known to be safe: a property's value is shown only
 # when its key is listed here (URI values then lose their password and query values); any other value
@@ -290,3 +293,107 @@ def _is_literal_secret(key: str, value: Any, unknown_is_secret: bool) -> bool:
     secrets = [parts.password] if parts.password else []
     secrets += [v for k, v in _query_items(parts.query) if v and is_secret_key(k)]
     return any(not _is_reference(part) for part in secrets)
+
+
+# Free text (a driver's error) may carry a secret in any form: the loaded settings' values (the loader
+# calls remember_secrets) and the environment's secret-looking variables are known; the rest by shape.
+_KNOWN: set[str] = set()
+_MIN_KNOWN = 6  # shorter values (true, rest, 1) would garble a message more than they hide
+_MIN_ENV = 8  # the environment holds more short words under secret-looking names (AUTH_TYPE=oauth2)
+_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+# A URI in text, ``jdbc:`` ones too, up to a space or a quote (trailing punctuation is put back).
+_TEXT_URI = re.compile(r"(?:jdbc:)?[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+_TRAILING = ").,;:]}"
+# user:password@ a URI parse missed (a password with a '/', a port that does not parse).
+_USERINFO = re.compile(r"(?<=://)([^\s:/@'\"]*):(?!\*\*\*@)[^\s@'\"]+@")
+# key=value, key: value, "key": "value", Authorization: Bearer value: the key decides (is_secret_key).
+_PAIR = re.compile(
+    r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]*)(?P<sep>[\"']?\s*(?P<op>[=:])\s*)"
+    r"(?P<scheme>(?:Bearer|Basic|Token|Digest|AWS4-HMAC-SHA256)\s+)?"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s&,;\"'()\[\]{}<>]+)",
+    re.IGNORECASE,
+)
+# AWS access key ids (long-term AKIA, temporary ASIA, and the other IAM unique-id prefixes).
+_AWS_KEY_ID = re.compile(
+    r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}(?![A-Z0-9])"
+)
+
+
+def settings_secrets(data: Mapping[str, Any]) -> list[str]:
+    """The secret values of a settings document after interpolation (what ``${VAR}`` references
+    under a secret key brought in): catalog and Spark values not known to be safe, the secret parts of
+    the URIs under safe keys, agents' tokens."""
+    found: list[str] = []
+    pairs: list[tuple[str, Any]] = []
+    catalogs = data.get("catalogs")
+    if isinstance(catalogs, Mapping):
+        for props in catalogs.values():
+            if isinstance(props, Mapping):
+                pairs += [(str(path[-1]), v) for path, v in leaf_items(props)]
+    spark = data.get("spark")
+    if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
+        pairs += [(str(k), v) for k, v in spark["config"].items()]
+    agents = data.get("agents")
+    if isinstance(agents, Mapping):
+        pairs += [("token", a.get("token")) for a in agents.values() if isinstance(a, Mapping)]
+    for key, value in pairs:
+        if value is None or isinstance(value, bool):
+            continue
+        text = str(value)
+        if is_safe_key(key):
+            found += uri_secrets(text)
+        elif is_secret_key(key) or not _NUMBER.fullmatch(text):  # a size or a count is no secret
+            found.append(text)
+    return found
+
+
+def remember_secrets(values: Iterable[Any]) -> None:
+    """Values :func:`redact_message` hides from now on in this process (the loaded settings' secrets)."""
+    _KNOWN.update(v for v in (str(x) for x in values if x is not None) if len(v) >= _MIN_KNOWN)
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> set[str]:
+    """Values of the environment's secret-looking variables (AWS_SECRET_ACCESS_KEY, PGPASSWORD,
+    PYICEBERG_CATALOG__X__CREDENTIAL ...) and the secret parts of any URI a variable holds."""
+    found: set[str] = set()
+    for name, value in (os.environ if environ is None else environ).items():
+        if is_secret_key(name) and len(value) >= _MIN_ENV:
+            found.add(value)
+        found.update(s for s in uri_secrets(value) if len(s) >= _MIN_KNOWN)
+    return found
+
+
+def _encodings(secret: str) -> list[str]:
+    """A secret as text may also carry it: itself, URL-encoded, base64."""
+    b64 = base64.b64encode(secret.encode()).decode().rstrip("=")  # a prefix of the padded form too
+    return list(dict.fromkeys((secret, quote(secret, safe=""), quote_plus(secret), b64)))
+
+
+def _uri(match: re.Match[str]) -> str:
+    token = match.group(0)
+    uri = token.rstrip(_TRAILING)
+    return redact_uri(uri) + token[len(uri) :]
+
+
+def _pair(match: re.Match[str]) -> str:
+    key, value = match.group("key"), match.group("value")
+    # "InvalidTokenException: msg" is a class naming its message, not a key and its value.
+    named = match.group("op") == ":" and key.endswith(("Exception", "Error", "Throwable"))
+    if named or value.strip("\"'") == REDACTED or not is_secret_key(key):
+        return match.group(0)
+    q = value[0] if value[0] in "\"'" else ""
+    return f"{key}{match.group('sep')}{match.group('scheme') or ''}{q}{REDACTED}{q}"
+
+
+def redact_message(text: str) -> str:
+    """Free text without secrets: known values (the loaded settings', the environment's, in their
+    plain, URL-encoded and base64 forms), URI passwords and query values, values of secret-looking
+    key=value pairs, AWS access key ids; each becomes ***."""
+    known = _KNOWN | environment_secrets()
+    for secret in sorted({e for s in known for e in _encodings(s)}, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _TEXT_URI.sub(_uri, text)
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
+    text = _PAIR.sub(_pair, text)
+    return _AWS_KEY_ID.sub(REDACTED, text)

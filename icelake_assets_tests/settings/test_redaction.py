@@ -8,6 +8,7 @@ from icelake_assets.settings import (
     is_safe_key,
     literal_secrets,
     load_settings,
+    redact_message,
     redact_uri,
     uri_secrets,
 )
@@ -185,3 +186,34 @@ def test_a_uri_loses_its_password_query_values_and_fragment():
     assert redact_uri(uri) == "jdbc:postgresql://u:***@db:5432/lake?user=***&password=***&***#***"
     assert uri_secrets(uri) == ["pw", "u", "p", "flag", "frag"]
     assert redact_uri("s3://b/wh") == "s3://b/wh" and uri_secrets("s3://b/wh") == []
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (
+            "jdbc:postgresql://u:pw-123@db/lake?sslmode=require).",
+            "jdbc:postgresql://u:***@db/lake?sslmode=***).",
+        ),
+        ("s3a://AKIAIOSFODNN7EXAMPLE:wJalr/XUtn@bucket/x", "s3a://***:***@bucket/x"),
+        ("fs.s3a.secret.key=abc/def== token: t0k3n x", "fs.s3a.secret.key=*** token: *** x"),
+        ('{"client_secret": "s3c", "client_id": "lake"}', '{"client_secret": "***", "client_id": "lake"}'),
+        ("Authorization: Bearer eyJ.x.y", "Authorization: Bearer ***"),
+        ("key ASIAY34FZKBOKMUTVV7A used", "key *** used"),
+    ],
+)
+def test_free_text_loses_secrets_by_shape(text, shown):
+    assert redact_message(text) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "java.io.FileNotFoundException: /lake/t/data/0.parquet (Permission denied)",
+        "InvalidTokenException: Token expired; NoSuchKey: The specified key does not exist",
+        'FATAL: password authentication failed for user "icelake"',
+        "token_url=http://auth:8080/token, status code: 401",
+    ],
+)
+def test_free_text_without_secrets_is_left_as_it_is(text):
+    assert redact_message(text) == text

@@ -22,8 +22,8 @@ its PID); its JVM exits with it (PySpark's gateway server ends when its parent's
 A driver is judged by a real call on its gateway under a timeout (resident_probe.py), not a TCP
 connect: a wedged JVM accepts connections but never answers; it is killed with its JVM and replaced.
 
-State: ``<base>/<digest>/`` (configuration, code version, host): ``driver.json`` (PID, gateway port,
-auth token; 0600 in a 0700 folder), ``leases/``, ``driver.log``. The configuration (credentials too)
+State: ``<base>/<keyed digest>/`` (resident_identity.py): ``driver.json`` (PID, gateway port, auth
+token), ``leases/``, ``driver.log``; files 0600, folders 0700. The configuration (credentials too)
 reaches the resident on its stdin, never on disk (:func:`code_version`: an upgrade gets a new one).
 """
 
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from icelake_assets.maintenance.spark import resident_identity as identity
 from icelake_assets.maintenance.spark.resident_probe import DRIVER_MODULE, kill_resident, probe, retire
 from icelake_assets.processes import host_identity, pid_alive
 from icelake_assets.types import IcelakeError
@@ -129,19 +130,17 @@ def code_version() -> str:
 
 
 def driver_folder(conf: Mapping[str, str], base: Path | None = None) -> Path:
-    """One folder per configuration (hashed: values may be secrets), version of the code (after an
-    upgrade, runs start a new driver rather than attach to one running the old code) and host identity
-    (containers sharing $DAGSTER_HOME each judge only drivers and leases whose PIDs they can ask)."""
+    """One folder per configuration (a keyed hash: values may be secrets), code version (an upgrade starts
+    a new driver) and host identity (containers sharing $DAGSTER_HOME judge only PIDs they can ask)."""
     key = {"conf": dict(sorted(conf.items())), "code": code_version(), "host": host_identity()}
-    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
-    return (base or default_base()) / digest
+    return (root := base or default_base()) / identity.keyed_digest(root, key)
 
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """One process at a time starts, attaches to or retires the folder's driver."""
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(folder / "lock", "w") as handle:
+    identity.private_folder(folder)
+    with identity.private_open(folder / "lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -194,7 +193,7 @@ def _log_tail(folder: Path, lines: int = 30) -> str:
 
 
 def _start(folder: Path, conf: Mapping[str, str], idle_seconds: float) -> ResidentDriver:
-    log = open(folder / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed below
+    log = identity.private_open(folder / LOG_FILE, "ab")  # handed to the child, closed below
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", DRIVER_MODULE, str(folder), "--idle", str(idle_seconds)],
@@ -273,7 +272,7 @@ def _write_lease() -> None:
         busy = "" if _BUSY is None else f"\n{BUSY} {_BUSY}"
         fenced = "" if _FENCED is None else f"\n{FENCED} {_FENCED}"
         tmp = _LEASE.parent.parent / f".lease.{os.getpid()}"  # not in leases/: the resident reads all there
-        tmp.write_text(f"{_HEAD}{busy}{fenced}\n")
+        identity.write_private(tmp, f"{_HEAD}{busy}{fenced}\n")
         os.replace(tmp, _LEASE)
 
 

@@ -31,7 +31,7 @@ from icelake_assets.catalog.connection import (
     current_snapshot_id as _current_snapshot_id,
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
-from icelake_assets.causes import root_cause
+from icelake_assets.causes import describe, root_cause
 from icelake_assets.maintenance.results.base import OpResult
 from icelake_assets.maintenance.results.codec import decode_result, encode
 from icelake_assets.maintenance.spark import fencing
@@ -227,8 +227,10 @@ class TableOpStep:
             except Exception as err:
                 if len(tables) == 1:
                     raise
-                context.log.error(f"{dt.ref} {self.name} failed; the run's other tables go on: {err}")
-                states = states.with_error(key, f"{self.name} failed: {err}")
+                # A Failure's description is told already (redacted, causes.py); any other error is not.
+                told = str(err) if isinstance(err, Failure) else describe(err)
+                context.log.error(f"{dt.ref} {self.name} failed; the run's other tables go on: {told}")
+                states = states.with_error(key, f"{self.name} failed: {told}")
                 continue
             states = states.with_table(key, state)
             attempt[key] = done = state.ops[-1]

@@ -126,3 +126,8 @@ class KnownTables:
 SNAPSHOT_RUN_ID = "icelake.run-id"
 SNAPSHOT_OP = "icelake.op"
 SNAPSHOT_ATTEMPT = "icelake.attempt"
+# What an expire_data commit was bound by (planning/data_retention.py): the policy digest, keep_days
+# and the cut-off before it was lowered to a partition boundary (ISO, UTC).
+SNAPSHOT_RETENTION_POLICY = "icelake.retention-policy"
+SNAPSHOT_RETENTION_KEEP_DAYS = "icelake.retention-keep-days"
+SNAPSHOT_RETENTION_CUTOFF = "icelake.retention-cutoff"

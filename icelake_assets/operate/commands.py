@@ -158,7 +158,7 @@ def print_plan(plan: TablePlan) -> None:
             if e.expire_metadata_only
             else "rows deleted, files rewritten"
         )
-        first = " (the table's first expiry: awaits approval)" if e.first_expiry else ""
+        first = f" (awaits approval: {e.expire_needs_approval})" if e.expire_needs_approval else ""
         print(
             f"row expiry: up to {e.expire_rows} rows in {e.expire_files} files "
             f"({human_bytes(e.expire_bytes)}) older than {e.expire_cutoff}; {how}{first}"

@@ -62,6 +62,7 @@ class Estimate:
     expire_cutoff: str | None = None
     expire_metadata_only: bool = False  # whole files dropped, none rewritten
     first_expiry: bool = False  # the table's first expiry: it waits for approval
+    expire_needs_approval: str = ""  # why the expiry waits for approval (planning/data_retention.py)
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ class TablePlan:
                 "cutoff": self.estimate.expire_cutoff,
                 "metadata_only": self.estimate.expire_metadata_only,
                 "first_expiry": self.estimate.first_expiry,
+                "needs_approval": self.estimate.expire_needs_approval or None,
             }
             if "expire_data" in self.acting
             else None,
@@ -212,6 +214,7 @@ def _expiry(s: dict[str, Any]) -> dict[str, Any]:
         "expire_cutoff": s.get("cutoff"),
         "expire_metadata_only": bool(s.get("metadata_only")),
         "first_expiry": bool(s.get("first_expiry")),
+        "expire_needs_approval": str(s.get("needs_approval") or ""),
     }
 
 

@@ -2,8 +2,9 @@
 
 - writers: a table with a writer commit inside the quiet period is deferred (maintenance would race
   its commits and, at best, retry);
-- first expiry: the first expire_data of a table (rows deleted for good) is held until an operator
-  approves it, showing the rows, files and bytes it would delete;
+- expiry bounds: an expire_data the last approved one does not bound (the first of a table, a changed
+  policy, a cut-off that jumped, over the delete fraction: planning/data_retention.py) is held until
+  an operator approves it, showing the rows, files and bytes it would delete;
 - cost: a rewrite estimated above the cap is held until an operator approves it explicitly (a row
   expiry's rewritten files count, its metadata-only drops cost nothing);
 - nothing to do: no op's threshold is crossed;
@@ -35,7 +36,15 @@ def is_approved(tags: Mapping[str, str]) -> bool:
 
 EXPIRE_DATA = "expire_data"  # planning/op_plans.py: its first run on a table waits for approval
 # What the plan and the audit show of a row expiry the guards saw (planning/data_retention.py signals).
-_EXPIRY_DETAILS = ("expire_rows", "expire_files", "expire_bytes", "cutoff", "metadata_only", "first_expiry")
+_EXPIRY_DETAILS = (
+    "expire_rows",
+    "expire_files",
+    "expire_bytes",
+    "cutoff",
+    "metadata_only",
+    "first_expiry",
+    "needs_approval",
+)
 
 
 def _scalar(value: object) -> float | int | str:
@@ -102,11 +111,11 @@ def evaluate_guards(
         details["estimated_position_delete_bytes"] = position
     if expiry is not None:
         details.update({k: _scalar(expiry.signals.get(k)) for k in _EXPIRY_DETAILS})
-        if expiry.signals.get("first_expiry") and not approved:
+        if (why := expiry.signals.get("needs_approval")) and not approved:
             s = expiry.signals
             return Verdict(
                 "hold",
-                f"first expiry of this table's rows: {s.get('expire_rows')} rows in "
+                f"{why}: {s.get('expire_rows')} rows in "
                 f"{s.get('expire_files')} files ({s.get('expire_bytes')} bytes) older than "
                 f"{s.get('cutoff')} would be deleted: awaiting approval (launch with tag "
                 f"{APPROVAL_TAG}=true)",

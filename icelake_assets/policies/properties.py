@@ -48,6 +48,7 @@ PROPERTY_ALLOWLIST: dict[str, Direction] = {
     "statistics.max_stale_ratio": "up",
     # Rows kept longer (the settings file turns retention on and names the column).
     "retention.keep_days": "up",
+    "retention.max_delete_fraction": "down",
     "statistics.min_rows": "up",
     "guards.quiet_period_minutes": "up",
     "guards.max_rewrite_bytes": "down",

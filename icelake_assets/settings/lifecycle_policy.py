@@ -6,9 +6,12 @@ turns it on, like the others layered per table."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_DAYS = 100 * 365.0  # a century: past it a value is a typo, never a retention
 
@@ -25,13 +28,34 @@ class RetentionPolicy(_Strict):
     of the chain). The column is a timestamp, timestamptz or date; a long counting ``unit`` since the
     epoch; or a string parsed with ``format`` (strptime, e.g. ``%Y-%m-%d``). Age counts from now, or
     from the table's newest value of the column (``since: newest``: a table that stopped receiving data
-    keeps its last ``keep_days``)."""
+    keeps its last ``keep_days``).
+
+    Bounds on what one run may delete (docs/safety.md): a run removes at most ``max_delete_fraction``
+    of the table's rows unless approved; values later than now plus ``future_skew_days`` never move
+    the cut-off (``since: newest``); an approved expiry binds the next ones to its policy
+    (:meth:`digest`) and to a cut-off that moves no faster than time (plus ``approval_slack_days``).
+    ``timezone``: the zone of the wall time stored in a timestamp without zone, a date or a string."""
 
     column: str | None = None
     keep_days: float | None = Field(None, gt=0, le=MAX_DAYS)
     unit: EpochUnit | None = None
     format: str | None = None
     since: Literal["now", "newest"] = "now"
+    timezone: str = "UTC"
+    max_delete_fraction: float = Field(0.5, gt=0, le=1)
+    future_skew_days: float = Field(1.0, ge=0, le=MAX_DAYS)
+    approval_slack_days: float = Field(1.0, ge=0, le=MAX_DAYS)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ValueError(
+                f"retention.timezone {value!r} is not an IANA time zone (e.g. Europe/Paris)"
+            ) from e
+        return value
 
     @model_validator(mode="after")
     def _complete(self) -> RetentionPolicy:
@@ -44,6 +68,13 @@ class RetentionPolicy(_Strict):
     @property
     def enabled(self) -> bool:
         return self.column is not None
+
+    def digest(self) -> str:
+        """What an approved expiry binds to: the fields that say how a value maps to time. Another
+        value of any of them (a new unit, format or zone) needs approval again; ``keep_days`` is bound
+        apart (a larger one keeps more and needs none)."""
+        fields = {k: getattr(self, k) for k in ("column", "unit", "format", "since", "timezone")}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class RestorePointPolicy(_Strict):

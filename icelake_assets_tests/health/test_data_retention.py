@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
-from icelake_assets.health.data_retention import sortable_format
+from icelake_assets.health.data_retention import RetentionFacts, place_files
 from icelake_assets.health.findings import Severity
+from icelake_assets.health.manifests import ManifestSummary
+from icelake_assets.health.retention_column import OutOfRange, RetentionColumn, sortable_format
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.planning.data_retention import decide_expire_data, retention_finding
 from icelake_assets.planning.guards import evaluate_guards
@@ -148,3 +151,116 @@ def test_the_first_expiry_is_held_for_approval_and_the_approval_lets_it_go(new_t
     assert held.details["expire_rows"] == 50 and held.details["estimated_rewrite_bytes"] == 0
     approved = evaluate_guards(stats, decisions, 0, policy.guards.max_rewrite_bytes, approved=True)
     assert approved.action == "launch"
+
+
+LONG_MAX = 9_223_372_036_854_775_807
+EPOCH_SCHEMA = Schema(NestedField(1, "id", LongType()), NestedField(2, "ms", LongType()))
+
+
+def _ms_rows(ids, when) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "ms": pa.array(when, pa.int64())})
+
+
+def _ms(day: int) -> int:
+    return int(datetime(2024, 3, 1 + day, tzinfo=UTC).timestamp() * 1000)
+
+
+@pytest.mark.parametrize("since", ["now", "newest"])
+def test_a_long_max_sentinel_is_a_finding_naming_it_and_every_other_check_goes_on(new_table, since):
+    table = new_table(spec=UNPARTITIONED_PARTITION_SPEC, schema=EPOCH_SCHEMA)
+    for day in range(10):
+        table.append(_ms_rows([day], [_ms(day)]))
+    table.append(_ms_rows([99], [LONG_MAX]))  # "end of time"
+    policy = Policy.model_validate(
+        {"retention": {"column": "ms", "keep_days": 5, "unit": "milliseconds", "since": since}}
+    )
+    stats = compute_table_stats(table, policy, now=NOW)  # raised OverflowError before
+    f = stats.data_retention
+    assert f is not None and f.problem is None
+    assert (f.future_files, f.future_rows, f.future_value) == (1, 1, repr(LONG_MAX))
+    # The sentinel never moves the cut-off: it counts from now (or from the newest real value).
+    assert f.cutoff == ("2024-03-06T12:30:00+00:00" if since == "now" else "2024-03-05T00:00:00+00:00")
+    findings = {x.check: x for x in metadata_findings(stats, policy)}
+    assert str(LONG_MAX) in findings["data_retention"].summary and "ms" in findings["data_retention"].summary
+    assert not findings["data_retention"].passed
+    assert "small_files" in findings and "snapshot_retention" in findings  # the rest go on
+
+
+def _summary(bounds: list[tuple[object, object]], rows: int = 10) -> ManifestSummary:
+    """One manifest of data files with these (lower, upper) bounds on the column (what a Spark
+    writer leaves for values pyarrow cannot write: a year past 9999)."""
+    n = len(bounds)
+    return ManifestSummary(
+        0, ("",), ((),), np.zeros(n, np.int32), np.zeros(n, np.int8), np.full(n, 1000, np.int64),
+        np.full(n, rows, np.int64), 2, tuple(lo for lo, _ in bounds), tuple(hi for _, hi in bounds),
+    )  # fmt: skip
+
+
+US = 1_000_000
+DAY_US = 86_400 * US
+MARCH_1 = int(datetime(2024, 3, 1, tzinfo=UTC).timestamp()) * US
+YEAR_10238 = MARCH_1 + 3_000_000 * DAY_US
+
+
+@pytest.mark.parametrize("since", ["now", "newest"])
+@pytest.mark.parametrize(
+    "far",
+    [YEAR_10238, 2**63 - 1],  # a year past 9999, Long.MAX microseconds
+)
+def test_a_timestamp_past_year_9999_is_after_now_not_an_error(since, far):
+    col = RetentionColumn(2, "ts", "timestamp")
+    with pytest.raises(OutOfRange, match="ts value"):
+        col.time(far)
+    files = [(MARCH_1 + d * DAY_US, MARCH_1 + d * DAY_US + 1) for d in range(10)] + [
+        (far, far),
+        (MARCH_1, far),
+    ]
+    facts = RetentionFacts("ts", 5, since)
+    f = place_files(facts, col, [_summary(files)], datetime.fromtimestamp(NOW, UTC))
+    assert f.problem is None and (f.future_files, f.future_value) == (2, repr(far))
+    assert f.cutoff == ("2024-03-06T12:30:00+00:00" if since == "now" else "2024-03-05T00:00:00.000001+00:00")
+    assert (f.expired_files, f.straddling_files) == ((6, 1) if since == "now" else (4, 2))
+
+
+def test_a_newest_value_before_year_1_is_a_problem_naming_it_not_an_error():
+    col = RetentionColumn(2, "ms", "epoch", unit="milliseconds")
+    low = -(2**63)  # Long.MIN: "beginning of time"
+    f = place_files(RetentionFacts("ms", 5, "newest"), col, [_summary([(low, low)])], datetime.now(UTC))
+    assert f.problem is not None and str(low) in f.problem and "'ms'" in f.problem
+
+
+def test_since_newest_ignores_a_value_dated_after_now_and_counts_from_the_real_newest(new_table):
+    table = new_table(spec=UNPARTITIONED_PARTITION_SPEC, schema=EPOCH_SCHEMA)
+    table.append(_ms_rows(list(range(10)), [_ms(d) for d in range(10)]))
+    before = compute_table_stats(table, Policy.model_validate(_newest_ms()), now=NOW).data_retention
+    table.append(_ms_rows([99], [int(datetime(2099, 1, 1, tzinfo=UTC).timestamp() * 1000)]))  # a clock bug
+    after = compute_table_stats(table, Policy.model_validate(_newest_ms()), now=NOW).data_retention
+    assert after.cutoff == before.cutoff and after.rows == before.rows  # every row past 2099 - 5 d before
+    assert after.future_files == 1 and after.future_value.startswith("2099-01-01")
+
+
+def _newest_ms() -> dict:
+    return {"retention": {"column": "ms", "keep_days": 5, "unit": "milliseconds", "since": "newest"}}
+
+
+def test_a_newest_value_within_the_skew_counts_as_now(new_table):
+    table = new_table(spec=UNPARTITIONED_PARTITION_SPEC, schema=EPOCH_SCHEMA)
+    soon = int(NOW * 1000) + 12 * 3_600_000  # half a day ahead: inside the default skew of a day
+    table.append(_ms_rows([1, 2], [_ms(0), soon]))
+    f = compute_table_stats(table, Policy.model_validate(_newest_ms()), now=NOW).data_retention
+    assert f.future_files == 0 and f.cutoff == "2024-03-06T12:30:00+00:00"  # now - 5 days, not soon - 5
+
+
+def test_a_timestamp_without_zone_holds_wall_time_in_the_policys_zone(new_table):
+    table = new_table(spec=UNPARTITIONED_PARTITION_SPEC)
+    table.append(batch(range(10), list(range(10))))
+    utc = compute_table_stats(table, retention(), now=NOW).data_retention
+    tokyo = compute_table_stats(table, retention(timezone="Asia/Tokyo"), now=NOW).data_retention
+    assert utc.cutoff == tokyo.cutoff == "2024-03-06T12:30:00+00:00"
+    # The same instant is 21:30 on the wall in Tokyo: the column's key is 9 hours later.
+    assert tokyo.cutoff_key - utc.cutoff_key == 9 * 3_600 * 1_000_000
+
+
+def test_an_unknown_time_zone_is_refused_naming_it():
+    with pytest.raises(ValueError, match="'Mars/Olympus' is not an IANA time zone"):
+        retention(timezone="Mars/Olympus")

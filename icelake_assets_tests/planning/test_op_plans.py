@@ -1,9 +1,11 @@
 """Every finding has its op: each check names the ops that heal it, and a failing finding either
 drives one of those ops' decisions or says why none will act (issue 39)."""
 
+from datetime import UTC, datetime
+
 import pytest
 
-from icelake_assets.health.data_retention import RetentionFacts
+from icelake_assets.health.data_retention import LastExpiry, RetentionFacts
 from icelake_assets.health.findings import CHECKS, Finding
 from icelake_assets.health.statistics import StatisticsFacts
 from icelake_assets.health.stats import PartitionStats, TableStats
@@ -48,7 +50,8 @@ def failing(check: str) -> TableStats:
     if check == "data_retention":
         facts = RetentionFacts(
             "ts", 7.0, "now", kind="timestamp", cutoff="2024-01-01T00:00:00+00:00", cutoff_key=0,
-            expired_files=2, expired_rows=100, expired_bytes=2048, data_files=4, expired_before=True,
+            expired_files=2, expired_rows=100, expired_bytes=2048, data_files=4,
+            last=LastExpiry(1, datetime(2024, 1, 1, tzinfo=UTC)),
         )  # fmt: skip
         return stats(data_files=4, records=200, data_retention=facts)
     raise AssertionError(check)

@@ -7,8 +7,11 @@ lowers it there for tables partitioned by the column), Iceberg drops the files a
 delete; otherwise Spark deletes rows in the table's write mode. What went is read back from the
 snapshot summaries of the run's own commits (validation expects exactly that change).
 
-A table's first expiry deletes data that was never deleted before: it acts only when the run carries
-the approval tag (planning/guards.py holds it in the sensor too)."""
+An expiry the last approved one does not bound (the table's first, a changed policy, a cut-off that
+jumped, more than ``max_delete_fraction`` of the rows: planning/data_retention.py) acts only when the
+run carries the approval tag (planning/guards.py holds it in the sensor too). The fraction is checked
+again on Spark's exact counts before the delete. The commit records what bound it (the policy's
+digest, keep_days, the cut-off): the next unapproved expiry is bounded by them."""
 
 from __future__ import annotations
 
@@ -21,21 +24,24 @@ from pyspark.sql import SparkSession
 
 from icelake_assets.catalog.ancestry import ancestors
 from icelake_assets.catalog.connection import TableRef, current_snapshot_id
-from icelake_assets.health.data_retention import (
-    RetentionColumn,
-    RetentionFacts,
-    retention_column,
-    sortable_format,
-)
+from icelake_assets.health.data_retention import RetentionFacts
+from icelake_assets.health.retention_column import RetentionColumn, retention_column, sortable_format
 from icelake_assets.maintenance.ops.runner import StatsFn, timed
 from icelake_assets.maintenance.results.expire_data import ExpireDataResult, ExpiryCommit
 from icelake_assets.maintenance.spark import commit_tags, procedures, row_delete
 from icelake_assets.partitions.quoting import quote_identifier, sql_string
-from icelake_assets.planning.data_retention import OP, decide_expire_data
+from icelake_assets.planning.data_retention import OP, approval_needed, decide_expire_data, fraction_exceeded
 from icelake_assets.planning.decision import disabled
 from icelake_assets.planning.guards import APPROVAL_TAG
 from icelake_assets.settings import Policy
-from icelake_assets.types import SNAPSHOT_OP, SNAPSHOT_RUN_ID, IcelakeError
+from icelake_assets.types import (
+    SNAPSHOT_OP,
+    SNAPSHOT_RETENTION_CUTOFF,
+    SNAPSHOT_RETENTION_KEEP_DAYS,
+    SNAPSHOT_RETENTION_POLICY,
+    SNAPSHOT_RUN_ID,
+    IcelakeError,
+)
 
 
 class RetentionPredicateError(IcelakeError, ValueError):
@@ -43,16 +49,17 @@ class RetentionPredicateError(IcelakeError, ValueError):
 
 
 def retention_condition(col: RetentionColumn, cutoff: datetime) -> str:
-    """``<column> < <cut-off literal>``: a TIMESTAMP (timestamptz, at UTC) or TIMESTAMP_NTZ literal, a
-    DATE, a number in the column's unit, or a string in the column's format (only formats whose text
-    sorts like time: anything else is refused)."""
+    """``<column> < <cut-off literal>``: a TIMESTAMP (timestamptz, at UTC) or TIMESTAMP_NTZ literal (the
+    wall time in the policy's zone), a DATE, a number in the column's unit, or a string in the
+    column's format (only formats whose text sorts like time: anything else is refused)."""
     name = ".".join(quote_identifier(p) for p in col.name.split("."))
+    wall = col.wall(cutoff)
     if col.kind == "timestamptz":
-        literal = f"TIMESTAMP {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f') + '+00:00')}"
+        literal = f"TIMESTAMP {sql_string(wall.strftime('%Y-%m-%d %H:%M:%S.%f') + '+00:00')}"
     elif col.kind == "timestamp":
-        literal = f"TIMESTAMP_NTZ {sql_string(cutoff.strftime('%Y-%m-%d %H:%M:%S.%f'))}"
+        literal = f"TIMESTAMP_NTZ {sql_string(wall.strftime('%Y-%m-%d %H:%M:%S.%f'))}"
     elif col.kind == "date":
-        literal = f"DATE {sql_string(cutoff.date().isoformat())}"
+        literal = f"DATE {sql_string(wall.date().isoformat())}"
     elif col.kind == "epoch":
         literal = str(int(col.key(cutoff)))
     elif col.kind == "string" and col.format and not (why := sortable_format(col.format)):
@@ -100,12 +107,12 @@ def expire_data(
         if not d.act or facts is None or facts.cutoff is None:
             return ExpireDataResult(acted=False, reason=d.reason, signals=d.signals)
         first = not facts.expired_before
-        if first and not approved:
+        if (bound := approval_needed(facts, policy.retention)) and not approved:
             why = (
-                f"first expiry of this table's rows ({facts.rows} rows in {facts.files} files older than "
-                f"{facts.cutoff}) awaits approval: launch with tag {APPROVAL_TAG}=true"
+                f"{bound} ({facts.rows} rows in {facts.files} files older than {facts.cutoff}): awaits "
+                f"approval: launch with tag {APPROVAL_TAG}=true"
             )
-            return ExpireDataResult(acted=False, reason=why, signals=d.signals, first_expiry=True)
+            return ExpireDataResult(acted=False, reason=why, signals=d.signals, first_expiry=first)
         col = retention_column(table, policy.retention)
         if isinstance(col, str):  # the table changed since the stats were read
             return ExpireDataResult(
@@ -117,7 +124,19 @@ def expire_data(
         table.refresh()
         before = current_snapshot_id(table)
         matched_before = procedures.count_rows(spark, ref, before, where=condition)
-        row_delete.delete_where(spark, ref, condition)
+        if not approved and (
+            over := fraction_exceeded(
+                matched_before, procedures.count_rows(spark, ref, before), policy.retention
+            )
+        ):
+            why = f"{over}: awaits approval: launch with tag {APPROVAL_TAG}=true"
+            return ExpireDataResult(acted=False, reason=why, signals=d.signals, first_expiry=first)
+        bound_by = {
+            SNAPSHOT_RETENTION_POLICY: policy.retention.digest(),
+            SNAPSHOT_RETENTION_KEEP_DAYS: repr(facts.keep_days),
+            SNAPSHOT_RETENTION_CUTOFF: facts.raw_cutoff or facts.cutoff,
+        }
+        row_delete.delete_where(spark, ref, condition, bound_by)
         table.refresh()
         after = current_snapshot_id(table)
         run_id = commit_tags.session_properties(spark).get(SNAPSHOT_RUN_ID)

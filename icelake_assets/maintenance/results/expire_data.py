@@ -19,6 +19,7 @@ ADDED_FILES = "added-data-files"
 REMOVED_BYTES = "removed-files-size"
 ADDED_BYTES = "added-files-size"
 POSITION_DELETES = "added-position-deletes"
+REMOVED_POSITION_DELETES = "removed-position-deletes"
 EQUALITY_DELETES = "added-equality-deletes"
 
 
@@ -29,11 +30,14 @@ def summary_int(summary: Mapping[str, str], key: str) -> int:
 
 def rows_removed(summary: Mapping[str, str]) -> int:
     """The live rows a delete commit removes by its own summary: the rows of the files it removed less
-    those it wrote back (copy-on-write), plus the rows its position deletes mark (merge-on-read)."""
+    those it wrote back (copy-on-write), plus the rows its position deletes mark (merge-on-read) less
+    those of the delete files it replaced: a deletion vector (v3) or a file-scoped delete file (v2)
+    merges the old one's positions into the new one, which counts them again."""
     return (
         summary_int(summary, DELETED_RECORDS)
         - summary_int(summary, ADDED_RECORDS)
         + summary_int(summary, POSITION_DELETES)
+        - summary_int(summary, REMOVED_POSITION_DELETES)
     )
 
 

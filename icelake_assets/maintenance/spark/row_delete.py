@@ -57,12 +57,14 @@ def commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Ite
         local.remove()
 
 
-def delete_where(spark: SparkSession, ref: TableRef, condition: str) -> None:
+def delete_where(
+    spark: SparkSession, ref: TableRef, condition: str, properties: Mapping[str, str] | None = None
+) -> None:
     """``DELETE FROM <table> WHERE <condition>`` (``condition`` built from quoted parts by the
-    caller), fenced and tagged with the run's properties (commit_tags.py)."""
+    caller), fenced and tagged with the run's properties (commit_tags.py) and ``properties``."""
     with (
         fencing.committing(f"{ref} expire_data"),
-        commit_properties(spark, commit_tags.session_properties(spark)),
+        commit_properties(spark, {**commit_tags.session_properties(spark), **(properties or {})}),
     ):
         spark.sql(f"DELETE FROM {table_identifier(ref)} WHERE {condition}")
     spark.sql(f"REFRESH TABLE {table_identifier(ref)}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from icelake_assets.agents.guardrails import GuardRefused
+from icelake_assets.agents.spending import GuardRefused
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError
 from icelake_assets.operate.approve import ApprovalError, NotAwaitingApproval
 from icelake_assets.settings import Settings, SettingsError, is_safe_key, leaf_items, uri_secrets

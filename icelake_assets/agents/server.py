@@ -133,11 +133,9 @@ class IcelakeMCP(MCPServer[Any]):
             except Exception:  # noqa: S110 - a bad name is recorded under the lake-wide name
                 pass
         error = body.get("error") if outcome != "answered" else None
-        cost = (
-            body.get("plan", {}).get("estimate", {}).get("rewrite_bytes")
-            if tool == guardrails.APPROVE_TOOL
-            else None
-        )
+        # What the guards priced (every op's bytes); the day's ledger is guardrails' own agent_spend records.
+        price = body.get("price") if tool == guardrails.APPROVE_TOOL else None
+        cost = price.get("total_bytes") if isinstance(price, dict) else None
         record = AuditRecord(
             table_name=table,
             kind="agent",

@@ -21,7 +21,8 @@ Table = Annotated[
     Field(description="catalog.namespace.table, namespace.table (first catalog) or catalog/namespace/table"),
 ]
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+# Destructive: an approved run rewrites files, and may delete rows (expire_data) and old snapshots.
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
 
 def register_tools(server: MCPServer[Any], s: Settings, write: bool, dagster_url: str) -> None:
@@ -93,8 +94,9 @@ def register_tools(server: MCPServer[Any], s: Settings, write: bool, dagster_url
         ] = None,
     ) -> JsonDocument:
         """Approve and launch a held or proposed table's maintenance through Dagster (icelake.approval/v1),
-        within this agent's cost caps; held for a person instead when the settings require it
-        (icelake.agent_hold/v1). A refusal names the guard."""
+        within this agent's caps on the bytes every op rewrites or deletes (`price`); held for a person
+        instead when the settings require it (icelake.agent_hold/v1). A row expiry that waits for a person
+        (a first expiry) is refused. A refusal names the guard."""
         return guardrails.approve_maintenance(s, guardrails.caller(), table, dagster_url, digest)
 
 

@@ -1,14 +1,24 @@
-"""Restore points as the metadata shows them: this product's tags (named ``<prefix>...``), their ages,
-and the storage they hold: data files referenced by a tagged snapshot and no longer by the current
-one (what snapshot expiry would otherwise have let go), from the manifests alone (pyiceberg, no Spark).
+"""Restore points as the metadata shows them: the tags named ``<prefix>...``, their ages, which of them
+this product made, and the storage they hold: data files referenced by a tagged snapshot and no longer
+by the current one (what snapshot expiry would otherwise have let go), from the manifests alone
+(pyiceberg, no Spark).
 
 A tag's age: a periodic tag's (``daily-YYYY-MM-DD``, ``weekly-YYYY-Www``) from the day its name
-carries; any other tag's from its snapshot's time (planning/restore_points.py decides with it)."""
+carries; any other tag's from its snapshot's time (planning/restore_points.py decides with it).
+
+Which tags are this product's: the prefix is shared with operators (``icelake-before-migration``), so
+the name proves nothing. ``manage_restore_points`` records each tag it makes in a table property
+``icelake-restore-point.<tag>`` = the tagged snapshot id, set in the same metadata commit as the tag
+(a crash leaves both or neither). A tag is the product's only when its record names the snapshot it
+points to; only those are ever removed. Tags made before the records existed (legacy) have none: an
+operator may name a tag ``icelake-daily-...`` too, so they are kept, counted as restore points, and
+left to the operator to drop. The record's key lies outside ``icelake.`` (policy keys,
+policies/properties.py)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
@@ -21,26 +31,49 @@ _DAY_MS = 86_400_000
 _DAILY = re.compile(r"daily-(\d{4})-(\d{2})-(\d{2})$")
 _WEEKLY = re.compile(r"weekly-(\d{4})-W(\d{2})$")
 _MEMO_MAX = 256
+RECORD_PREFIX = "icelake-restore-point."
+
+
+def record_key(tag: str) -> str:
+    """The table property recording that this product made ``tag``."""
+    return RECORD_PREFIX + tag
+
+
+def made_tags(properties: Mapping[str, str], refs: Iterable[RefPoint]) -> frozenset[str]:
+    """The tags this product made: those whose record names the snapshot they point to (an operator
+    who drops our tag and makes one of the same name elsewhere owns the new one)."""
+    return frozenset(
+        r.name for r in refs if not r.is_branch and properties.get(record_key(r.name)) == str(r.snapshot_id)
+    )
+
+
+def stale_records(properties: Mapping[str, str], made: Collection[str]) -> tuple[str, ...]:
+    """Records naming no tag of ours any more (an operator dropped or moved it): the keys to remove."""
+    return tuple(k for k in properties if k.startswith(RECORD_PREFIX) and k[len(RECORD_PREFIX) :] not in made)
 
 
 @dataclass(frozen=True)
 class RestorePoint:
-    """One of this product's tags: its name, the snapshot it keeps and its age in days."""
+    """A tag named with the prefix: its name, the snapshot it keeps, its age in days, and whether this
+    product made it (recorded; only those are removed)."""
 
     name: str
     snapshot_id: int
     age_days: float
+    ours: bool = False
 
 
 @dataclass(frozen=True)
 class RestorePointFacts:
-    """The table's restore points: how many, the oldest, and the data files (and bytes) only they hold."""
+    """The table's restore points: how many, the oldest, and the data files (and bytes) only they hold;
+    ``made``: the tags this product made (any name), which alone it may remove."""
 
     tags: int = 0
     oldest: str | None = None
     oldest_age_days: float = 0.0
     held_files: int = 0
     held_bytes: int = 0
+    made: frozenset[str] = frozenset()
 
     def metrics(self) -> dict[str, int | float]:
         return {
@@ -64,9 +97,13 @@ def named_day(suffix: str) -> date | None:
 
 
 def restore_points(
-    refs: Iterable[RefPoint], snapshots: Iterable[SnapshotPoint], prefix: str, now_s: float
+    refs: Iterable[RefPoint],
+    snapshots: Iterable[SnapshotPoint],
+    prefix: str,
+    now_s: float,
+    made: Collection[str] = (),
 ) -> tuple[RestorePoint, ...]:
-    """The tags named ``prefix``..., oldest first."""
+    """The tags named ``prefix``..., oldest first; those in ``made`` (:func:`made_tags`) are ours."""
     times = {p.snapshot_id: p.timestamp_ms for p in snapshots}
     now_ms = now_s * 1000
     out = []
@@ -78,7 +115,8 @@ def restore_points(
             since_ms = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000
         else:
             since_ms = times.get(ref.snapshot_id, now_ms)
-        out.append(RestorePoint(ref.name, ref.snapshot_id, max(0.0, (now_ms - since_ms) / _DAY_MS)))
+        age = max(0.0, (now_ms - since_ms) / _DAY_MS)
+        out.append(RestorePoint(ref.name, ref.snapshot_id, age, ref.name in made))
     return tuple(sorted(out, key=lambda t: (-t.age_days, t.name)))
 
 
@@ -125,8 +163,10 @@ def held_by_tags(table: Table, snapshot_ids: Iterable[int]) -> tuple[int, int]:
 def restore_point_facts(
     table: Table, refs: Iterable[RefPoint], snapshots: Iterable[SnapshotPoint], prefix: str, now_s: float
 ) -> RestorePointFacts:
-    tags = restore_points(refs, snapshots, prefix, now_s)
+    refs = tuple(refs)
+    made = made_tags(table.properties, refs)
+    tags = restore_points(refs, snapshots, prefix, now_s, made)
     if not tags:
-        return RestorePointFacts()
+        return RestorePointFacts(made=made)
     files, size = held_by_tags(table, (t.snapshot_id for t in tags))
-    return RestorePointFacts(len(tags), tags[0].name, tags[0].age_days, files, size)
+    return RestorePointFacts(len(tags), tags[0].name, tags[0].age_days, files, size, made)

@@ -4,7 +4,7 @@ JSON shapes of
 audit_view.py, approve.py) and prints it, as text or as its documented JSON (docs/operating.md).
 
 Exit status: 0 done; 1 ``approve`` of a table that awaits no approval (or whose plan changed), or a
-``restore`` refused (writers' commits after the tag, without ``--force``);
+``restore`` refused (writers' commits or retention expiries after the tag, without ``--force``);
 2 an error (settings, catalog, table, audit log, Dagster webserver), printed as ``icelake: error: ...``.
 """
 
@@ -306,6 +306,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print(
             f"  dropped {commit.describe()}{'' if commit.by_writer else f' maintenance run {commit.run_id}'}"
         )
+    if c.expiries:  # only with --force: rows retention removed are back, said plainly
+        print(f"  forced: brought back {c.undone()}")
     return 0
 
 
@@ -340,7 +342,11 @@ def add_commands(sub: Any, table_help: str) -> None:
     p = sub.add_parser("restore", help="set a table back to a restore point (a tag), through a Dagster run")
     p.add_argument("table", help=table_help)
     p.add_argument("--to", required=True, metavar="TAG", help="the tag (e.g. icelake-daily-2026-01-31)")
-    p.add_argument("--force", action="store_true", help="also drop writers' commits made after the tag")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="also drop writers' commits made after the tag and bring back rows retention expired after it",
+    )
     p.add_argument("--by", help="who restores (default: $USER), for the audit")
     p.add_argument("--json", action="store_true", help="print what was restored as JSON (icelake.restore/v1)")
     p.set_defaults(func=cmd_restore)

@@ -2,12 +2,14 @@
 
 1. The table and the tag are read (an unknown table or tag is an error naming it, and the tags the
    table has); commits by writers after the tag's snapshot refuse the restore, naming each (snapshot
-   id, operation, time), unless ``force`` (maintenance/verify/restore.py, the rollback's guard).
+   id, operation, time), and so do retention expiries after it (``expire_data``: the restore would
+   bring back the rows they removed), naming each (snapshot id, time, cut-off, rows), unless
+   ``force`` (maintenance/verify/restore.py, the rollback's guard).
 2. One run of the ``icelake_restore`` job (orchestration/assets/restore_job.py) restores it in this
    process, recorded in the Dagster instance of ``$DAGSTER_HOME`` (the UI's runs list shows it): the
    run checks again (a writer may have committed since), commits with pyiceberg under the requirement
-   that main has not moved, and writes the audit record (kind ``rollback``: the tag, the snapshot,
-   the commits dropped)."""
+   that main has not moved and the run's fence, and writes the audit record (kind ``rollback``: the
+   tag, the snapshot, the commits dropped, the expiries undone)."""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def restore_table(
     instance: DagsterInstance | None = None,
 ) -> Restore:
     """Restore ``ref`` to ``tag`` (see the module docstring). Raises UnknownRestorePoint, RestoreRefused
-    (writers' commits without ``force``), RestoreFailed (the run failed)."""
+    (writers' commits or retention expiries without ``force``), RestoreFailed (the run failed)."""
     table = load_table(open_catalog(settings, ref.catalog), ref)  # TableMissingError names the table
     check = restore_check(table, tag)
     if (why := check.refusal()) and not force:

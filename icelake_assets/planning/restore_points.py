@@ -8,7 +8,8 @@ snapshot expiry never removes a snapshot a tag points to, so the tag keeps the t
 
 A tag's age: a periodic tag's from the day its name carries (a daily tag made today on a snapshot a
 month old is one day old: it is not removed at once and made again the next day); any other tag's
-from its snapshot's time. Tags past ``max_age_days`` are removed by the op itself, not by Iceberg's
+from its snapshot's time. The tags the product made (recorded, health/restore_points.py; never an
+operator's sharing the prefix) past ``max_age_days`` are removed by the op itself, not by Iceberg's
 ``max-ref-age-ms`` (which counts from the snapshot's time and would drop such a daily tag at the next
 expiry)."""
 
@@ -57,7 +58,8 @@ def plan_restore_points(stats: TableStats, policy: Policy, run_id: str | None = 
     and those past ``max_age_days``. ``run_id``: the run's (None in a plan: the tag is named
     ``<prefix>run-<run id>``)."""
     rp = policy.restore_points
-    tags = restore_points(stats.snapshot_refs, stats.snapshot_points, rp.prefix, stats.evaluated_at)
+    made = stats.restore_points.made  # an operator's tag sharing the prefix is never removed
+    tags = restore_points(stats.snapshot_refs, stats.snapshot_points, rp.prefix, stats.evaluated_at, made)
     names = {t.name for t in tags}
     create: list[str] = []
     why: list[str] = []
@@ -71,7 +73,7 @@ def plan_restore_points(stats: TableStats, policy: Policy, run_id: str | None = 
             if name not in names:
                 create.append(name)
                 why.append(f"before the rewrite ({rewrite.reason})")
-    remove = tuple(t.name for t in tags if t.age_days > rp.max_age_days and t.name not in create)
+    remove = tuple(t.name for t in tags if t.ours and t.age_days > rp.max_age_days and t.name not in create)
     return RestorePointPlan(tags, tuple(create), remove, tuple(why))
 
 

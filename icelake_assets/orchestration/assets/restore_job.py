@@ -1,7 +1,9 @@
 """The restore job: one run sets a table back to a restore point (``icelake restore TABLE --to TAG``,
 operate/restore.py). The run checks again what ``icelake restore`` checked (writers may have committed
 since), restores with the rollback's guard (maintenance/verify/restore.py), and audits a ``rollback``
-record with the tag, the snapshot and the commits it dropped, refused or done.
+record with the tag, the snapshot, the commits it dropped and the retention expiries it undid, refused
+or done. The restore acts as an op does (maintenance/spark/fencing.py ``acting``): a run judged dead or
+terminated before the commit stops without committing.
 
 No ``from __future__ import annotations``: Dagster reads the op's config class from its annotation."""
 
@@ -12,7 +14,9 @@ from dagster import Config, Failure, MetadataValue, OpExecutionContext, job, op
 from icelake_assets.audit.records import AuditRecord
 from icelake_assets.audit.writer import write_audit
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.maintenance.spark import fencing
 from icelake_assets.maintenance.verify.restore import RestoreRefused, restore_to_tag
+from icelake_assets.orchestration.assets.ops import stop_if_fenced
 from icelake_assets.orchestration.resources import IcelakeResource
 
 RESTORE_JOB = "icelake_restore"
@@ -22,7 +26,7 @@ RESTORE_OP = "restore_to_tag"
 class RestoreConfig(Config):
     table: str  # catalog.namespace.table
     tag: str
-    force: bool = False  # drop writers' commits after the tag
+    force: bool = False  # drop writers' commits after the tag, undo retention expiries after it
     requested_by: str = ""
 
 
@@ -33,7 +37,11 @@ def restore_to_tag_op(context: OpExecutionContext, config: RestoreConfig, icelak
     started = time.perf_counter()
     asked = {"tag": config.tag, "force": config.force, "requested_by": config.requested_by}
     try:
-        check = restore_to_tag(table, config.tag, config.force)
+        with fencing.acting():  # its commit is checked against the run's fence, as an op's
+            check = restore_to_tag(table, config.tag, config.force)
+    except fencing.RunFencedError as err:  # nothing committed; as an op, no audit record
+        stop_if_fenced(context, err)
+        raise
     except RestoreRefused as err:
         error = _audit(icelake, ref, context.run_id, "refused", str(err), {"restore": asked}, started)
         raise Failure(description=str(err) + (f" (audit not written: {error})" if error else "")) from err
@@ -43,6 +51,7 @@ def restore_to_tag_op(context: OpExecutionContext, config: RestoreConfig, icelak
     reason = (
         f"restored to {config.tag} (snapshot {check.snapshot_id}), {len(check.dropped)} commits dropped "
         f"({len(check.writers)} by writers)"
+        + (f"; forced, undoing {check.undone()}" if check.expiries else "")
         if done
         else f"already at {config.tag} (snapshot {check.snapshot_id}): nothing to restore"
     )
@@ -66,6 +75,7 @@ def restore_to_tag_op(context: OpExecutionContext, config: RestoreConfig, icelak
             "restore/tag": config.tag,
             "restore/snapshot": MetadataValue.int(check.snapshot_id),
             "restore/dropped": MetadataValue.json([c.to_dict() for c in check.dropped]),
+            "restore/rows_brought_back": MetadataValue.int(check.rows_brought_back),
         }
     )
 

@@ -1,5 +1,6 @@
 """manage_restore_points on a real small pyiceberg table (SQL catalog over SQLite, no Spark): the daily
-tag once per day, tags past max_age_days removed (others' tags and branches left alone), the
+tag once per day, tags past max_age_days removed (others' tags and branches left alone, and an
+operator's or a legacy tag sharing the prefix: only the tags the op made and recorded), the
 before-rewrite tag named after the run, the section off never acting, and what the tags hold shown
 by health."""
 
@@ -19,6 +20,7 @@ from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lak
 
 DAY = 86_400.0
 NOW = datetime(2031, 3, 12, 15, 0, tzinfo=UTC).timestamp()  # Wednesday, ISO week 2031-W11
+RECORD = "icelake-restore-point."  # the table property recording a tag the op made (its snapshot id)
 
 
 def _rows(start: int, n: int = 5) -> pa.Table:
@@ -54,10 +56,11 @@ def test_the_daily_tag_once_per_day_and_old_ones_removed(lake):
     ref, table = lake
     policy = _policy(every="daily", max_age_days=7)
     first = table.metadata.snapshots[0].snapshot_id
-    # An old restore point of ours, another tool's tag and a branch on the first snapshot.
-    table.manage_snapshots().create_tag(first, "icelake-daily-2031-03-01").create_tag(
-        first, "nightly-backup"
-    ).create_branch(first, "icelake-branch").commit()
+    # An old restore point of ours (made by the op), another tool's tag and a branch.
+    assert _run(ref, table, policy, NOW - 11 * DAY).created == ("icelake-daily-2031-03-01",)
+    table.manage_snapshots().create_tag(first, "nightly-backup").create_branch(
+        first, "icelake-branch"
+    ).commit()
     current = table.current_snapshot().snapshot_id
 
     res = _run(ref, table, policy, NOW)
@@ -87,6 +90,48 @@ def test_the_daily_tag_once_per_day_and_old_ones_removed(lake):
     late = _run(ref, table, policy, NOW + 7.3 * DAY)
     assert late.removed == ("icelake-daily-2031-03-12",)
     assert "icelake-daily-2031-03-13" in _tags(table) and "nightly-backup" in _tags(table)
+
+
+def test_only_the_tags_the_product_made_are_removed(lake):
+    ref, table = lake
+    policy = _policy(every="daily", max_age_days=7)
+    first = table.metadata.snapshots[0].snapshot_id
+    # An operator's tag sharing the prefix, and one named as ours but made before the records (or by
+    # hand): neither is provably ours, so neither is ever removed (nor its snapshot left to expiry).
+    table.manage_snapshots().create_tag(first, "icelake-before-migration").create_tag(
+        first, "icelake-daily-2031-02-20"
+    ).commit()
+    commits = len(table.metadata.metadata_log)
+    old = _run(ref, table, policy, NOW - 11 * DAY)
+    tagged = table.current_snapshot().snapshot_id
+    assert old.created == ("icelake-daily-2031-03-01",) and old.removed == ()
+    # The tag and its record land in one metadata commit: no crash leaves our tag unrecorded.
+    assert len(table.metadata.metadata_log) == commits + 1
+    assert table.properties[RECORD + "icelake-daily-2031-03-01"] == str(tagged)
+
+    table.append(_rows(300))
+    res = _run(ref, table, policy, NOW)
+    assert res.created == ("icelake-daily-2031-03-12",) and res.removed == ("icelake-daily-2031-03-01",)
+    tags = _tags(table)
+    assert tags["icelake-before-migration"] == first and tags["icelake-daily-2031-02-20"] == first
+    assert RECORD + "icelake-daily-2031-03-01" not in table.properties  # its record went with it
+    later = compute_table_stats(table, policy, now=NOW + 30 * DAY)
+    assert later.restore_points.made == {"icelake-daily-2031-03-12"} and later.restore_points.tags == 3
+    assert plan_restore_points(later, policy).remove == ("icelake-daily-2031-03-12",)
+
+
+def test_a_tag_an_operator_moved_is_no_longer_ours(lake):
+    ref, table = lake
+    policy = _policy(every="daily", max_age_days=7)
+    _run(ref, table, policy, NOW - 11 * DAY)
+    first = table.metadata.snapshots[0].snapshot_id
+    # The operator drops our tag and makes one of the same name on another snapshot: theirs now.
+    table.manage_snapshots().remove_tag("icelake-daily-2031-03-01").commit()
+    table.manage_snapshots().create_tag(first, "icelake-daily-2031-03-01").commit()
+    res = _run(ref, table, policy, NOW)
+    assert res.removed == () and _tags(table)["icelake-daily-2031-03-01"] == first
+    # The stale record went with the op's next commit.
+    assert RECORD + "icelake-daily-2031-03-01" not in table.properties
 
 
 def test_weekly_tags_are_named_by_iso_week(lake):

@@ -1,7 +1,11 @@
 """The restore's guard on a real pyiceberg table (no Spark): commits by writers after the tag refuse
 the restore, named (snapshot id, operation, time), unless forced; this product's own commits (a run id
-in their summary) do not; an unknown tag or table is an error naming it. The command line refuses
-before launching anything."""
+in their summary) do not, except a retention expiry's (expire_data): restoring to before it would
+bring its rows back, so it refuses too, naming the expiry (snapshot id, time, cut-off, rows); an
+unknown tag or table is an error naming it. The command line refuses before launching anything."""
+
+import re
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -14,7 +18,7 @@ from icelake_assets.maintenance.verify.restore import (
     restore_check,
     restore_to_tag,
 )
-from icelake_assets.types import SNAPSHOT_RUN_ID
+from icelake_assets.types import SNAPSHOT_OP, SNAPSHOT_RETENTION_CUTOFF, SNAPSHOT_RUN_ID
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
 
 
@@ -84,3 +88,59 @@ def test_an_unknown_tag_or_table_is_named(lake, capsys):
     assert "has no tag 'nope'" in capsys.readouterr().err
     assert main(["--config", settings.source, "restore", f"{name}.ns.missing", "--to", "x"]) == 2
     assert f"table {name}.ns.missing does not exist" in capsys.readouterr().err
+
+
+def _expire(table, where: str) -> int:
+    """A retention expiry's commit, as expire_data makes it (its run, op and cut-off in the summary)."""
+    table.delete(
+        where,
+        snapshot_properties={
+            SNAPSHOT_RUN_ID: "run-expiry",
+            SNAPSHOT_OP: "expire_data",
+            SNAPSHOT_RETENTION_CUTOFF: "2031-03-05T00:00:00+00:00",
+        },
+    )
+    return table.current_snapshot().snapshot_id
+
+
+def test_a_retention_expiry_after_the_tag_refuses_the_restore_naming_it_unless_forced(lake, capsys):
+    settings, table = lake
+    expiry = _expire(table, "id < 2")  # removes 0 and 1, rewrites 2
+    at = datetime.fromtimestamp(table.current_snapshot().timestamp_ms / 1000, UTC)
+    named = (
+        f"bring back 2 rows that 1 retention expiries removed after it: expire_data snapshot {expiry} "
+        f"at {at:%Y-%m-%d %H:%M:%S} UTC (cut-off 2031-03-05T00:00:00+00:00, 2 rows removed)"
+    )
+    with pytest.raises(RestoreRefused, match=re.escape(named)):
+        restore_to_tag(table, "icelake-daily-2031-03-12")
+    assert _ids(table) == [2]  # nothing came back
+
+    argv = ["--config", settings.source, "restore", f"{catalog_name(settings)}.ns.t"]
+    assert main([*argv, "--to", "icelake-daily-2031-03-12"]) == 1
+    err = capsys.readouterr().err
+    assert named in err and "give --force to restore anyway" in err and _ids(table) == [2]
+
+    check = restore_to_tag(table, "icelake-daily-2031-03-12", force=True)
+    assert [c.snapshot_id for c in check.expiries] == [expiry] and check.rows_brought_back == 2
+    assert check.to_dict()["expiries_undone"] == [
+        {
+            "snapshot_id": expiry,
+            "operation": check.expiries[0].operation,
+            "timestamp_ms": check.expiries[0].timestamp_ms,
+            "run_id": "run-expiry",
+            "op": "expire_data",
+            "rows_removed": 2,
+            "cutoff": "2031-03-05T00:00:00+00:00",
+        }
+    ]
+    assert _ids(table) == [0, 1, 2]
+
+
+def test_an_expiry_before_the_tag_does_not_refuse(lake):
+    _, table = lake
+    table.append(_rows(10))
+    _expire(table, "id < 2")  # before the tag: restoring to the tag keeps its work
+    table.manage_snapshots().create_tag(table.current_snapshot().snapshot_id, "after-expiry").commit()
+    table.append(_rows(20), snapshot_properties={SNAPSHOT_RUN_ID: "run-1"})
+    check = restore_to_tag(table, "after-expiry")
+    assert check.refusal() is None and check.expiries == () and _ids(table) == [2, 10, 11, 12]

@@ -122,13 +122,14 @@ def committing(what: str) -> Iterator[None]:
         except BaseException as err:
             # Not an error of the work: an interrupt (KeyboardInterrupt, Dagster's own interrupt error).
             if not isinstance(err, Exception):
-                _fence_armed(f"interrupted while {what}")
+                fence_interrupted(f"interrupted while {what}")
             raise
         finally:
             _state["committing"] = None
 
 
-def _fence_armed(reason: str) -> None:
+def fence_interrupted(reason: str) -> None:
+    """The armed run was interrupted (a terminate's SIGINT): fenced as canceled, its work stopped."""
     armed = _state["armed"]
     if isinstance(armed, str):
         fence(armed, reason, canceled=True)

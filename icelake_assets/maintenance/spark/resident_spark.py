@@ -16,15 +16,13 @@ and its JVM at once (SIGKILL of its process group) before that work can commit a
 at that moment fail and are retried; the next run starts a new resident. A run that must not commit
 any more *fences* its lease (:func:`fence_lease`): the resident cancels its jobs on every pass and
 stops as above should it be committing; :func:`committing` refuses to begin (:class:`RunFencedError`).
-The resident exits by itself after ``idle`` seconds with no lease and no active job (or on SIGTERM to
-its PID); its JVM exits with it (PySpark's gateway server ends when its parent's pipe closes).
+It exits after ``idle`` seconds with no lease and no active job, or on SIGTERM; its JVM with it.
 
 A driver is judged by a real call on its gateway under a timeout (resident_probe.py), not a TCP
 connect: a wedged JVM accepts connections but never answers; it is killed with its JVM and replaced.
 
-State: ``<base>/<keyed digest>/`` (resident_identity.py): ``driver.json`` (PID, gateway port, auth
-token), ``leases/``, ``driver.log``; files 0600, folders 0700. The configuration (credentials too)
-reaches the resident on its stdin, never on disk (:func:`code_version`: an upgrade gets a new one).
+State: ``<base>/<keyed digest>/`` (resident_identity.py, files 0600, folders 0700): ``driver.json``,
+``leases/``, ``driver.log``. The configuration reaches the resident on its stdin, never on disk.
 """
 
 from __future__ import annotations
@@ -291,9 +289,9 @@ def fence_lease(reason: str) -> None:
 
 def reset_fence() -> None:
     """Forget the fence (a new run in this process: tests, Dagster's in-process execution)."""
-    global _FENCED
+    global _FENCED, _BUSY
     with _WRITING:
-        _FENCED = None
+        _FENCED = _BUSY = None
         with contextlib.suppress(OSError):
             _write_lease()
 
@@ -326,8 +324,11 @@ def committing(what: str) -> Iterator[None]:
         yield
     finally:
         with _WRITING, contextlib.suppress(OSError):
-            _BUSY = before
-            _write_lease()
+            # Fenced meanwhile (say, an interrupt): the mark stays until reset_fence, so the resident
+            # sees "committing + fenced" and stops the JVM before it commits finished groups.
+            if _FENCED is None:
+                _BUSY = before
+                _write_lease()
 
 
 def spark_runs_here() -> bool:

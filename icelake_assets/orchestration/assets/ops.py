@@ -23,7 +23,6 @@ from dagster import (
 )
 from pyiceberg.table import Table
 
-from icelake_assets import private_api
 from icelake_assets.catalog.connection import (
     CatalogUnavailableError,
     TableMissingError,
@@ -38,10 +37,15 @@ from icelake_assets.maintenance.spark import fencing
 from icelake_assets.maintenance.spark.commit_tags import tag_session, untag_session
 from icelake_assets.maintenance.spark.preflight import PreflightError
 from icelake_assets.orchestration.assets.audit_trail import write_op_failure
+from icelake_assets.orchestration.assets.commit_gate import (
+    no_retry_after_terminate,
+    refuse_if_another_run_maintains,
+    stop_if_fenced,
+    wait_for_stopped_runs,
+)
 from icelake_assets.orchestration.assets.run_state import RunState, RunStates
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, IcebergSparkResource, IcelakeResource
-from icelake_assets.orchestration.runs.model import earlier_run_maintaining
 from icelake_assets.orchestration.runs.run_tags import failure_tags, named_tables
 from icelake_assets.orchestration.tables.table_groups import TableGroup
 from icelake_assets.settings import Policy
@@ -84,29 +88,6 @@ def record_maintained(
     context.log_event(
         AssetObservation(asset_key=table_asset_key(ref), partition=partition, metadata=metadata)
     )
-
-
-def _refuse_if_another_run_maintains(context: OpExecutionContext, ref: TableRef, pool: str) -> None:
-    """One run at a time per table, also where pools are applied per op (orchestration/runs/model.py)."""
-    other = earlier_run_maintaining(context.instance, context.run_id, table_asset_key(ref), pool)
-    if other is not None:
-        said = f"{ref}: run {other} is maintaining this table; this run stops before any commit"
-        context.instance.add_run_tags(context.run_id, failure_tags(str(ref), "concurrent_run", said))
-        raise Failure(description=said, allow_retries=False)
-
-
-def stop_if_fenced(context: OpExecutionContext, err: BaseException | None = None) -> None:
-    """A fenced run (maintenance/spark/fencing.py) stops here: terminated, it ends CANCELED (the interrupt
-    Dagster raises itself on Terminate); judged dead or without a lease, it fails saying why."""
-    reason = fencing.fenced()
-    if reason is None:
-        return
-    context.log.warning(f"this run stops before its next commit: {reason}")
-    if fencing.was_canceled():
-        raise private_api.DagsterExecutionInterruptedError() from err
-    raise Failure(
-        description=f"this run stops before its next commit: {reason}", allow_retries=False
-    ) from err
 
 
 WorkKwargs = Callable[[OpExecutionContext, DiscoveredTable, RunState], dict[str, Any]]
@@ -206,7 +187,21 @@ class TableOpStep:
         icelake_spark: IcebergSparkResource,
         states: RunStates | None,
     ) -> RunStates:
-        """Every table of the run not failed before, in turn; then the retry, if one asked for it."""
+        """Every table of the run not failed before, in turn; then the retry, if one asked for it. A
+        fenced run stops here (no table's error is caught for it) and asks for no retry."""
+        with no_retry_after_terminate(context):
+            stop_if_fenced(context)
+            states = self._each_table(context, icelake, icelake_spark, states)
+            stop_if_fenced(context)
+            return states
+
+    def _each_table(
+        self,
+        context: OpExecutionContext,
+        icelake: IcelakeResource,
+        icelake_spark: IcebergSparkResource,
+        states: RunStates | None,
+    ) -> RunStates:
         states = states or RunStates()
         tables = selected_tables(context, self.group)
         # A retry starts from the op's input again: the earlier attempts' outcomes (their commits
@@ -225,7 +220,7 @@ class TableOpStep:
             try:
                 state, retry_reason = self._maintain(context, icelake, icelake_spark, dt, before)
             except Exception as err:
-                if len(tables) == 1:
+                if len(tables) == 1 or fencing.fenced() is not None:
                     raise
                 # A Failure's description is told already (redacted, causes.py); any other error is not.
                 told = str(err) if isinstance(err, Failure) else describe(err)
@@ -243,6 +238,7 @@ class TableOpStep:
             # most tables of a shared run); a table it acted on has its own line.
             context.log.info(f"{self.name} skipped {len(skipped)} table(s): " + "; ".join(skipped))
         if retry:
+            stop_if_fenced(context)  # a fenced run's partial rewrite is not retried
             self._ask_for_retry(context, tables, attempt, retry)
         return states
 
@@ -260,7 +256,8 @@ class TableOpStep:
         table = load_table_of_run(icelake, ref, context)
         policy = icelake.policy(table)
         if state is None:
-            _refuse_if_another_run_maintains(context, ref, self.group.pool)
+            refuse_if_another_run_maintains(context, ref, self.group.pool)
+            wait_for_stopped_runs(context, ref, self.group.pool)
             snap = table.current_snapshot()
             before = icelake.stats(table, policy).summary()
             state = RunState(

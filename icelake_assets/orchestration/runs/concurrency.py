@@ -1,17 +1,22 @@
 """How many maintenance runs may go at once (run model, model.py): the product's pools get their
 limit of one run before the sensor queues a run in them (:class:`PoolLimits`), the sensor requests only
-the global run cap's free slots (:func:`free_slots`), and where a deployment applies pools per op a
-later run of a table stops before it commits (:func:`earlier_run_maintaining`)."""
+the global run cap's free slots (:func:`free_slots`), where a deployment applies pools per op a
+later run of a table stops before it commits (:func:`earlier_run_maintaining`), and no run of a table
+starts its work while a stopped run of it may still commit (:func:`stopped_run_may_commit`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
+from icelake_assets.orchestration.runs.leases import read_leases, worker_alive
 from icelake_assets.orchestration.runs.maintained_tables import pools_of, run_tables
+from icelake_assets.planning.stale_runs import FENCE_GRACE_SECONDS
 from icelake_assets.private_api import NOT_FINISHED_STATUSES
+from icelake_assets.processes import host_identity
 
 
 class PoolLimits:
@@ -100,3 +105,40 @@ def earlier_run_maintaining(instance: DagsterInstance, run_id: str, key: AssetKe
         if key in run_tables(run, {key: pool}, {pool: [key]}):
             return run.run_id
     return None
+
+
+def stopped_run_may_commit(
+    instance: DagsterInstance, run_id: str, key: AssetKey, pool: str, now: float | None = None
+) -> tuple[str, float] | None:
+    """Another run of the table ``key`` that was told to stop and whose worker may still commit: one
+    CANCELING (terminated), or FAILED/CANCELED less than ``FENCE_GRACE_SECONDS`` ago (a fenced worker
+    finishes a commit in flight within that), whose lease is not released by a worker that ended
+    (a run that failed by its own error released it: nothing waits for it). Its id and the seconds
+    until its grace ends (infinite while CANCELING); None when there is none. Every path that starts
+    a table's maintenance (the sensor, a queued run, an approval, Materialize, a schedule, a
+    backfill) goes through the table's first op, which asks this before its first commit."""
+    now = time.time() if now is None else now
+    records = list(instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.CANCELING])))
+    records += instance.get_run_records(
+        RunsFilter(
+            statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED],
+            updated_after=datetime.fromtimestamp(now - FENCE_GRACE_SECONDS, UTC),
+        )
+    )
+    stopped = {
+        r.dagster_run.run_id: r
+        for r in records
+        if r.dagster_run.run_id != run_id and key in run_tables(r.dagster_run, {key: pool}, {pool: [key]})
+    }
+    worst: tuple[str, float] | None = None
+    for other, lease in read_leases(instance, stopped).items():
+        if lease.released or (lease.identity == host_identity() and not worker_alive(lease)):
+            continue  # its worker ended (a lease of another host is trusted to its grace)
+        record = stopped[other]
+        if record.dagster_run.status == DagsterRunStatus.CANCELING:
+            left = float("inf")
+        elif record.end_time is None or (left := record.end_time + FENCE_GRACE_SECONDS - now) <= 0:
+            continue
+        if worst is None or left > worst[1]:
+            worst = (other, left)
+    return worst

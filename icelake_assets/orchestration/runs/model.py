@@ -41,6 +41,7 @@ from icelake_assets.orchestration.runs.concurrency import (  # noqa: F401 - re-e
     free_slots as free_slots,
     maintenance_runs_in_flight as maintenance_runs_in_flight,
     run_cap as run_cap,
+    stopped_run_may_commit as stopped_run_may_commit,
 )
 from icelake_assets.orchestration.runs.maintained_tables import (  # noqa: F401 - re-exported
     names_no_table,

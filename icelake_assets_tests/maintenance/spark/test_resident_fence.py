@@ -163,6 +163,33 @@ def test_a_fenced_run_committing_stops_the_driver_at_once(shared):
     ) in log
 
 
+def test_an_interrupt_while_committing_leaves_the_lease_committing_and_fenced(tmp_path, monkeypatch):
+    """A terminate's interrupt inside a commit fences the run; the lease said "committing + fenced"
+    for microseconds, then "fenced" alone (the block's exit rewrote it), so the resident only
+    cancelled the job group and the procedure went on committing the file groups it had finished
+    (issue 50: commits 5-11 s after the terminate). The mark now stays until the fence is reset, so
+    the resident stops the JVM (test_a_fenced_run_committing_stops_the_driver_at_once) even while the
+    interrupted process lives on."""
+    from icelake_assets.maintenance.spark import fencing
+    from icelake_assets.private_api import DagsterExecutionInterruptedError
+
+    lease = tmp_path / "leases" / "me"
+    lease.parent.mkdir()
+    monkeypatch.setattr(resident_spark, "_LEASE", lease)
+    monkeypatch.setattr(resident_spark, "_HEAD", "icelake-1-2 3")
+    fencing.arm("the-run")
+    try:
+        with pytest.raises(DagsterExecutionInterruptedError):
+            with fencing.acting(), fencing.committing("rewrite_data_files"):
+                raise DagsterExecutionInterruptedError()  # Dagster's SIGINT handler, mid-procedure
+        lines = lease.read_text().splitlines()
+        assert "committing rewrite_data_files" in lines and any(x.startswith("fenced ") for x in lines)
+        fencing.arm("the next run")  # a new run in this process: nothing of it is committing
+        assert lease.read_text().splitlines() == ["icelake-1-2 3"]
+    finally:
+        fencing.arm("after the test")
+
+
 def test_committing_is_refused_once_fenced_without_a_resident(monkeypatch):
     monkeypatch.setattr(resident_spark, "_FENCED", None)  # this process's state, restored after
     assert resident_spark._LEASE is None and lease_fenced() is None

@@ -5,11 +5,11 @@ import os
 import time
 
 import pyarrow as pa
-from dagster import In, Nothing, OpExecutionContext, job, op
+from dagster import In, Nothing, OpExecutionContext, RetryPolicy, job, op
 from pyiceberg.catalog.sql import SqlCatalog
 
 from icelake_assets.maintenance.spark import fencing
-from icelake_assets.orchestration.assets.ops import stop_if_fenced
+from icelake_assets.orchestration.assets.commit_gate import no_retry_after_terminate, stop_if_fenced
 from icelake_assets.orchestration.resources import IcelakeResource
 
 WAREHOUSE_ENV = "ICELAKE_FENCING_TEST_WAREHOUSE"
@@ -64,3 +64,24 @@ def commit_loop(context: OpExecutionContext, icelake: IcelakeResource) -> None:
 @job(resource_defs={"icelake": IcelakeResource()})
 def committing():
     commit_loop()
+
+
+@op(retry_policy=RetryPolicy(max_retries=3, delay=30))
+def retried_commit_loop(context: OpExecutionContext, icelake: IcelakeResource) -> None:
+    """As the product's rewrite op: a retry policy, work guarded by no_retry_after_terminate, each
+    commit inside fencing.committing (where a terminate's interrupt lands most of the time)."""
+    table = catalog(os.environ[WAREHOUSE_ENV]).load_table(TABLE)
+    deadline = time.monotonic() + 60
+    n = 0
+    with no_retry_after_terminate(context), fencing.acting():
+        stop_if_fenced(context)
+        while time.monotonic() < deadline:
+            with fencing.committing("append"):
+                table.append(pa.table({"n": [n]}))
+                time.sleep(0.2)
+            n += 1
+
+
+@job(resource_defs={"icelake": IcelakeResource()})
+def retried_committing():
+    retried_commit_loop()

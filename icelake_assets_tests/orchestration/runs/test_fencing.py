@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -14,7 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, build_sensor_context, execute_job, job, reconstructable
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    build_sensor_context,
+    execute_job,
+    job,
+    reconstructable,
+)
 from dagster._core.events import EngineEventData
 
 from icelake_assets.orchestration.runs import housekeeping, model as run_model, recovery
@@ -115,9 +124,11 @@ def _commits_after(folder: Path, moment: float) -> list[int]:
     return [s.snapshot_id for s in table.snapshots() if s.timestamp_ms / 1000 > moment]
 
 
-def _committing_run(tmp_path: Path, instance: DagsterInstance) -> tuple[subprocess.Popen, str]:
+def _committing_run(
+    tmp_path: Path, instance: DagsterInstance, job_name: str = "committing"
+) -> tuple[subprocess.Popen, str]:
     fencing_jobs.create_table(str(tmp_path / "lake"))
-    worker = _worker(tmp_path, "committing")
+    worker = _worker(tmp_path, job_name)
     run_id = _started_run(instance, worker)
     deadline = time.monotonic() + 60
     while len(fencing_jobs.catalog(str(tmp_path / "lake")).load_table(fencing_jobs.TABLE).snapshots()) < 3:
@@ -152,6 +163,24 @@ def test_a_run_terminated_as_the_ui_does_it_ends_canceled_with_no_commit_after(t
         worker.wait(timeout=60)
         assert time.time() - asked < 30
         assert _commits_after(tmp_path / "lake", asked + _IN_FLIGHT_SECONDS) == []
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELED
+
+
+def test_a_terminate_through_the_code_servers_interrupt_is_never_retried(tmp_path):
+    """The UI's path (issue 50): Terminate marks the run CANCELING and the code server interrupts the
+    run worker's main thread (SIGINT, dagster's send_interrupt). Dagster turns an interrupt of an op
+    with a retry policy into a retry: the step went up for retry and the run stayed CANCELING for its
+    delay. Now the step fails without a retry, the run ends CANCELED within seconds, no commit after."""
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        worker, run_id = _committing_run(tmp_path, instance, "retried_committing")
+        instance.report_run_canceling(instance.get_run_by_id(run_id))  # what run_launcher.terminate does
+        worker.send_signal(signal.SIGINT)  # what the code server's cancel_execution does
+        asked = time.time()
+        worker.wait(timeout=60)
+        assert time.time() - asked < 30
+        assert _commits_after(tmp_path / "lake", asked + _IN_FLIGHT_SECONDS) == []
+        events = {r.event_log_entry.dagster_event_type for r in instance.get_records_for_run(run_id).records}
+        assert DagsterEventType.STEP_UP_FOR_RETRY not in events
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELED
 
 

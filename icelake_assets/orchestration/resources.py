@@ -107,7 +107,10 @@ class IcelakeResource(ConfigurableResource):
         if run is not None and context.instance is not None and not run.is_finished:
             fencing.arm(run.run_id)
             self._lease = RunLease(
-                context.instance, run.run_id, on_fenced=partial(fencing.fence, run.run_id)
+                context.instance,
+                run.run_id,
+                on_fenced=partial(fencing.fence, run.run_id),
+                on_renewed=fencing.lease_renewed,
             ).start()
             _ensure_max_runtime(context.instance, run)
 

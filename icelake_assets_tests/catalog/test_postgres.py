@@ -115,6 +115,16 @@ def instance(pg):
             yield inst
 
 
+def test_the_instance_storage_calls_carry_timeouts(instance):
+    """A hung statement must not hang a run worker's lease renewal (issue 50): the documented
+    storage settings give every connection a statement and a lock timeout."""
+    from sqlalchemy import text
+
+    with instance.run_storage.connect() as conn:
+        assert conn.execute(text("SHOW statement_timeout")).scalar() == "1min"
+        assert conn.execute(text("SHOW lock_timeout")).scalar() == "30s"
+
+
 def test_the_catalog_lives_in_postgres_and_discovery_finds_its_tables(lake):
     settings, ref, table = lake
     assert settings.catalogs[ref.catalog]["uri"].startswith("postgresql+psycopg2://")

@@ -27,9 +27,11 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 
 from icelake_assets.maintenance.spark import resident_spark
+from icelake_assets.planning.stale_runs import SELF_FENCE_SECONDS
 
 
 class RunFencedError(resident_spark.RunFencedError):
@@ -50,6 +52,7 @@ _state: dict[str, object] = {
     "canceled": False,
     "committing": None,
     "acting": 0,
+    "renewed": None,  # monotonic time of the run lease's last renewal (None: no run lease)
 }
 
 
@@ -63,9 +66,32 @@ def was_canceled() -> bool:
     return bool(_state["canceled"])
 
 
+def lease_renewed() -> None:
+    """The run's lease was renewed now (orchestration/runs/leases.py): its commits may go on for
+    ``SELF_FENCE_SECONDS``. The shared driver's lease is touched too, so the resident can tell a
+    worker that stopped renewing (paused by SIGSTOP, a frozen VM) while its procedure commits."""
+    _state["renewed"] = time.monotonic()
+    resident_spark.heartbeat()
+
+
+def lease_expired() -> str | None:
+    """Why the run's lease is past its self-fence deadline, read on this process's clock at the call
+    (not by a thread that a paused process has not run yet), or None."""
+    renewed = _state["renewed"]
+    if not isinstance(renewed, float):
+        return None
+    silent = time.monotonic() - renewed
+    return f"its lease was not renewed for {silent:.0f} s" if silent > SELF_FENCE_SECONDS else None
+
+
 def check(what: str) -> None:
     """Raise :class:`RunFencedError` if this process's run is fenced while one of its ops acts: call
-    immediately before a commit."""
+    immediately before a commit. A lease past its deadline fences the run here and now: a worker
+    resumed after a pause past its lease commits nothing, whatever its threads have done since."""
+    if _state["acting"] and (expired := lease_expired()) is not None:
+        armed = _state["armed"]
+        if isinstance(armed, str):
+            fence(armed, expired, canceled=False)
     reason = fenced()
     if reason is not None and _state["acting"]:
         raise RunFencedError(what, reason, was_canceled())
@@ -90,7 +116,7 @@ def arm(run_id: str) -> None:
     with _LOCK:
         if _state["armed"] == run_id:
             return  # a retry of the same run's step: its fence stands
-        _state.update(armed=run_id, reason=None, canceled=False, committing=None)
+        _state.update(armed=run_id, reason=None, canceled=False, committing=None, renewed=None)
     resident_spark.reset_fence()
 
 

@@ -1,7 +1,8 @@
 """The resident Spark driver's own process (``python -m icelake_assets.maintenance.spark.resident_driver``,
 started by resident_spark.attach): holds a SparkSession for the configuration read from stdin, cancels
 the job groups of leaseholders that die and, on every pass, of fenced leases (resident_spark.fence_lease),
-stops itself and its JVM at once when a leaseholder dies or is fenced while committing, and exits after
+stops itself and its JVM at once when a leaseholder dies, is fenced or stops renewing its run lease
+while committing, and exits after
 ``idle`` seconds without a lease or a job (or on SIGTERM)."""
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from icelake_assets.maintenance.spark.resident_spark import (
     FENCED,
     LEASES,
     POLL_S,
+    RENEWING,
     STATE_FILE,
     locked,
 )
+from icelake_assets.planning.stale_runs import SELF_FENCE_SECONDS
 from icelake_assets.processes import pid_alive
 
 # How often the resident sweeps while a lease of it is fenced: each job such a run submits is
@@ -40,6 +43,7 @@ class Lease:
     holder: str  # the PID of the resident it attached to
     busy: str | None  # "committing <what>" while committing
     fenced: str | None  # the reason, once fenced
+    renewing: bool = False  # its run lease's renewals beat it: its mtime is the last renewal
 
 
 def parse_lease(text: str) -> Lease:
@@ -47,7 +51,19 @@ def parse_lease(text: str) -> Lease:
     group, _, holder = head.strip().partition(" ")
     busy = next((line for line in rest if line.startswith(BUSY)), None)
     fenced = next((line[len(FENCED) :].strip() for line in rest if line.startswith(FENCED)), None)
-    return Lease(group, holder, busy, fenced)
+    return Lease(group, holder, busy, fenced, any(line.strip() == RENEWING for line in rest))
+
+
+def _silent(lease: Path, state: Lease, now: float) -> float | None:
+    """How long a renewing lease has not been renewed, when past the self-fence deadline (a holder
+    paused by SIGSTOP or a frozen VM, or a storage hanging its renewals: it cannot fence itself)."""
+    if not state.renewing:
+        return None
+    try:
+        silent = now - lease.stat().st_mtime
+    except OSError:
+        return None
+    return silent if silent > SELF_FENCE_SECONDS else None
 
 
 @dataclass
@@ -75,6 +91,11 @@ def _sweep_leases(folder: Path, owner: int, told: set[str]) -> _Sweep:
         except OSError:
             continue
         if alive:
+            silent = _silent(lease, state, time.time()) if state.holder == str(owner) else None
+            if silent is not None and state.busy:
+                sweep.doomed.append(
+                    f"PID {lease.name} stopped renewing its run lease ({silent:.0f} s) while {state.busy}"
+                )
             if state.fenced is None or state.holder != str(owner):
                 continue
             sweep.fenced = True

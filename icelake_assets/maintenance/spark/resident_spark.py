@@ -37,17 +37,28 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from icelake_assets.maintenance.spark import resident_identity as identity
+from icelake_assets.maintenance.spark import resident_identity as identity, resident_lease
+from icelake_assets.maintenance.spark.resident_lease import (  # re-exported: the lease is part of the API
+    BUSY as BUSY,
+    FENCED as FENCED,
+    RENEWING as RENEWING,
+    ResidentSparkError as ResidentSparkError,
+    RunFencedError as RunFencedError,
+    attached_lease as attached_lease,
+    committing as committing,
+    fence_lease as fence_lease,
+    heartbeat as heartbeat,
+    lease_fenced as lease_fenced,
+    reset_fence as reset_fence,
+)
 from icelake_assets.maintenance.spark.resident_probe import DRIVER_MODULE, kill_resident, probe, retire
 from icelake_assets.processes import host_identity, pid_alive
-from icelake_assets.types import IcelakeError
 
 STATE_FILE = "driver.json"
 LOG_FILE = "driver.log"
@@ -55,14 +66,6 @@ LEASES = "leases"
 BASE_ENV = "ICELAKE_SPARK_STATE_DIR"
 START_TIMEOUT_S = 180.0
 POLL_S = 0.5
-
-
-class ResidentSparkError(IcelakeError, RuntimeError):
-    """The resident Spark driver could not be started or reached."""
-
-
-class RunFencedError(ResidentSparkError):
-    """This run's lease on the shared driver is fenced (:func:`fence_lease`): it may not commit."""
 
 
 class ResidentDriverKilledError(ResidentSparkError):
@@ -110,7 +113,9 @@ def default_base() -> Path:
 
 
 # The resident's own code: an editable install keeps its version across changes to these files.
-RESIDENT_SOURCES = tuple(Path(__file__).with_name(n) for n in ("resident_driver.py", "resident_spark.py"))
+RESIDENT_SOURCES = tuple(
+    Path(__file__).with_name(n) for n in ("resident_driver.py", "resident_spark.py", "resident_lease.py")
+)
 
 
 @functools.cache
@@ -251,86 +256,6 @@ def _connect(driver: ResidentDriver):  # -> pyspark.sql.SparkSession
     return SparkSession(context, jsparkSession=shared.newSession())
 
 
-# This process's lease on a resident (set by attach): committing() and fence_lease() mark it.
-# A lease's first line: the run's job group and the PID of the resident it attached to (a lease left by
-# a run of an earlier resident, killed with its JVM, names that one: its work died with it). Then
-# "committing <what>" while committing() runs, and "fenced <reason>" once fence_lease() was called.
-_LEASE: Path | None = None
-_HEAD = ""
-_BUSY: str | None = None  # what committing() marks
-_FENCED: str | None = None  # why fence_lease() was called (also without a resident)
-_WRITING = threading.Lock()
-BUSY = "committing"
-FENCED = "fenced"
-
-
-def _write_lease() -> None:
-    """This process's lease as its state says, replaced at once (the resident never reads half)."""
-    if _LEASE is not None:
-        busy = "" if _BUSY is None else f"\n{BUSY} {_BUSY}"
-        fenced = "" if _FENCED is None else f"\n{FENCED} {_FENCED}"
-        tmp = _LEASE.parent.parent / f".lease.{os.getpid()}"  # not in leases/: the resident reads all there
-        identity.write_private(tmp, f"{_HEAD}{busy}{fenced}\n")
-        os.replace(tmp, _LEASE)
-
-
-def fence_lease(reason: str) -> None:
-    """This run must not commit any more (say, its run lease was lost): marks its lease fenced. The
-    resident cancels the run's Spark jobs on every pass from now on (each new job fails within a
-    fraction of a second), and stops itself and its JVM at once should the run be committing; and
-    :func:`committing` refuses to begin. Without a resident, only the latter. The first reason stays."""
-    global _FENCED
-    with _WRITING:
-        if _FENCED is None:
-            _FENCED = " ".join(reason.split()) or "fenced"
-        with contextlib.suppress(OSError):
-            _write_lease()
-
-
-def reset_fence() -> None:
-    """Forget the fence (a new run in this process: tests, Dagster's in-process execution)."""
-    global _FENCED, _BUSY
-    with _WRITING:
-        _FENCED = _BUSY = None
-        with contextlib.suppress(OSError):
-            _write_lease()
-
-
-def attached_lease() -> Path | None:
-    """This process's lease on a resident driver, or None (no resident: a driver of its own, or none)."""
-    return _LEASE
-
-
-def lease_fenced() -> str | None:
-    """Why this process's lease is fenced (:func:`fence_lease`), or None."""
-    return _FENCED
-
-
-@contextlib.contextmanager
-def committing(what: str) -> Iterator[None]:
-    """Marks this process's lease as committing while the block runs (nothing without a resident):
-    should the process die meanwhile, the resident stops before the work can commit again. Refused
-    (:class:`RunFencedError`) once this process is fenced."""
-    global _BUSY
-    if _FENCED is not None:
-        raise RunFencedError(f"this run is fenced ({_FENCED}): it may not begin {what}")
-    if _LEASE is None:
-        yield
-        return
-    with _WRITING:
-        before, _BUSY = _BUSY, what
-        _write_lease()
-    try:
-        yield
-    finally:
-        with _WRITING, contextlib.suppress(OSError):
-            # Fenced meanwhile (say, an interrupt): the mark stays until reset_fence, so the resident
-            # sees "committing + fenced" and stops the JVM before it commits finished groups.
-            if _FENCED is None:
-                _BUSY = before
-                _write_lease()
-
-
 def spark_runs_here() -> bool:
     """Whether this process already has a SparkContext (its own driver or an attached one)."""
     from pyspark import SparkContext
@@ -345,7 +270,6 @@ def attach(
     """A session of this process on the configuration's resident driver, started if none lives.
 
     Refused when this process already runs a Spark driver of its own (PySpark keeps one per process)."""
-    global _LEASE, _HEAD
     if spark_runs_here():
         raise ResidentSparkError("this process already has a SparkContext: use it instead")
     began = time.monotonic()
@@ -358,9 +282,7 @@ def attach(
             driver = _start(folder, conf, idle_seconds)
         leases = folder / LEASES
         leases.mkdir(exist_ok=True, mode=0o700)
-        with _WRITING:
-            _LEASE, _HEAD = leases / str(os.getpid()), f"{group} {driver.pid}"
-            _write_lease()
+        resident_lease.hold(leases / str(os.getpid()), f"{group} {driver.pid}")
     atexit.register(release, folder)
     try:
         session = _connect(driver)

@@ -110,7 +110,10 @@ class RunLease:
     The same thread watches the run every ``watch_seconds``: a run failed by someone else (the
     sensor's verdict), or terminated (CANCELING: the UI's Terminate, ``dagster/max_runtime``), is
     fenced through ``on_fenced(reason, canceled)`` (maintenance/spark/fencing.py) before its next commit; so
-    is a worker that could not renew its lease for ``SELF_FENCE_SECONDS``."""
+    is a worker that could not renew its lease for ``SELF_FENCE_SECONDS``: judged by a timer thread of
+    its own that makes no storage call (a storage call that hangs cannot delay it), and told after
+    every renewal through ``on_renewed`` (fencing checks the deadline again at each commit, so a
+    worker paused past it commits nothing when it resumes)."""
 
     def __init__(
         self,
@@ -119,12 +122,14 @@ class RunLease:
         renew_seconds: float = LEASE_RENEW_SECONDS,
         watch_seconds: float = WATCH_SECONDS,
         on_fenced: Callable[[str, bool], None] | None = None,
+        on_renewed: Callable[[], None] | None = None,
     ) -> None:
         self._instance = instance
         self._run_id = run_id
         self._renew_seconds = renew_seconds
         self._watch_seconds = min(watch_seconds, renew_seconds)
         self._on_fenced = on_fenced
+        self._on_renewed = on_renewed
         self._stop = threading.Event()
         self._host = socket.gethostname()
         self._identity = host_identity()
@@ -134,6 +139,7 @@ class RunLease:
         self._renewed = time.monotonic()
         self._fenced = False
         self._thread: threading.Thread | None = None
+        self._deadline: threading.Thread | None = None
 
     def _renew(self, released: bool = False) -> None:
         self._beat += 1
@@ -149,9 +155,12 @@ class RunLease:
         )
         try:
             _write(self._instance, self._run_id, lease)
-            self._renewed = time.monotonic()
         except Exception:  # the storage is down: the next renewal tries again
-            pass
+            return
+        self._renewed = time.monotonic()
+        if self._on_renewed is not None and not released:
+            with contextlib.suppress(Exception):  # telling must never kill the renewal
+                self._on_renewed()
 
     def start(self) -> RunLease:
         self._renew()
@@ -166,7 +175,20 @@ class RunLease:
             target=self._loop, name=f"icelake-lease-{self._run_id[:8]}", daemon=True
         )
         self._thread.start()
+        self._deadline = threading.Thread(
+            target=self._deadline_loop, name=f"icelake-lease-deadline-{self._run_id[:8]}", daemon=True
+        )
+        self._deadline.start()
         return self
+
+    def _deadline_loop(self) -> None:
+        """Fence the run once its lease went unrenewed past ``SELF_FENCE_SECONDS``, whatever the
+        renewing thread is blocked in (a storage call without an answer)."""
+        while not self._stop.wait(min(1.0, self._watch_seconds)):
+            silent = time.monotonic() - self._renewed
+            if silent > SELF_FENCE_SECONDS:
+                self._fence_for(f"its lease could not be renewed for {silent:.0f} s", canceled=False)
+                return
 
     def _loop(self) -> None:
         next_renewal = time.monotonic() + self._renew_seconds
@@ -175,9 +197,6 @@ class RunLease:
             if status in _FINISHED:  # the run ended: the lease has nothing left to say
                 self._renew(released=True)
                 return
-            silent = time.monotonic() - self._renewed
-            if silent > SELF_FENCE_SECONDS:
-                self._fence_for(f"its lease could not be renewed for {silent:.0f} s", canceled=False)
             if time.monotonic() >= next_renewal:
                 self._renew()
                 next_renewal = time.monotonic() + self._renew_seconds

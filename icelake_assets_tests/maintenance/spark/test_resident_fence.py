@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from icelake_assets.maintenance.spark import resident_spark
+from icelake_assets.maintenance.spark import resident_lease, resident_spark
 from icelake_assets.maintenance.spark.resident_probe import PROBE_TIMEOUT_S, probe
 from icelake_assets.maintenance.spark.resident_spark import (
     RunFencedError,
@@ -175,8 +175,8 @@ def test_an_interrupt_while_committing_leaves_the_lease_committing_and_fenced(tm
 
     lease = tmp_path / "leases" / "me"
     lease.parent.mkdir()
-    monkeypatch.setattr(resident_spark, "_LEASE", lease)
-    monkeypatch.setattr(resident_spark, "_HEAD", "icelake-1-2 3")
+    monkeypatch.setattr(resident_lease, "_LEASE", lease)
+    monkeypatch.setattr(resident_lease, "_HEAD", "icelake-1-2 3")
     fencing.arm("the-run")
     try:
         with pytest.raises(DagsterExecutionInterruptedError):
@@ -191,8 +191,8 @@ def test_an_interrupt_while_committing_leaves_the_lease_committing_and_fenced(tm
 
 
 def test_committing_is_refused_once_fenced_without_a_resident(monkeypatch):
-    monkeypatch.setattr(resident_spark, "_FENCED", None)  # this process's state, restored after
-    assert resident_spark._LEASE is None and lease_fenced() is None
+    monkeypatch.setattr(resident_lease, "_FENCED", None)  # this process's state, restored after
+    assert resident_lease._LEASE is None and lease_fenced() is None
     with committing("expire_snapshots"):
         pass
     fence_lease("its run lease\nwas lost")
@@ -229,3 +229,28 @@ def test_the_driver_folder_changes_with_the_code_version(tmp_path, monkeypatch):
         resident_spark.code_version.cache_clear()
     assert len({before, upgraded, one, edited}) == 4
     assert driver_folder(conf, tmp_path) == before
+
+
+def test_a_holder_that_stopped_renewing_while_committing_dooms_the_driver(tmp_path):
+    """A run worker paused by SIGSTOP (or whose storage hangs) cannot fence itself, and its procedure
+    goes on committing in the resident's JVM: the resident judges the lease's renewals (its mtime,
+    beaten by the run lease) and stops the JVM when they stopped while it commits."""
+    import os
+
+    from icelake_assets.maintenance.spark.resident_driver import _sweep_leases
+    from icelake_assets.planning.stale_runs import SELF_FENCE_SECONDS
+
+    leases = tmp_path / "leases"
+    leases.mkdir()
+    me, owner = str(os.getpid()), 4242
+    lease = leases / me
+    lease.write_text(f"group-1 {owner}\ncommitting rewrite_data_files\nrenewing\n")
+    assert _sweep_leases(tmp_path, owner, set()).doomed == []  # renewed just now
+    old = time.time() - SELF_FENCE_SECONDS - 5
+    os.utime(lease, (old, old))
+    [doomed] = _sweep_leases(tmp_path, owner, set()).doomed
+    assert doomed.startswith(f"PID {me} stopped renewing its run lease (6") and "rewrite_data_files" in doomed
+    # A lease no run lease beats (the CLI, a test) is judged by its holder's life alone.
+    lease.write_text(f"group-1 {owner}\ncommitting rewrite_data_files\n")
+    os.utime(lease, (old, old))
+    assert _sweep_leases(tmp_path, owner, set()).doomed == []

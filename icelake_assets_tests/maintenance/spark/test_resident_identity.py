@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from icelake_assets.maintenance.spark import resident_spark
+from icelake_assets.maintenance.spark import resident_lease
 from icelake_assets.maintenance.spark.resident_identity import KEY_FILE, host_key, private_open
 from icelake_assets.maintenance.spark.resident_spark import code_version, driver_folder, locked
 from icelake_assets.processes import host_identity
@@ -80,9 +80,9 @@ def test_folders_are_0700_and_files_0600(tmp_path, no_umask, monkeypatch):
     assert _mode(base) == 0o700 and _mode(folder) == 0o700
     assert _mode(folder / "lock") == 0o600 and _mode(base / KEY_FILE) == 0o600
     (folder / "leases").mkdir(mode=0o700)
-    monkeypatch.setattr(resident_spark, "_LEASE", folder / "leases" / "1")
-    monkeypatch.setattr(resident_spark, "_HEAD", "group 1")
-    resident_spark._write_lease()
+    monkeypatch.setattr(resident_lease, "_LEASE", folder / "leases" / "1")
+    monkeypatch.setattr(resident_lease, "_HEAD", "group 1")
+    resident_lease._write_lease()
     assert _mode(folder / "leases" / "1") == 0o600
     with private_open(folder / "driver.log", "ab") as log:  # as the driver's log is opened
         log.write(b"x")

@@ -360,3 +360,25 @@ def describe(err: BaseException) -> str:
     if err.__cause__ is None or (cause.message and cause.message in outer):
         return outer
     return f"{outer} (caused by {cause})"
+
+
+class RedactedCause(Exception):
+    """An error as it may be recorded: the original class's name and its redacted message
+    (:func:`describe`) and its traceback (where it was raised: file, line, code; no values), with no
+    chain of its own. A Failure raised ``from RedactedCause.of(err)`` keeps the cause for debugging in
+    Dagster's event log, which records every exception of a chain with its message (``__cause__``, and
+    ``__context__`` unless suppressed), without the secrets ``err``'s chain may carry (a JDBC URL, an
+    S3A key, an OAuth response)."""
+
+    @classmethod
+    def of(cls, err: BaseException) -> RedactedCause:
+        if isinstance(err, RedactedCause):
+            return err
+        try:
+            told = describe(err)
+        except Exception:  # a cause that cannot be read (py4j's gateway gone) is told by its class
+            told = type(err).__name__
+        stand_in = cls(told).with_traceback(err.__traceback__)
+        stand_in.__cause__ = stand_in.__context__ = None
+        stand_in.__suppress_context__ = True
+        return stand_in

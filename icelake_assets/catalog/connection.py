@@ -14,6 +14,7 @@ from icelake_assets.settings import (
     Settings,
     is_safe_key,
     leaf_items,
+    redact_message,
     redact_value,
     uri_secrets,
 )
@@ -77,11 +78,12 @@ _INPUT_ECHO = re.compile(r"\s*\[type=[^\]]*?, input_value=.*$")
 
 def error_text(err: BaseException, props: dict[str, str], limit: int = 600) -> str:
     """A driver's or pyiceberg's error as one line for a report: its type and message (multi-line
-    messages joined, help links and echoed input dropped), secrets of ``props`` redacted."""
+    messages joined, help links and echoed input dropped), secrets of ``props`` redacted, and every
+    other secret the product knows or can tell by its shape (settings/redaction.py redact_message)."""
     lines = [_INPUT_ECHO.sub("", line).strip() for line in str(err).splitlines()]
     message = " ".join(line for line in lines if line and not _NOISE.match(line))
     text = f"{type(err).__name__}: {message}" if message else type(err).__name__
-    text = redact_text(text, props)
+    text = redact_message(redact_text(text, props))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

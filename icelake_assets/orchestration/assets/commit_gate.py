@@ -11,6 +11,7 @@ from dagster import Failure, OpExecutionContext
 
 from icelake_assets import private_api
 from icelake_assets.catalog.connection import TableRef
+from icelake_assets.causes import RedactedCause
 from icelake_assets.maintenance.spark import fencing
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.runs.model import earlier_run_maintaining, stopped_run_may_commit
@@ -78,9 +79,10 @@ def stop_if_fenced(context: OpExecutionContext, err: BaseException | None = None
     # A Failure that allows no retry, also when terminated: Dagster turns an interrupt raised in an op
     # with a retry policy into a retry, and the run stayed CANCELING until it came. A run that is
     # CANCELING with a failed step ends CANCELED.
-    raise Failure(
-        description=f"this run stops before its next commit: {reason}", allow_retries=False
-    ) from err
+    # Dagster's event log keeps a chain's messages: the stopped work's error is told redacted (causes.py).
+    raise Failure(description=f"this run stops before its next commit: {reason}", allow_retries=False) from (
+        RedactedCause.of(err) if err is not None else None
+    )
 
 
 @contextlib.contextmanager

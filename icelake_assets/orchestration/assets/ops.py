@@ -4,12 +4,13 @@ them into the group's graph), with the retry of failed partitions and the one-ru
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
 from dagster import (
     AssetObservation,
+    DagsterError,
     DagsterEventType,
     Failure,
     In,
@@ -19,6 +20,7 @@ from dagster import (
     OpExecutionContext,
     Out,
     RetryPolicy,
+    RetryRequested,
     op,
 )
 from pyiceberg.table import Table
@@ -30,7 +32,7 @@ from icelake_assets.catalog.connection import (
     current_snapshot_id as _current_snapshot_id,
 )
 from icelake_assets.catalog.discovery import DiscoveredTable
-from icelake_assets.causes import describe, root_cause
+from icelake_assets.causes import RedactedCause, describe, root_cause
 from icelake_assets.maintenance.results.base import OpResult
 from icelake_assets.maintenance.results.codec import decode_result, encode
 from icelake_assets.maintenance.spark import fencing
@@ -48,7 +50,7 @@ from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import RUN_STATE_IO_MANAGER, IcebergSparkResource, IcelakeResource
 from icelake_assets.orchestration.runs.run_tags import failure_tags, named_tables
 from icelake_assets.orchestration.tables.table_groups import TableGroup
-from icelake_assets.settings import Policy
+from icelake_assets.settings import Policy, redact_message
 
 # Metadata of a retry request: each table's outcome of the attempt that asks for the retry.
 ATTEMPT_METADATA = "icelake/attempt_outcomes"
@@ -63,9 +65,36 @@ def load_table_of_run(icelake: IcelakeResource, ref: TableRef, context: OpExecut
         # Its kind by the cause's class (causes.py): a catalog down is an outage, a catalog refusing the
         # maintenance identity (401) is "auth", which counts as the table's failure once repeated.
         kind = root_cause(err).kind if isinstance(err, CatalogUnavailableError) else None
+        # Its message hides the catalog's own secrets only (catalog/connection.error_text), not the
+        # other secrets a driver's error may echo; the chain's messages (the driver's error under a
+        # TableUnreadableError) none: both are told redacted (causes.py).
+        told = redact_message(str(err))
         if kind is not None and context is not None:
-            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), kind, str(err)))
-        raise Failure(description=str(err), allow_retries=kind == "outage") from err
+            context.instance.add_run_tags(context.run_id, failure_tags(str(ref), kind, told))
+        raise Failure(description=told, allow_retries=kind == "outage") from RedactedCause.of(err)
+
+
+@contextlib.contextmanager
+def _errors_told_redacted() -> Iterator[None]:
+    """What an op raises reaches Dagster's event log, which keeps every message of an exception's chain:
+    a Failure goes on from a redacted stand-in of its cause (causes.RedactedCause); an error our code
+    did not catch becomes a Failure told as causes.py tells it. Retries stay Dagster's: an uncaught
+    error is retried under the op's retry policy (allow_retries), a DagsterError is not."""
+    try:
+        yield
+    except RetryRequested:
+        raise
+    except Failure as failure:
+        if failure.__cause__ is not None or not failure.__suppress_context__:
+            chained = failure.__cause__ or failure.__context__
+            failure.__cause__ = RedactedCause.of(chained) if chained is not None else None
+            failure.__suppress_context__ = True
+        raise
+    except Exception as err:
+        stand_in = RedactedCause.of(err)
+        raise Failure(
+            description=str(stand_in), allow_retries=not isinstance(err, DagsterError)
+        ) from stand_in
 
 
 def selected_tables(context: OpExecutionContext, group: TableGroup) -> list[DiscoveredTable]:
@@ -189,7 +218,7 @@ class TableOpStep:
     ) -> RunStates:
         """Every table of the run not failed before, in turn; then the retry, if one asked for it. A
         fenced run stops here (no table's error is caught for it) and asks for no retry."""
-        with no_retry_after_terminate(context):
+        with no_retry_after_terminate(context), _errors_told_redacted():
             stop_if_fenced(context)
             states = self._each_table(context, icelake, icelake_spark, states)
             stop_if_fenced(context)
@@ -302,10 +331,10 @@ class TableOpStep:
             cause = root_cause(err)
             # A pre-flight refusal (nothing committed) is told in its own words, naming the table.
             refused = isinstance(err, PreflightError)
-            said = str(err) if refused else f"{ref} {self.name} failed: {cause}"
-            tag = str(err) if refused else str(cause)
+            said = redact_message(str(err)) if refused else f"{ref} {self.name} failed: {cause}"
+            tag = said if refused else str(cause)
             context.instance.add_run_tags(context.run_id, failure_tags(str(ref), cause.kind, tag))
-            raise Failure(description=said, allow_retries=False) from err
+            raise Failure(description=said, allow_retries=False) from RedactedCause.of(err)
         finally:
             spark.untag()
 

@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
@@ -55,6 +55,8 @@ class SparkCluster:
     master_url: str  # spark://127.0.0.1:<port>
     web_url: str  # the master's web UI (its /json/ lists workers and applications)
     work_dir: Path  # the worker's folder: one app-*/<executor>/stderr per executor it ran
+    # spark.authenticate.secret of the master and the worker (None: unauthenticated)
+    secret: str | None = field(default=None, repr=False)
 
     def state(self) -> dict:
         with urllib.request.urlopen(self.web_url + "/json/", timeout=5) as resp:
@@ -71,10 +73,11 @@ def _alive_workers(web_url: str) -> int:
 
 @contextmanager
 def spark_standalone_cluster(
-    cores: int = 1, memory: str = "1g", timeout: float = 60
+    cores: int = 1, memory: str = "1g", timeout: float = 60, secret: str | None = None
 ) -> Iterator[SparkCluster]:
     """A master and one worker started with the wheel's bin/spark-class; yields once the worker
-    registered with the master."""
+    registered with the master. With ``secret``, both authenticate (spark.authenticate): a driver must
+    have the same spark.authenticate.secret, which the worker hands to its executors."""
     spark_home = Path(pyspark.__file__).parent
     spark_class = spark_home / "bin" / "spark-class"
     if not spark_class.exists() or shutil.which("java") is None:
@@ -113,6 +116,13 @@ def spark_standalone_cluster(
             str(folder / "work"),
         ],
     }
+    if secret is not None:  # a properties file (0600), not -D options anyone can read in ps
+        properties = folder / "spark-auth.properties"
+        fd = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"spark.authenticate true\nspark.authenticate.secret {secret}\n")
+        for args in commands.values():
+            args += ["--properties-file", str(properties)]
     procs: list[subprocess.Popen] = []
     logs = [folder / f"{name}.log" for name in commands]
     try:
@@ -131,7 +141,7 @@ def spark_standalone_cluster(
         wait_until_ready(
             "the Spark worker's registration", lambda: _alive_workers(web_url) >= 1, timeout, procs, logs
         )
-        yield SparkCluster(master_url, web_url, folder / "work")
+        yield SparkCluster(master_url, web_url, folder / "work", secret)
     finally:
         for proc in reversed(procs):
             stop_process_group(proc)

@@ -55,7 +55,7 @@ def error_body(tool: str, err: BaseException) -> dict[str, Any]:
 
 def secret_values(settings: Settings) -> tuple[str, ...]:
     """Every value of the settings that is a secret (catalog and Spark properties not known to be
-    safe, agents' tokens), longest first: results and audit records show them as ***."""
+    safe, agents' tokens, the Spark cluster's secret), longest first: results and audit records show them as ***."""
     found: list[str] = []
     for name in settings.catalogs:
         props = settings.catalog_properties(name)
@@ -64,4 +64,5 @@ def secret_values(settings: Settings) -> tuple[str, ...]:
             found += uri_secrets(text) if is_safe_key(str(path[-1])) else [text]
     found += [v for k, v in settings.spark.config.items() if not is_safe_key(k)]
     found += [a.token for a in settings.agents.values() if a.token]
+    found += [settings.spark.auth_secret] if settings.spark.auth_secret else []
     return tuple(sorted({v for v in found if len(v) >= 6}, key=len, reverse=True))

@@ -43,7 +43,6 @@ _SAFE_KEYS = frozenset(
         "scope",
         "audience",
         "resource",
-        "oauth2-server-uri",
         "cache-enabled",
         "clients",
         "jdbc.busy_timeout",
@@ -256,13 +255,12 @@ def literal_secrets(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:
                     for path, v in leaf_items(props)
                     if _is_literal_secret(str(path[-1]), v, unknown_is_secret=True)
                 ]
-    spark = data.get("spark")
-    if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
-        found += [
-            ("spark", "config", k)
-            for k, v in spark["config"].items()
-            if _is_literal_secret(str(k), v, unknown_is_secret=False)
-        ]
+    spark: Mapping[str, Any] = data["spark"] if isinstance(data.get("spark"), Mapping) else {}
+    config: Mapping[str, Any] = spark["config"] if isinstance(spark.get("config"), Mapping) else {}
+    # spark.config, and auth_secret (the cluster's spark.authenticate.secret)
+    entries: list[tuple[Any, ...]] = [(("spark", "config", k), k, v) for k, v in config.items()]
+    entries.append((("spark", "auth_secret"), "auth_secret", spark.get("auth_secret")))
+    found += [path for path, k, v in entries if _is_literal_secret(str(k), v, unknown_is_secret=False)]
     agents = data.get("agents")
     if isinstance(agents, Mapping):  # an agent's bearer token (icelake mcp --http)
         found += [
@@ -333,6 +331,8 @@ def settings_secrets(data: Mapping[str, Any]) -> list[str]:
     spark = data.get("spark")
     if isinstance(spark, Mapping) and isinstance(spark.get("config"), Mapping):
         pairs += [(str(k), v) for k, v in spark["config"].items()]
+    if isinstance(spark, Mapping):
+        pairs.append(("auth_secret", spark.get("auth_secret")))
     agents = data.get("agents")
     if isinstance(agents, Mapping):
         pairs += [("token", a.get("token")) for a in agents.values() if isinstance(a, Mapping)]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from icelake_assets.dagster_rules import (
     is_valid_cron_string,
@@ -65,6 +65,18 @@ class TableSelection(StrictModel):
     exclude: tuple[str, ...] = ()
 
 
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: executors in the driver's JVM."""
+    return master == "local" or master.startswith("local[")
+
+
+def needs_shared_secret(master: str) -> bool:
+    """Whether Spark's authentication needs a secret from the settings with this master: every cluster
+    master but YARN and Kubernetes, where Spark makes one per application and hands it to its executors
+    (Spark Connect, ``sc://``, is refused where Spark is configured: maintenance/spark/session.py)."""
+    return not (is_local_master(master) or master == "yarn" or master.startswith(("k8s://", "sc://")))
+
+
 SPARK_SESSION_ENV = "ICELAKE_SPARK_SESSION"
 SparkSessionMode = Literal["shared", "per_run"]
 
@@ -89,6 +101,42 @@ class SparkSettings(StrictModel):
     session: SparkSessionMode = Field(default_factory=_default_session)  # type: ignore[arg-type]
     # The shared driver exits after this long with no run attached.
     idle_minutes: float = Field(10.0, gt=0, le=24 * 60)
+    # With a cluster master, the driver, master and executors authenticate each other (spark.authenticate)
+    # with ``auth_secret``, the cluster's own spark.authenticate.secret: a ${VAR} reference (a literal is
+    # refused; docs/scaling.md). false: unauthenticated, unsafe (whoever reaches the cluster's ports runs
+    # code as the product). YARN and Kubernetes make a secret per application: none is needed there.
+    authenticate: bool = True
+    auth_secret: str | None = Field(None, repr=False, validate_default=True)
+
+    @field_validator("auth_secret")
+    @classmethod
+    def _auth_secret(cls, v: str | None, info: ValidationInfo) -> str | None:
+        config = info.data.get("config") or {}
+        master = config.get("spark.master", info.data.get("master", ""))
+        if not info.data.get("authenticate", True):
+            if v is not None:
+                raise ValueError("set while spark.authenticate is false: remove one of them")
+            return v
+        if v is not None and len(v) < 16:
+            raise ValueError("must be at least 16 characters (a ${VAR} holding a random secret)")
+        if v is None and needs_shared_secret(master) and "spark.authenticate.secret" not in config:
+            raise ValueError(
+                f"required with the cluster master {master!r}: the driver, master and executors "
+                "authenticate with a shared secret; write auth_secret: ${ICELAKE_SPARK_SECRET} and start "
+                "the cluster with the same secret (docs/scaling.md), or set spark.authenticate: false "
+                "(unsafe: whoever reaches the cluster's ports runs code as the product)"
+            )
+        return v
+
+    @field_validator("config")
+    @classmethod
+    def _config_authenticate(cls, v: dict[str, str]) -> dict[str, str]:
+        if v.get("spark.authenticate", "true").lower() != "true":
+            raise ValueError(
+                "spark.authenticate: set spark.authenticate: false in the spark section (unsafe), "
+                "not in spark.config"
+            )
+        return v
 
 
 class AuditSettings(StrictModel):

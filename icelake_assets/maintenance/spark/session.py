@@ -10,6 +10,7 @@ from pathlib import Path
 from icelake_assets.catalog.spark_catalog import catalog_type, spark_catalog_conf
 from icelake_assets.catalog.spark_storage import s3a_options, uses_s3
 from icelake_assets.settings import Settings, public_properties
+from icelake_assets.settings.schema import is_local_master
 from icelake_assets.types import IcelakeError
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
@@ -43,11 +44,9 @@ _S3_FILE_IO_PROVIDED = ("iceberg-aws-bundle",)
 # in the driver's JVM, so loopback is all it needs.
 LOOPBACK = "127.0.0.1"
 DRIVER_ADDRESS_KEYS = ("spark.driver.host", "spark.driver.bindAddress")
-
-
-def is_local_master(master: str) -> bool:
-    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: executors in the driver's JVM."""
-    return master == "local" or master.startswith("local[")
+# Spark's shared secret (settings spark.auth_secret): never in resource config, Spark redacts it in its UI
+# and logs, and a standalone worker hands it to its executors in their environment, not their command line.
+AUTH_SECRET_KEY = "spark.authenticate.secret"
 
 
 # Spark options that hold lists: a user's value is appended to the product's, never replaces it.
@@ -172,6 +171,10 @@ def spark_config(
     master = settings.spark.config.get("spark.master", settings.spark.master)
     if is_local_master(master) and not any(k in settings.spark.config for k in DRIVER_ADDRESS_KEYS):
         conf.update(dict.fromkeys(DRIVER_ADDRESS_KEYS, LOOPBACK))
+    # A cluster's driver, master and executors authenticate each other (the settings refuse a cluster
+    # master without a secret unless spark.authenticate is false): the flag is shown, the secret is not.
+    if settings.spark.authenticate and not is_local_master(master):
+        conf["spark.authenticate"] = "true"
     jars = [jar for jar, _, _ in _DRIVERS.values() if os.path.exists(jar)]
     user_jars = settings.spark.config.get("spark.jars", "")
     s3_file_io = _provides(_S3_FILE_IO_PROVIDED, settings.spark.packages, user_jars)
@@ -197,6 +200,8 @@ def spark_config(
         conf["spark.executor.extraJavaOptions"] = "-Djava.library.path=" + ":".join(jni)
     # What comes from the settings (catalog properties, spark.config) may carry secrets; the above is ours.
     derived: dict[str, str] = _shared_hadoop_options(s3_catalogs) if s3_catalogs else {}
+    if "spark.authenticate" in conf and settings.spark.auth_secret:
+        derived[AUTH_SECRET_KEY] = settings.spark.auth_secret  # from the environment, added at runtime
     for catalog_conf in catalogs.values():
         derived.update(catalog_conf)
     derived.update(settings.spark.config)

@@ -25,7 +25,12 @@ def _settings(tmp_path, monkeypatch):
                     "uri": "postgresql+psycopg2://ice:${PG_PASSWORD}@db:5432/lake",
                 }
             },
-            "spark": {"master": "spark://m:7077", "config": {"spark.executor.memory": "4g"}},
+            # Not about Spark's authentication (settings/test_spark_authentication.py): opted out.
+            "spark": {
+                "master": "spark://m:7077",
+                "authenticate": False,
+                "config": {"spark.executor.memory": "4g"},
+            },
         },
         str(tmp_path / "icelake.yaml"),
         tmp_path,
@@ -296,7 +301,7 @@ def test_a_local_driver_listens_on_loopback_a_cluster_driver_as_the_user_says(
     settings = parse_settings(
         {
             "catalogs": {"c": {"type": "sql", "uri": "sqlite:///c.db"}},
-            "spark": {"master": master, "config": config},
+            "spark": {"master": master, "config": config, "authenticate": False},
         },
         str(tmp_path / "icelake.yaml"),
         tmp_path,

@@ -41,7 +41,12 @@ def cmd_health(args: argparse.Namespace) -> int:
 
     A catalog or table that cannot be read is an error for itself only: every other table is
     reported, then one error line per problem, and the exit status is 2. Otherwise exit status 1
-    when ``--fail-on`` is given and a finding reaches that severity (for CI and cron)."""
+    when ``--fail-on`` is given and a finding reaches that severity (for CI and cron).
+    ``--partitions``: one table's unhealthy partitions instead (operate/partition_health.py)."""
+    if args.partitions:
+        from icelake_assets.operate.partition_health import cmd_partition_health
+
+        return cmd_partition_health(args)
     from icelake_assets.catalog.connection import CatalogUnavailableError, open_catalog
     from icelake_assets.catalog.discovery import DiscoveryProblem
     from icelake_assets.health.cache import ManifestCache, default_cache_path
@@ -261,7 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--overview", action="store_true", help="rank tables and partitions by the benefit of maintenance"
     )
-    p.add_argument("--top", type=int, default=20, help="partitions shown by --overview (default 20)")
+    p.add_argument(
+        "--partitions",
+        action="store_true",
+        help="list the table's unhealthy partitions (Dagster keys) with their failing checks and numbers",
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=20,
+        help="partitions shown by --overview, worst per check of --partitions (20)",
+    )
     p.add_argument("--fail-on", choices=["warn", "error"], help="exit 1 when a finding reaches this severity")
     p.add_argument("--json", action="store_true", help="print the findings as JSON (icelake.health/v1)")
     p.set_defaults(func=cmd_health)
@@ -278,7 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp (bearer tokens)"
     )
-    p.add_argument("--host", default="127.0.0.1", help="the HTTP address (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the HTTP address, loopback only: 127.0.0.1 (default), ::1, localhost",
+    )
     p.add_argument("--port", type=int, default=0, help="the HTTP port (default 0: a free port, printed)")
     p.add_argument(
         "--dagster-url",

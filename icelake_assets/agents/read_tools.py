@@ -1,9 +1,10 @@
 """The read tools of ``icelake mcp``: each returns the JSON document the matching ``icelake … --json``
-command prints (operate/: ``icelake.health/v1``, ``icelake.plan/v1``, ``icelake.policy/v1``,
-``icelake.audit/v1``), computed by the same functions; two documents have no command of their own:
-``icelake.statistics/v1`` (a table's column statistics from its metadata and Puffin files) and the
-overview's ``benefit`` (what past maintenance runs bought, from the Dagster instance). No tool scans
-data or runs SQL: metadata, manifests, Puffin footers and the audit table only."""
+command prints (operate/: ``icelake.health/v1``, ``icelake.partition_health/v1``, ``icelake.plan/v1``,
+``icelake.policy/v1``, ``icelake.audit/v1``), computed by the same functions; two documents have no
+command of their own: ``icelake.statistics/v1`` (a table's column statistics from its metadata and
+Puffin files) and the overview's ``benefit`` (what past maintenance runs bought, from the Dagster
+instance). No tool scans data or runs SQL: metadata, manifests, Puffin footers and the audit table
+only."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.operate.audit_view import AuditTrail, parse_since, read_trail
 from icelake_assets.operate.commands import health_json, policy_json
 from icelake_assets.operate.names import parse_table
+from icelake_assets.operate.partition_health import DEFAULT_TOP, partition_health_json, read_partition_health
 from icelake_assets.operate.plan import plan_table
 from icelake_assets.operate.table_health import table_health
 from icelake_assets.policies import EffectivePolicy, format_value, resolve_policy
@@ -107,6 +109,13 @@ def table_findings(settings: Settings, table: str) -> JsonDocument:
             if v.key.startswith(prefixes)
         ]
     return doc
+
+
+def partition_health(settings: Settings, table: str, top: int = DEFAULT_TOP) -> JsonDocument:
+    """``icelake health TABLE --partitions --json`` (icelake.partition_health/v1): the table's
+    unhealthy partitions by Dagster key, their failing checks and numbers, the worst per check."""
+    report, dimensions, snapshot_id = read_partition_health(settings, table_ref(settings, table), top=top)
+    return partition_health_json(report, dimensions, snapshot_id)
 
 
 def plan(settings: Settings, table: str, orphans: bool = False) -> JsonDocument:
@@ -226,6 +235,7 @@ __all__ = [
     "lake_health",
     "list_tables",
     "overview",
+    "partition_health",
     "plan",
     "policy",
     "table_findings",

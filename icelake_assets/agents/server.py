@@ -24,7 +24,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent, Tool as MCPTool
 
 from icelake_assets.agents import guardrails, read_tools
 from icelake_assets.agents.errors import error_body, secret_values
@@ -36,6 +36,9 @@ from icelake_assets.types import IcelakeError
 
 AGENT_ENV = "ICELAKE_AGENT"
 DOCS = ("health.md", "loop.md")
+# The hosts --http may bind: loopback only, and only the names the SDK guards against DNS rebinding
+# (it checks the Host and Origin headers of every request for these three).
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def docs_folder() -> Path:
@@ -66,7 +69,6 @@ class IcelakeMCP(MCPServer[Any]):
         self.stdio_identity = identity  # None over HTTP: each request's token names the caller
         self.dagster_url = dagster_url
         self._secrets = secret_values(settings)
-        self._schemas: dict[str, set[str]] = {}
 
     def identity(self) -> str:
         token = get_access_token()
@@ -74,25 +76,28 @@ class IcelakeMCP(MCPServer[Any]):
             return token.client_id
         return self.stdio_identity or guardrails.ANONYMOUS
 
+    async def list_tools(self) -> list[MCPTool]:
+        """The caller's tools: over HTTP one server holds the write tool when any agent may write, and
+        an identity that may not write neither sees it nor calls it (as over stdio)."""
+        may_write = guardrails.may_write(self.lake, self.identity())
+        return [t for t in await super().list_tools() if may_write or _reads(t)]
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult:  # never an InputRequiredResult: no tool asks for input
-        if not self._schemas:
-            self._schemas = {
-                t.name: set(t.input_schema.get("properties", {})) for t in await self.list_tools()
-            }
         who = self.identity()
         try:
-            if name not in self._schemas:
+            schemas = {t.name: set(t.input_schema.get("properties", {})) for t in await self.list_tools()}
+            if name not in schemas:  # a tool of another identity is as unknown as one that does not exist
                 raise UnknownName(
-                    "unknown_tool", f"unknown tool {name!r} (tools: {', '.join(sorted(self._schemas))})"
+                    "unknown_tool", f"unknown tool {name!r} (tools: {', '.join(sorted(schemas))})"
                 )
-            unknown = sorted(set(arguments) - self._schemas[name])
+            unknown = sorted(set(arguments) - schemas[name])
             if unknown:
                 raise UnknownName(
                     "unknown_argument",
                     f"unknown argument(s) {', '.join(map(repr, unknown))} of {name} "
-                    f"(arguments: {', '.join(sorted(self._schemas[name])) or 'none'})",
+                    f"(arguments: {', '.join(sorted(schemas[name])) or 'none'})",
                 )
             token = guardrails.CALLER.set(who)
             try:
@@ -162,6 +167,10 @@ class IcelakeMCP(MCPServer[Any]):
             print(f"icelake mcp: warning: the call was not audited: {done.log_error}", file=sys.stderr)
 
 
+def _reads(tool: MCPTool) -> bool:
+    return tool.annotations is not None and tool.annotations.read_only_hint is True
+
+
 class UnknownName(IcelakeError, LookupError):
     """A tool or argument the server does not know (``kind`` names which)."""
 
@@ -211,15 +220,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def loopback(host: str) -> str:
+    """``host`` when it is one of LOOPBACK_HOSTS; any other address refused, naming it."""
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(
+            f"--host {host}: icelake mcp --http serves on loopback only ({', '.join(LOOPBACK_HOSTS)}); "
+            "reach it from another host through an SSH tunnel or a proxy that terminates TLS"
+        )
+    return host
+
+
 def serve_http(settings: Settings, dagster_url: str, host: str, port: int) -> None:
-    """Streamable HTTP at http://host:port/mcp; every request needs a bearer token of an agent."""
+    """Streamable HTTP at http://host:port/mcp on loopback; every request needs a bearer token of an agent."""
+    loopback(host)
     if not any(a.token for a in settings.agents.values()):
         raise ValueError(
             f"--http needs an agent with a token in {settings.source} (agents.<name>.token: ${{VAR}}): "
             "every HTTP request names its agent by its bearer token"
         )
     port = port or free_port()
-    base = f"http://{host}:{port}"
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     server = IcelakeMCP(
         settings,
         None,
@@ -237,6 +257,8 @@ def cmd_mcp(config: str | None, agent: str | None, http: bool, host: str, port: 
     from icelake_assets.settings import load_settings
     from icelake_assets.settings.asset_keys import use_asset_keys
 
+    if http:  # before the settings load: nothing is opened for a server that will not start
+        loopback(host)
     settings = load_settings(config)
     use_asset_keys(settings.asset_keys)
     if http:

@@ -39,6 +39,17 @@ def register_tools(server: MCPServer[Any], s: Settings, write: bool, dagster_url
         return read_tools.table_findings(s, table)
 
     @server.tool(annotations=READ)
+    def partition_health(
+        table: Table,
+        top: Annotated[int, Field(description="the worst partitions listed per check", ge=1, le=1000)] = 20,
+    ) -> JsonDocument:
+        """The table's unhealthy partitions by Dagster partition key (what a backfill selects), each
+        with its failing checks (small_files, delete_files, layout_drift) and their numbers, and per
+        check how many partitions fail and the worst ones (icelake.partition_health/v1, as
+        `icelake health TABLE --partitions --json`)."""
+        return read_tools.partition_health(s, table, top)
+
+    @server.tool(annotations=READ)
     def plan(
         table: Table,
         orphans: Annotated[bool, Field(description="also list storage for orphan files (slower)")] = False,

@@ -20,11 +20,20 @@ from icelake_assets.planning.decision import Evaluation
 from icelake_assets.settings import Policy
 
 
-def delete_severity(stats: TableStats, policy: Policy) -> Severity:
+def ratio_of(part: int, whole: int) -> float:
+    """``part`` per ``whole`` (TableStats' rule for its delete ratios): any part of nothing is 1."""
+    return part / whole if whole else float(part > 0)
+
+
+def grade_deletes(file_ratio: float, record_ratio: float, policy: Policy) -> Severity:
+    """The delete_files grade of a table's or one partition's ratios (delete files per data file,
+    deleted rows per row): the worse of the two against their max."""
     p = policy.delete_files
-    return worst(
-        grade(stats.delete_file_ratio, p.max_file_ratio), grade(stats.delete_record_ratio, p.max_record_ratio)
-    )
+    return worst(grade(file_ratio, p.max_file_ratio), grade(record_ratio, p.max_record_ratio))
+
+
+def delete_severity(stats: TableStats, policy: Policy) -> Severity:
+    return grade_deletes(stats.delete_file_ratio, stats.delete_record_ratio, policy)
 
 
 def deletes_crossed(stats: TableStats, policy: Policy) -> bool:
@@ -146,9 +155,7 @@ def delete_files_finding(stats: TableStats, policy: Policy) -> Finding:
         }
         for x in parts
     )
-    severity = worst(
-        grade(stats.delete_file_ratio, p.max_file_ratio), grade(stats.delete_record_ratio, p.max_record_ratio)
-    )
+    severity = delete_severity(stats, policy)
     summary = (
         f"{stats.delete_files} delete files ({stats.position_delete_files} position, "
         f"{stats.equality_delete_files} equality) for {stats.data_files} data files "

@@ -16,9 +16,14 @@ from icelake_assets.planning.decision import Evaluation
 from icelake_assets.settings import Policy
 
 
+def grade_drift(drift_ratio: float, policy: Policy) -> Severity:
+    """The layout_drift grade of a table's or one partition's drift files per data file."""
+    return grade(drift_ratio, policy.layout.max_drift_ratio)
+
+
 def drift_acts(stats: TableStats, policy: Policy) -> bool:
     """The finding's own rule: more drift files than ``max_drift_ratio`` of the data files."""
-    return grade(stats.drift_ratio, policy.layout.max_drift_ratio) is not Severity.OK
+    return grade_drift(stats.drift_ratio, policy) is not Severity.OK
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,7 @@ def layout_drift_finding(stats: TableStats, policy: Policy) -> Finding:
         )
     if stats.unsorted_files:
         steps.append(f"rewrite_data_files with strategy 'sort' (table sort order, {stats.sort_column} first)")
-    severity = grade(stats.drift_ratio, p.max_drift_ratio)
+    severity = grade_drift(stats.drift_ratio, policy)
     return Finding("layout_drift", severity, summary, "; then ".join(steps), metrics, rows)
 
 

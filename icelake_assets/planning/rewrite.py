@@ -251,14 +251,26 @@ def _mb(n: float) -> float:
     return round(n / MiB, 3)
 
 
+def grade_candidate(data_files: int, policy: Policy) -> Severity:
+    """The small_files grade of one compaction candidate the rewrite takes: its data files against
+    ``max_files_per_partition`` (the table's finding is its busiest candidate's)."""
+    return grade(data_files, policy.small_files.max_files_per_partition)
+
+
+def taken_candidates(stats: TableStats, rewrite: RewritePlan) -> list[str]:
+    """The compaction candidates ``rewrite`` (plan_rewrite of the table) takes: the partitions the
+    small_files finding fails on (a candidate Iceberg would skip is one no run can fix)."""
+    planned = set(rewrite.partitions)
+    return [c for c in stats.compaction_candidates if c in planned]
+
+
 def small_files_finding(stats: TableStats, policy: Policy, rewrite: RewritePlan | None = None) -> Finding:
     """Graded on the compaction candidates the table's rewrite takes (``rewrite``: plan_rewrite of the
     table, computed once by evaluate): a candidate Iceberg would skip (fewer than 2 small files) is
     one no run can fix, so it does not fail the finding (it is counted in ``skipped_candidate_partitions``)."""
     sf = policy.small_files
     rewrite = plan_rewrite(stats, policy) if rewrite is None else rewrite
-    planned = set(rewrite.partitions)
-    taken = [c for c in stats.compaction_candidates if c in planned]
+    taken = taken_candidates(stats, rewrite)
     worst_parts = [p for p in stats.worst_partitions(10) if p.data_files]
     rows = tuple(
         {
@@ -302,7 +314,7 @@ def small_files_finding(stats: TableStats, policy: Policy, rewrite: RewritePlan 
             rows,
         )
     busiest = max(stats.partitions[p].data_files for p in taken)
-    severity = grade(busiest, sf.max_files_per_partition)
+    severity = grade_candidate(busiest, policy)
     return Finding(
         "small_files",
         severity,

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 READ_TOOLS = {
     "list_tables",
     "table_findings",
+    "partition_health",
     "plan",
     "policy",
     "column_statistics",

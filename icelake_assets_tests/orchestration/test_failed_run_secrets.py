@@ -44,6 +44,7 @@ from pyiceberg.types import LongType, NestedField
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.causes import RedactedCause
+from icelake_assets.cli import main
 from icelake_assets.maintenance.ops import chain
 from icelake_assets.maintenance.spark import fencing
 from icelake_assets.orchestration.assets.commit_gate import stop_if_fenced
@@ -213,6 +214,10 @@ def test_a_failed_runs_sinks_hold_no_planted_secret(failure, tmp_path, monkeypat
     audit_table = audit.table(create=False)
     audit_rows = [] if audit_table is None else audit_table.scan().to_arrow().to_pylist()
     out, err = capfd.readouterr()
+    # What an operator reads after the failure: the commands' JSON (the audit of the failed op, the health).
+    for command in (["audit", str(ref), "--json"], ["health", str(ref), "--json"]):
+        main(["--config", str(settings.source), *command])
+    commands_out, commands_err = capfd.readouterr()
     sinks = {
         "event log": "\n".join(events),
         "run tags": serialize_value(run.tags),
@@ -221,6 +226,9 @@ def test_a_failed_runs_sinks_hold_no_planted_secret(failure, tmp_path, monkeypat
         "instance files": _files_text(home),
         "audit table": repr(audit_rows),
         "log lines": out + err + caplog.text,
+        "icelake --json": commands_out + commands_err,
+        # The metrics textfile and the audit table's files live beside the settings file.
+        "lake folder": _files_text(tmp_path / "lake_home"),
     }
     hits: dict[str, set[str]] = {}
     for sink, text in sinks.items():
@@ -233,6 +241,7 @@ def test_a_failed_runs_sinks_hold_no_planted_secret(failure, tmp_path, monkeypat
     # Not vacuous: the run's failure and its compute logs were recorded; its error still names the
     # original class, with the secrets masked; the op's failure is audited.
     assert sinks["compute logs"], "the run's compute logs were captured"
+    assert commands_out.count(str(ref)) >= 2, "both commands answered about the table"
     error = serialize_value(failed.step_failure_data.error if failed.step_failure_data else None)
     assert "***" in error and named in error
     if failure == "work":

@@ -65,6 +65,9 @@ bench: bootstrap
 # the last fault or a process left behind. `make soak MINUTES=3` is the short variant; SEED replays.
 # The instance on PostgreSQL (killed and restarted among the faults), partition backfills on the
 # multiprocess executor and runs terminated through the API (issue 38); STORAGE=sqlite for SQLite.
+# Issue 50: Terminates inside partial-progress rewrites (no commit 2 s after, no retry), run workers
+# paused past their lease (no commit after the self-fence), a retention table whose writer writes
+# far-future and Long.MAX values (nothing lost outside what the policy expires).
 MINUTES ?= 30
 soak: bootstrap
 	$(PY) -m bench.chaos_soak --minutes $(MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(STORAGE),--storage $(STORAGE))

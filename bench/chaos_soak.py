@@ -14,19 +14,26 @@ thresholds and a 15 s sensor, so maintenance runs while the writers commit; the 
 driver's state in the soak's folder. The writers (bench/soak_writers.py, each a process keeping a
 ledger): pyiceberg appends every ~1.5 s to each table; on ``cow_deletes`` pyiceberg deletes earlier
 rows, on ``mor_deletes`` Spark deletes them merge-on-read (position delete files), on ``evolving`` a
-column then a partition field are added; ``daily`` is partitioned by day. Beside the sensor's runs,
+column then a partition field are added; ``daily`` is partitioned by day; ``retention`` (bench/
+soak_retention.py) expires rows by a long epoch-ms column (``since: newest``), its writer sometimes
+writing a row dated 2099 and a Long.MAX sentinel, its first expiry approved once at the start, its
+rewrites committing with partial progress. Beside the sensor's runs,
 partition backfills of ``daily`` on the multiprocess executor, every other one in a PID namespace of
 its own (bench/soak_backfill.py, ``--backfill-every``). The faults (bench/soak_faults.py: kill -9 of a
 run worker, of the daemon's group, of SeaweedFS, of the Spark driver, of PostgreSQL; a run terminated
-through the API in its rewrite) come at random times from a seeded plan for ``--minutes``; then the
-writers stop and the product is left alone until every table is Healthy.
+through the API, via the daemon's code server, inside a partial-progress rewrite; SIGSTOP of a run
+worker, SIGCONT past its lease: bench/soak_pause.py) come at random times from a seeded plan for
+``--minutes``; then the writers stop and the product is left alone until every table is Healthy.
 
 Asserted at the end (bench/soak_checks.py, bench/soak_run_checks.py), exit status 1 if any fails: no
 row lost or duplicated (ledgers vs pyiceberg and DuckDB), every referenced file exists, every
 maintenance commit in the audit, no run queued or in progress, every table Healthy within 10 minutes
-of the last fault, no run judged dead that succeeded, no backfill failed by the recovery while its
-worker lived, every terminated run CANCELED with no commit 10 s after its Terminate, no process left
-behind. The fault log and the figures are printed as Markdown (BENCHMARKS.md).
+of the last fault (the retention table's far-future finding expected), no run judged dead that
+succeeded, no backfill failed by the recovery while its worker lived, every terminated run CANCELED
+with no step retried and no commit 2 s after its Terminate, no commit of a paused run 60 s (+ 2 s)
+after its pause, the retention table's first expiry approved and 0 of its rows lost outside what the
+policy expires (its far-future and sentinel rows kept and named by the data_retention finding), no
+process left behind. The fault log and the figures are printed as Markdown (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import soak_checks as checks, soak_run_checks as run_checks
+from bench import soak_checks as checks, soak_pause, soak_retention, soak_run_checks as run_checks
 from bench.soak_backfill import Backfiller, start_backfiller
 from bench.soak_faults import KINDS, FaultRecord, Injector, plan_faults
 from bench.soak_lake import (
@@ -86,6 +93,7 @@ class Soak:
     healed_at: float | None = None  # seconds after the soak's start
     load: dict[str, str] = field(default_factory=dict)
     postgres: Postgres | None = None  # the instance's server (--storage postgres)
+    retention: dict = field(default_factory=dict)  # the retention table's check (bench/soak_retention.py)
 
     def clock(self) -> float:
         return time.monotonic() - self.t0
@@ -146,8 +154,25 @@ def stop_writers(soak: Soak) -> None:
             proc.wait()
 
 
+def retention_checks(soak: Soak, catalog, settings, weed: Weed, approver) -> tuple[checks.Outcome, ...]:
+    """The retention table's rows against its writer's ledger and the policy (bench/soak_retention.py)."""
+    approval = approver.approval if approver is not None else soak_retention.Approval()
+    try:
+        table = catalog.load_table((NAMESPACE, soak_retention.TABLE))
+        counts = {
+            "pyiceberg": checks.pyiceberg_counts(table),
+            "duckdb": checks.duckdb_counts(table, weed.server.s3_endpoint, *weed.credentials),
+        }
+        finding = soak_retention.retention_finding(settings, catalog)
+        found = soak_retention.check_retention(soak.folder, table, counts, finding)
+    except Exception as err:
+        return soak_retention.retention_outcomes(None, approval, f"{type(err).__name__}: {err}")
+    soak.retention = dataclasses.asdict(found)
+    return soak_retention.retention_outcomes(found, approval)
+
+
 def final_checks(
-    soak: Soak, settings, weed: Weed, instance, health, in_flight, backfiller, terminator
+    soak: Soak, settings, weed: Weed, instance, health, in_flight, backfiller, injector, approver
 ) -> Verdict:
     from icelake_assets.audit.store import AuditLog
     from icelake_assets.catalog.connection import open_catalog
@@ -157,16 +182,17 @@ def final_checks(
     records = AuditLog.from_settings(settings).records()
     runs = run_figures(instance)
     rows, files, audits = [], [], []
-    for name in TABLES:
+    for name in (*TABLES, soak_retention.TABLE):
         table = catalog.load_table((NAMESPACE, name))
         full = f"{CATALOG}.{NAMESPACE}.{name}"
-        rows.append(checks.check_ids(full, "pyiceberg", ledgers[name], checks.pyiceberg_counts(table)))
-        counts = checks.duckdb_counts(table, weed.server.s3_endpoint, *weed.credentials)
-        rows.append(checks.check_ids(full, "duckdb", ledgers[name], counts))
+        if name in TABLES:  # the retention table's rows: retention_checks (what the policy expires)
+            rows.append(checks.check_ids(full, "pyiceberg", ledgers[name], checks.pyiceberg_counts(table)))
+            counts = checks.duckdb_counts(table, weed.server.s3_endpoint, *weed.credentials)
+            rows.append(checks.check_ids(full, "duckdb", ledgers[name], counts))
         files.append(checks.check_files(full, table))
         audits.append(checks.check_audit(full, table, records, runs.windows))
     healed_in = None if soak.healed_at is None else soak.healed_at - soak.last_fault
-    outcomes = (
+    outcomes: tuple[checks.Outcome, ...] = (
         checks.outcome("rows: ledgers vs pyiceberg and DuckDB", rows, lambda r: f"{r.table} {r.describe()}"),
         checks.outcome("files: every referenced file exists", files, lambda f: f"{f.table}: {f.missing}"),
         checks.outcome(
@@ -182,9 +208,14 @@ def final_checks(
         ),
     )
     backfills = run_checks.check_backfills(instance, backfiller.backfills if backfiller else ())
-    terminations = run_checks.check_terminations(instance, terminator.terminations, table_loader(settings))
+    terminations = run_checks.check_terminations(
+        instance, injector.terminator.terminations, table_loader(settings)
+    )
     errors = backfiller.errors if backfiller else ()
     outcomes += run_checks.run_outcomes(instance, backfills, terminations, errors)
+    pauses = soak_pause.check_pauses(instance, injector.pauser.pauses, table_loader(settings))
+    outcomes += soak_pause.pause_outcomes(pauses)
+    outcomes += retention_checks(soak, catalog, settings, weed, approver)
     return Verdict(
         outcomes,
         tuple(rows),
@@ -196,6 +227,7 @@ def final_checks(
         None if soak.healed_at is None else soak.healed_at - soak.chaos_end,
         tuple(backfills),
         tuple(terminations),
+        tuple(pauses),
     )
 
 
@@ -229,11 +261,12 @@ def run(args: argparse.Namespace) -> int:
     daemon: Daemon | None = None
     injector: Injector | None = None
     backfiller: Backfiller | None = None
+    approver: soak_retention.Approver | None = None
     spark_state = folder / "spark"
 
     def ours() -> set[int]:  # the children Popen waits for itself
         procs = [*soak.writers.values(), weed.proc, daemon.proc if daemon else None]
-        pids = {p.pid for p in procs if p is not None}
+        pids = {p.pid for p in procs if p is not None} | (approver.pids() if approver else set())
         return pids | (postgres.busy if postgres else set()) | (backfiller.pids() if backfiller else set())
 
     reaper = Reaper(ours)
@@ -249,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
             )
         weed.start()
         settings_path = write_settings(folder, weed)
+        soak_retention.add_policy(settings_path)
         env = {
             **lake_environment(KEY, secret, settings_path),
             "PYTHONPATH": str(ROOT),
@@ -259,17 +293,23 @@ def run(args: argparse.Namespace) -> int:
         os.environ.update(env)
         settings = load_settings(settings_path)
         create_tables(settings)
+        soak_retention.create_table(settings)
         chaos_s = args.minutes * 60
         for w in WRITERS:
             soak.writers[w.name] = start_writer(
                 w, folder, settings_path, CATALOG, NAMESPACE, env, args.seed, chaos_s
             )
+        soak.writers[soak_retention.WRITER_NAME] = soak_retention.start_writer(
+            folder, settings_path, env, args.seed
+        )
         first_appends(soak)
         daemon = Daemon.prepare(folder / "dagster_home", env, postgres=postgres is not None)
         instance = DagsterInstance.from_config(str(daemon.home))
         instance.get_runs(limit=1)  # the storage's tables, before the daemon's processes race to make them
         daemon.start()
         say(soak.t0, f"SeaweedFS S3 {weed.server.s3_endpoint}, catalog {weed.server.catalog_uri}; daemon up")
+        approver = soak_retention.Approver(settings, env, folder, soak.clock, lambda m: say(soak.t0, m))
+        approver.start()  # the retention table's first expiry, approved once
         warm_up(soak, instance)
         injector = Injector(
             weed,
@@ -290,9 +330,10 @@ def run(args: argparse.Namespace) -> int:
         say(soak.t0, "writers stopped: the product alone")
         health, in_flight = heal(soak, settings, instance)
         injector.terminator.stop()
+        injector.pauser.stop()
         daemon.stop()
         verdict = final_checks(
-            soak, settings, weed, instance, health, in_flight, backfiller, injector.terminator
+            soak, settings, weed, instance, health, in_flight, backfiller, injector, approver
         )
         run_checks.dump_runs(instance, folder / "runs.jsonl")
     except (Exception, KeyboardInterrupt) as err:  # broken or stopped: still stop all, report what it saw
@@ -305,6 +346,10 @@ def run(args: argparse.Namespace) -> int:
             backfiller.finish(0)
         for proc in soak.writers.values():
             stop_popen(proc)
+        if injector is not None:
+            injector.pauser.stop()  # a paused worker resumed before its group is stopped
+        if approver is not None and approver.proc is not None and approver.proc.poll() is None:
+            kill_group(approver.proc.pid)  # an approval still running when the soak broke
         if daemon is not None:
             daemon.stop()
         if injector is not None:
@@ -327,6 +372,8 @@ def run(args: argparse.Namespace) -> int:
         f"load after:  {soak.load['after']}\n",
     ]
     writers = [WriterLine(w.name, w.table, read_ledger(ledger_path(folder, w)).actions) for w in WRITERS]
+    retention_ledger = read_ledger(soak_retention.ledger_file(folder))
+    writers.append(WriterLine(soak_retention.WRITER_NAME, soak_retention.TABLE, retention_ledger.actions))
     ok = report(header, soak.faults, soak.events, writers, verdict)
     summary = {
         "seed": soak.seed,
@@ -338,6 +385,9 @@ def run(args: argparse.Namespace) -> int:
         "terminations": [
             dataclasses.asdict(t.termination) | {"status": t.status} for t in verdict.terminations
         ],
+        "pauses": [dataclasses.asdict(p.pause) | {"status": p.status} for p in verdict.pauses],
+        "retention": soak.retention
+        | {"approval": dataclasses.asdict(approver.approval) if approver is not None else None},
         "ok": ok,
         "load": soak.load,
         "wall_seconds": soak.clock(),

@@ -7,7 +7,8 @@
    ``replace``) is spanned by an audit record of its run (op and validation records' snapshot
    before → after, or a ``recovery/reconciled`` record);
 4. runs: none queued or in progress once the product was left alone;
-5. health: every table Healthy (every finding passing, the orphan scan included);
+5. health: every table Healthy (every finding passing, the orphan scan included; the retention
+   table's far-future finding expected: bench/soak_retention.py);
 6. processes: nothing the soak started outlives it.
 """
 
@@ -198,10 +199,14 @@ class HealthCheck:
     status: str
     score: int
     failing: tuple[str, ...]  # "check: summary" of each finding that does not pass
+    # Findings that fail by design (bench/soak_retention.py: far-future rows kept): a WARN caps the
+    # status at Warning, which is then the healed state.
+    expected: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return self.status == "Healthy" and not self.failing
+        healthy = self.status == "Healthy" or (bool(self.expected) and self.status == "Warning")
+        return healthy and not self.failing
 
 
 def check_health(settings, catalog, ref, known) -> HealthCheck:

@@ -8,8 +8,11 @@
 * ``spark_driver``: ``kill -9`` of the resident Spark driver (the PID in its ``driver.json``);
 * ``postgres``: ``kill -9`` of the PostgreSQL postmaster holding the Dagster instance (``--storage
   postgres``), then a restart on the same data folder and port (bench/soak_postgres.py);
-* ``terminate``: a maintenance run in progress, ideally in its rewrite, terminated through the API as
-  the UI's Terminate does it (bench/soak_terminate.py).
+* ``terminate``: a maintenance run in progress, ideally inside a partial-progress rewrite, terminated
+  through the API as the UI's Terminate does it, through the daemon's code server
+  (bench/soak_terminate.py);
+* ``pause``: ``SIGSTOP`` of a maintenance run's worker, ``SIGCONT`` past its lease
+  (bench/soak_pause.py).
 
 A fault whose target does not exist yet (no run in progress, no driver) waits for one, at most
 TARGET_WAIT_SECONDS and never past the end of the phase.
@@ -28,6 +31,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
+from bench.soak_pause import HOLD_SECONDS, Pauser
 from bench.soak_postgres import Postgres
 from bench.soak_stack import Daemon, Weed, read_proc
 from bench.soak_terminate import Terminator
@@ -36,7 +40,7 @@ from icelake_assets.orchestration.runs.leases import read_leases
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
 from icelake_assets.processes import pid_alive
 
-KINDS = ("run_worker", "daemon_group", "seaweedfs", "spark_driver", "postgres", "terminate")
+KINDS = ("run_worker", "daemon_group", "seaweedfs", "spark_driver", "postgres", "terminate", "pause")
 MEAN_GAP_SECONDS = 60.0
 TARGET_WAIT_SECONDS = 120.0  # how long a fault waits for its target to exist
 
@@ -97,6 +101,13 @@ class Injector:
         self.postgres = postgres
         self.instance = DagsterInstance.from_config(str(daemon.home))
         self.terminator = Terminator(self.instance, load_table or (lambda name: None), clock)
+        self.pauser = Pauser(
+            self.instance,
+            lambda: self.daemon.proc.pid if self.daemon.proc else -1,
+            load_table or (lambda name: None),
+            clock,
+            random.Random(rng.getstate()[1][0]),  # its own draws: the other faults' stay as they were
+        )
         self.until = float("inf")  # the end of the chaos phase (soak clock): no fault waits past it
 
     def inject(self, kind: str) -> FaultRecord:
@@ -218,4 +229,15 @@ class Injector:
             "terminate",
             done.worker or 0,
             f"run {done.run_id[:8]} of {done.table} in {done.step}; launcher answered {done.answer}",
+        )
+
+    def _pause(self) -> FaultRecord:
+        done = self.pauser.inject(self._left())
+        if done is None:
+            return FaultRecord(self.clock(), "pause", None, "skipped: no run in progress")
+        return FaultRecord(
+            done.soak_at,
+            "pause",
+            done.pid,
+            f"SIGSTOP of run {done.run_id[:8]} of {done.table} in {done.step}; SIGCONT in {HOLD_SECONDS:.0f} s",
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from bench import soak_checks as checks
+from bench import soak_checks as checks, soak_retention
 from bench.soak_lake import CATALOG, DAILY, NAMESPACE, SENSOR_INTERVAL, TABLES
 from bench.soak_report import say
 from bench.soak_writers import DAYS, WRITERS, ledger_path, read_ledger
@@ -54,7 +54,7 @@ def warm_up(soak, instance) -> None:
 
 
 def lake_state(settings, instance) -> tuple[list[checks.HealthCheck], list[str]]:
-    """Every table's health and the runs queued or in progress."""
+    """Every table's health (the retention table's too) and the runs queued or in progress."""
     from dagster import RunsFilter
 
     from icelake_assets.catalog.connection import TableRef, open_catalog
@@ -66,6 +66,7 @@ def lake_state(settings, instance) -> tuple[list[checks.HealthCheck], list[str]]
     health = [
         checks.check_health(settings, catalog, TableRef(CATALOG, (NAMESPACE,), t), known) for t in TABLES
     ]
+    health.append(soak_retention.health_check(settings, catalog, known))
     runs = instance.get_runs(RunsFilter(statuses=list(NOT_FINISHED_STATUSES)))
     return health, [
         f"{r.run_id[:8]} {r.status.value} {r.tags.get('icelake/table', r.job_name)}" for r in runs

@@ -1,5 +1,5 @@
 """The chaos soak's report (bench/chaos_soak.py): progress lines while it runs, then the fault log,
-the writers' actions, the backfills, the terminated runs, the figures, the row checks and the
+the writers' actions, the backfills, the terminated runs, the paused run workers, the figures, the row checks and the
 assertions as Markdown tables (rich's Markdown box), ready for BENCHMARKS.md."""
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class Verdict:
     healed_after_writers: float | None = None  # seconds from the writers' stop to the same
     backfills: tuple = ()  # soak_run_checks.BackfillResult
     terminations: tuple = ()  # soak_run_checks.TerminationResult
+    pauses: tuple = ()  # soak_pause.PauseResult
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,12 @@ def report(
                 ],
                 ["runs terminated through the API", len(verdict.terminations)],
                 ["... in their rewrite", sum(t.termination.in_rewrite for t in verdict.terminations)],
+                [
+                    "... inside a partial-progress rewrite (a file group committed)",
+                    sum(t.termination.partial > 0 for t in verdict.terminations),
+                ],
+                ["run workers paused (SIGSTOP, SIGCONT past the lease)", len(verdict.pauses)],
+                ["... resumed", sum(p.pause.resumed is not None for p in verdict.pauses)],
                 ["heal time after the last fault (s)", seconds(verdict.healed_in)],
                 ["heal time after the writers stopped (s)", seconds(verdict.healed_after_writers)],
             ],
@@ -163,7 +170,14 @@ def report(
         markdown(
             "Health at the end",
             ["table", "status", "score"],
-            [[h.table, h.status, h.score] for h in verdict.health],
+            [
+                [
+                    h.table,
+                    h.status + (f" (expected: {'; '.join(h.expected)[:100]})" if h.expected else ""),
+                    h.score,
+                ]
+                for h in verdict.health
+            ],
         )
     if verdict.rows:
         markdown("Rows", ["table", "check"], [[r.table, r.describe()] for r in verdict.rows])
@@ -210,6 +224,7 @@ def backfills_and_terminations(verdict: Verdict) -> None:
                 "before",
                 "after",
                 "ended after (s)",
+                "partial",
                 "commits",
                 "late",
             ],
@@ -223,9 +238,29 @@ def backfills_and_terminations(verdict: Verdict) -> None:
                     t.termination.status_before,
                     t.status + (" (stale)" if t.stale else ""),
                     "-" if t.termination.ended is None else f"{t.termination.ended - t.termination.at:.0f}",
+                    t.termination.partial,
                     t.commits,
                     len(t.late),
                 ]
                 for t in verdict.terminations
+            ],
+        )
+    if verdict.pauses:
+        markdown(
+            "Run workers paused (SIGSTOP)",
+            ["at (s)", "run", "table", "PID", "step then", "SIGCONT after (s)", "status", "commits", "late"],
+            [
+                [
+                    f"{p.pause.soak_at:.0f}",
+                    p.pause.run_id[:8],
+                    p.pause.table,
+                    p.pause.pid,
+                    p.pause.step,
+                    "-" if p.pause.resumed is None else f"{p.pause.resumed - p.pause.at:.0f}",
+                    p.status,
+                    p.commits,
+                    len(p.late),
+                ]
+                for p in verdict.pauses
             ],
         )

@@ -5,9 +5,12 @@
 8. backfills (bench/soak_backfill.py): none failed by the recovery while its worker lived (the soak
    never kills a backfill's worker; one killed by a signal before the verdict is a true one);
 9. terminated runs (bench/soak_terminate.py): each ended CANCELED (FAILURE only when it had already
-   failed, or its worker was killed by a later fault and the recovery failed it);
+   failed, or its worker was killed by a later fault and the recovery failed it), and none asked for
+   a step retry after its cancel (no STEP_UP_FOR_RETRY event);
 10. and none of them committed a snapshot (``icelake.run-id``) later than its Terminate plus
-    TERMINATE_COMMIT_GRACE_SECONDS, as read when it ended and at the end of the soak.
+    TERMINATE_COMMIT_GRACE_SECONDS (2 s), as read when it ended and at the end of the soak.
+Beside these, bench/soak_pause.py checks the paused runs and bench/soak_retention.py the retention
+table.
 """
 
 from __future__ import annotations
@@ -125,13 +128,15 @@ class TerminationResult:
     stale: bool
     late: tuple[tuple[int, float], ...]  # (snapshot id, seconds after the Terminate) past the grace
     commits: int  # its commits seen (at its end and at the soak's end)
+    retries: int = 0  # its STEP_UP_FOR_RETRY events: a step retried after the cancel
 
     @property
     def status_ok(self) -> bool:
         t = self.termination
-        return self.status == "CANCELED" or (
+        ended = self.status == "CANCELED" or (
             self.status == "FAILURE" and (t.status_before == "FAILURE" or self.stale)
         )
+        return ended and not self.retries
 
     def describe(self) -> str:
         t = self.termination
@@ -139,7 +144,9 @@ class TerminationResult:
         took = "" if t.ended is None else f" {t.ended - t.at:.0f} s later"
         return (
             f"run {t.run_id[:8]} of {t.table} terminated in {t.step} ({t.answer}): {t.status_before} -> "
-            f"{self.status}{took}{' (stale: worker killed)' if self.stale else ''}; {self.commits} commits, "
+            f"{self.status}{took}{' (stale: worker killed)' if self.stale else ''}; "
+            f"{t.partial} rewrite commits before it (partial progress); {self.retries} STEP_UP_FOR_RETRY; "
+            f"code server {t.code_server}; {self.commits} commits, "
             f"after +{TERMINATE_COMMIT_GRACE_SECONDS:.0f} s: {late}"
             + (f"; read at its end failed: {t.read_error}" if t.read_error else "")
         )
@@ -165,7 +172,10 @@ def check_terminations(
             if at > t.at + TERMINATE_COMMIT_GRACE_SECONDS
         )
         stale = run is not None and STALE_TAG in run.tags
-        out.append(TerminationResult(t, status, stale, late, len(commits)))
+        retries = len(
+            instance.get_records_for_run(t.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY).records
+        )
+        out.append(TerminationResult(t, status, stale, late, len(commits), retries))
     return out
 
 
@@ -183,7 +193,7 @@ def run_outcomes(
             tuple(b.describe() for b in backfills if not b.ok) + tuple(errors),
         ),
         Outcome(
-            f"terminate: each of {len(terminations)} terminated runs ended CANCELED",
+            f"terminate: each of {len(terminations)} terminated runs ended CANCELED, no step retried",
             all(t.status_ok for t in terminations),
             tuple(t.describe() for t in terminations if not t.status_ok),
         ),

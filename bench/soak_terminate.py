@@ -1,10 +1,15 @@
-"""The chaos soak's ``terminate`` fault (bench/soak_faults.py): a maintenance run in progress, ideally in
-its ``rewrite_data_files`` step, terminated through the API as the UI's Terminate does it
-(``instance.run_launcher.terminate(run_id)``: the run goes CANCELING, its code server interrupts the
-worker). A follower thread reads, as soon as the run ended, which snapshots it committed (snapshot
-property ``icelake.run-id``) and when, before later maintenance can expire them; the final checks
-(bench/soak_run_checks.py) want the run CANCELED and none of its commits later than the Terminate
-plus TERMINATE_COMMIT_GRACE_SECONDS.
+"""The chaos soak's ``terminate`` fault (bench/soak_faults.py): a maintenance run in progress, ideally
+inside a partial-progress rewrite (its ``rewrite_data_files`` step has already committed a file group:
+a ``replace`` snapshot of its own since the step started, as on the retention table,
+bench/soak_retention.py), else in its rewrite, else in any step, terminated as the UI's Terminate
+does it: ``instance.run_launcher.terminate(run_id)`` on the daemon's instance, whose run launcher
+(Dagster's DefaultRunLauncher) marks the run CANCELING and asks the code server that launched it
+(the run's ``dagster/grpc_info`` tag: the daemon's code server) to interrupt the worker. The
+Terminate's time is recorded just before the call. A follower thread reads, as soon as the run
+ended, which snapshots it committed (snapshot property ``icelake.run-id``) and when, before later
+maintenance can expire them; the final checks (bench/soak_run_checks.py) want the run CANCELED with no
+step retried (no STEP_UP_FOR_RETRY) and none of its commits later than the Terminate plus
+TERMINATE_COMMIT_GRACE_SECONDS (issue 50: 2 s).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.storage.tags import GRPC_INFO_TAG
 
 from icelake_assets.orchestration.runs.leases import read_lease
 from icelake_assets.orchestration.runs.model import TABLE_TAG
@@ -23,7 +29,7 @@ from icelake_assets.types import SNAPSHOT_RUN_ID
 
 REWRITE_STEP = "rewrite_data_files"
 REWRITE_WAIT_SECONDS = 90.0  # how long the fault waits for a run in its rewrite before taking any run
-TERMINATE_COMMIT_GRACE_SECONDS = 10.0  # a commit already in flight at the Terminate may land this late
+TERMINATE_COMMIT_GRACE_SECONDS = 2.0  # a commit already in flight at the Terminate may land this late
 READ_RETRY_SECONDS = 300.0  # the follower retries reading the table (the store may be restarting)
 _STEP_EVENTS = {
     DagsterEventType.STEP_START,
@@ -45,6 +51,8 @@ class Termination:
     status_before: str
     answer: str  # the run launcher's answer (True: the code server accepted it), or its error
     worker: int | None  # the run worker's PID (its lease)
+    partial: int = 0  # its rewrite's commits (file groups) before the Terminate: inside partial progress
+    code_server: str = "-"  # where the launcher sent the Terminate (the run's dagster/grpc_info tag)
     status_after: str | None = None  # once it ended (the follower)
     ended: float | None = None  # its end time (epoch s)
     commits: tuple[tuple[int, float], ...] = ()  # (snapshot id, epoch s) of its commits, read at its end
@@ -72,6 +80,36 @@ def current_step(instance: DagsterInstance, run_id: str) -> str:
         else:
             ended.add(key)
     return next((k for k in reversed(started) if k not in ended), "-")
+
+
+def rewrite_started_at(instance: DagsterInstance, run_id: str) -> float | None:
+    """When the run's (last) rewrite step started (epoch s), None: not started."""
+    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.STEP_START).records
+    starts = [
+        r.event_log_entry.timestamp
+        for r in records
+        if (r.event_log_entry.step_key or "").endswith(REWRITE_STEP)
+    ]
+    return max(starts) if starts else None
+
+
+def rewrite_commits(table, run_id: str, since: float) -> int:
+    """The run's ``replace`` commits on ``table`` at or after ``since`` (epoch s): its rewrite's file
+    groups committed so far (partial progress)."""
+    out = 0
+    for snap in table.metadata.snapshots:
+        summary = snap.summary
+        if summary is None or summary.get(SNAPSHOT_RUN_ID) != run_id:
+            continue
+        if summary.operation.value == "replace" and snap.timestamp_ms / 1000 >= since - 1:
+            out += 1
+    return out
+
+
+def code_server(run) -> str:
+    """The code server the run launcher reaches for this run (its ``dagster/grpc_info`` tag)."""
+    info = run.tags.get(GRPC_INFO_TAG) if run is not None else None
+    return info or "none: the launcher cannot reach a code server"
 
 
 def run_commits(table, run_id: str) -> tuple[tuple[int, float], ...]:
@@ -110,24 +148,42 @@ class Terminator:
         )
         return [(r.run_id, r.tags.get(TABLE_TAG, "?"), current_step(self.instance, r.run_id)) for r in runs]
 
+    def _partial(self, run_id: str, table: str) -> int:
+        """The run's rewrite commits so far (0 when they cannot be read now)."""
+        try:
+            since = rewrite_started_at(self.instance, run_id)
+            return 0 if since is None else rewrite_commits(self.load_table(table), run_id, since)
+        except Exception:  # the catalog or PostgreSQL restarting
+            return 0
+
     def inject(self, seconds: float) -> Termination | None:
-        """Waits up to ``seconds`` (at most REWRITE_WAIT_SECONDS) for a run in its rewrite, polling every
-        half second, else takes a run in progress in any step; None when there was none."""
+        """Waits up to ``seconds`` (at most REWRITE_WAIT_SECONDS) for a run inside a partial-progress
+        rewrite (a file group of it committed), polling every half second; at the deadline takes a
+        run in its rewrite seen last, else a run in progress in any step; None when there was none."""
         deadline = time.monotonic() + min(seconds, REWRITE_WAIT_SECONDS)
-        fallback = None
-        chosen = None
+        fallback = rewriting = chosen = None
+        partial = 0
         while chosen is None:
             try:
                 found = self._candidates()
             except Exception:  # PostgreSQL restarting: poll again
                 found = []
-            chosen = next((c for c in found if c[2].endswith(REWRITE_STEP)), None)
+            if found:  # the runs in their rewrite now (a failed poll keeps the last ones seen)
+                rewriting = None
+            for c in found:
+                if c[2].endswith(REWRITE_STEP):
+                    rewriting = c
+                    partial = self._partial(c[0], c[1])
+                    if partial:
+                        chosen = c
+                        break
             fallback = found[0] if found else fallback
             if time.monotonic() >= deadline:
                 break
             if chosen is None:
                 time.sleep(0.5)
-        chosen = chosen or fallback
+        if chosen is None:
+            chosen, partial = rewriting or fallback, 0
         if chosen is None:
             return None
         run_id, table, step = chosen
@@ -147,6 +203,8 @@ class Terminator:
             run.status.value if run else "?",
             answer,
             lease.pid if lease else None,
+            partial,
+            code_server(run),
         )
         with self._lock:
             self.terminations.append(done)

@@ -56,9 +56,15 @@ class Ledger:
         self._out = open(path, "a", buffering=1)  # noqa: SIM115 - the writer's whole life
         self._n = 0
 
-    def attempt(self, op: str, ids: list[int] | None = None, what: str = "") -> int:
+    def attempt(
+        self, op: str, ids: list[int] | None = None, what: str = "", values: list[int] | None = None
+    ) -> int:
+        """``values``: what each id carries in a column the checks need (bench/soak_retention.py)."""
         self._n += 1
-        self._write({"n": self._n, "op": op, "state": "try", "ids": ids or [], "what": what})
+        entry: dict[str, Any] = {"n": self._n, "op": op, "state": "try", "ids": ids or [], "what": what}
+        if values is not None:
+            entry["values"] = values
+        self._write(entry)
         return self._n
 
     def outcome(self, n: int, state: str, ids: list[int] | None = None, detail: str = "") -> None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from icelake_assets.settings.redaction import redact_message
+from icelake_assets.types import IcelakeError
 
 CauseKind = Literal["access_denied", "auth", "commit_conflict", "not_found", "outage", "error"]
 # When the chain says several things, the most specific goes first: a refusal (of a file, of the
@@ -362,7 +363,7 @@ def describe(err: BaseException) -> str:
     return f"{outer} (caused by {cause})"
 
 
-class RedactedCause(Exception):
+class RedactedCause(IcelakeError):
     """An error as it may be recorded: the original class's name and its redacted message
     (:func:`describe`) and its traceback (where it was raised: file, line, code; no values), with no
     chain of its own. A Failure raised ``from RedactedCause.of(err)`` keeps the cause for debugging in

@@ -73,18 +73,16 @@ def _retention_table(new_table, now: float):
     return table
 
 
-NOW = datetime.now(UTC).timestamp()  # the approved expiry commits at the wall clock's time
-
-
 def test_a_row_dated_2099_after_an_approved_expiry_deletes_nothing(new_table):
+    now = datetime.now(UTC).timestamp()  # the approved expiry commits at the wall clock's time
     policy = _policy()
-    table = _retention_table(new_table, NOW)
-    _approved_expiry(table, policy, NOW)
+    table = _retention_table(new_table, now)
+    _approved_expiry(table, policy, now)
     kept = len(table.scan().to_arrow())
     assert kept == 31  # the newest 30 days and the newest one
     table.append(_rows(range(1), int(datetime(2099, 1, 1, tzinfo=UTC).timestamp() * 1000)))  # a clock bug
 
-    stats, verdict = _verdict(table, policy, NOW + 3600)
+    stats, verdict = _verdict(table, policy, now + 3600)
     f = stats.data_retention
     # Before: the 2099 row was the newest, the cut-off 2098-12-02, every other row past it (launched).
     assert f.rows == 0 and verdict.action == "skip", (f, verdict)
@@ -92,14 +90,15 @@ def test_a_row_dated_2099_after_an_approved_expiry_deletes_nothing(new_table):
 
 
 def test_the_cut_off_jumping_past_the_time_that_passed_needs_approval_again(new_table):
+    now = datetime.now(UTC).timestamp()  # the approved expiry commits at the wall clock's time
     policy = _policy(max_delete_fraction=1.0)  # the jump alone holds it
     table = new_table(spec=UNPARTITIONED_PARTITION_SPEC, schema=SCHEMA)
-    stopped = NOW - 20 * 86_400  # the writer stopped 20 days ago: the last 30 days before it are kept
+    stopped = now - 20 * 86_400  # the writer stopped 20 days ago: the last 30 days before it are kept
     table.append(_rows(range(600), int(stopped * 1000)))
-    _approved_expiry(table, policy, NOW)
+    _approved_expiry(table, policy, now)
     assert len(table.scan().to_arrow()) == 31
-    table.append(_rows(range(1), int((NOW + 86_400) * 1000)))  # it resumes a day later
-    stats, verdict = _verdict(table, policy, NOW + 86_400)
+    table.append(_rows(range(1), int((now + 86_400) * 1000)))  # it resumes a day later
+    stats, verdict = _verdict(table, policy, now + 86_400)
     # The cut-off moves 21 days in one day: the approval saw none of those rows go.
     assert stats.data_retention.straddling_files == 1  # the 31 kept rows, 21 of them now past it
     assert verdict.action == "hold" and "cut-off moved 21.00 days" in verdict.reason, verdict.reason
@@ -107,53 +106,57 @@ def test_the_cut_off_jumping_past_the_time_that_passed_needs_approval_again(new_
 
 
 def test_a_policy_edit_after_an_approved_expiry_needs_approval_again(new_table):
-    table = _retention_table(new_table, NOW)
-    _approved_expiry(table, _policy(), NOW)
+    now = datetime.now(UTC).timestamp()  # the approved expiry commits at the wall clock's time
+    table = _retention_table(new_table, now)
+    _approved_expiry(table, _policy(), now)
     # The operator counts from now instead of the newest value, five days on.
-    stats, verdict = _verdict(table, _policy(since="now"), NOW + 5 * 86_400)
+    stats, verdict = _verdict(table, _policy(since="now"), now + 5 * 86_400)
     assert verdict.action == "hold" and "retention policy" in verdict.reason and "changed" in verdict.reason
     # Read in seconds, the milliseconds are 1000x later: after now, never expired (and reported).
-    stats, verdict = _verdict(table, _policy(unit="seconds"), NOW)
+    stats, verdict = _verdict(table, _policy(unit="seconds"), now)
     assert verdict.action == "skip" and stats.data_retention.future_files == 1
     # A smaller keep_days: the rows it would take were kept by the approval.
-    stats, verdict = _verdict(table, _policy(keep_days=10), NOW)
+    stats, verdict = _verdict(table, _policy(keep_days=10), now)
     assert verdict.action == "hold" and "keep_days lowered from 30 to 10" in verdict.reason
     # A larger one keeps more: no approval, nothing to do.
-    assert _verdict(table, _policy(keep_days=40), NOW)[1].action == "skip"
+    assert _verdict(table, _policy(keep_days=40), now)[1].action == "skip"
 
 
 def test_a_run_may_remove_at_most_the_delete_fraction_unapproved(new_table):
+    now = datetime.now(UTC).timestamp()  # the approved expiry commits at the wall clock's time
     policy = _policy(since="now", max_delete_fraction=0.5)
-    table = _retention_table(new_table, NOW)
-    _approved_expiry(table, policy, NOW)  # 31 rows kept
+    table = _retention_table(new_table, now)
+    _approved_expiry(table, policy, now)  # 31 rows kept
     # 40 days on, with no new data: 31 rows are past the cut-off: all of the table.
-    stats, verdict = _verdict(table, policy, NOW + 40 * 86_400)
+    stats, verdict = _verdict(table, policy, now + 40 * 86_400)
     assert stats.data_retention.expired_rows == 31 and stats.data_retention.data_rows == 31
     assert verdict.action == "hold" and "over retention.max_delete_fraction 0.5" in verdict.reason
     # Ten days on, ten of the 31 rows go: within the fraction and the time that passed.
-    stats, verdict = _verdict(table, policy, NOW + 10 * 86_400)
+    stats, verdict = _verdict(table, policy, now + 10 * 86_400)
     f = stats.data_retention
     assert (f.expired_rows, f.straddling_files) == (0, 1) and verdict.action == "launch", verdict.reason
 
 
 def test_an_expiry_committed_without_its_binding_needs_approval(new_table):
+    now = datetime.now(UTC).timestamp()  # the approved expiry commits at the wall clock's time
     policy = _policy()
-    table = _retention_table(new_table, NOW)
+    table = _retention_table(new_table, now)
     table.delete(LessThan("id", 0), snapshot_properties={SNAPSHOT_OP: "expire_data"})  # an older release
     table.delete(
-        LessThan("epoch_ms", int(NOW * 1000) - 500 * DAY_MS), snapshot_properties={SNAPSHOT_OP: "expire_data"}
+        LessThan("epoch_ms", int(now * 1000) - 500 * DAY_MS), snapshot_properties={SNAPSHOT_OP: "expire_data"}
     )
-    stats, verdict = _verdict(table, policy, NOW + 86_400)
+    stats, verdict = _verdict(table, policy, now + 86_400)
     assert verdict.action == "hold" and "recorded no retention policy" in verdict.reason
 
 
 def test_the_binding_survives_a_day_of_normal_expiry(new_table):
     """The steady state: a daily run with the clock moving a day needs no approval."""
+    now = datetime.now(UTC).timestamp()  # the approved expiry commits at the wall clock's time
     policy = _policy(since="now")
-    table = _retention_table(new_table, NOW)
-    _approved_expiry(table, policy, NOW)
-    table.append(_rows(range(1), int((NOW + 86_400) * 1000)))
-    stats, verdict = _verdict(table, policy, NOW + 86_400 + timedelta(hours=1).total_seconds())
+    table = _retention_table(new_table, now)
+    _approved_expiry(table, policy, now)
+    table.append(_rows(range(1), int((now + 86_400) * 1000)))
+    stats, verdict = _verdict(table, policy, now + 86_400 + timedelta(hours=1).total_seconds())
     assert approval_needed(stats.data_retention, policy.retention) is None
     assert verdict.action == "launch" and stats.data_retention.straddling_files == 1
 

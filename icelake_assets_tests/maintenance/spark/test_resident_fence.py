@@ -82,7 +82,7 @@ def test_a_fenced_run_has_its_spark_jobs_cancelled_and_may_not_commit(shared):
         f"attempt('running', lambda: {ENDLESS})\n"
         f"attempt('next', lambda: {ENDLESS})\n"  # submitted after the fence
         "out['fenced'] = rs.lease_fenced()\n"
-        "out['lease'] = rs._LEASE.read_text()\n"
+        "out['lease'] = rs.attached_lease().read_text()\n"
         "out['me'] = __import__('os').getpid()\n"
         "try:\n"
         "    with rs.committing('rewrite_data_files'):\n"

@@ -166,11 +166,13 @@ def test_a_run_terminated_as_the_ui_does_it_ends_canceled_with_no_commit_after(t
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELED
 
 
-def test_a_terminate_through_the_code_servers_interrupt_is_never_retried(tmp_path):
-    """The UI's path (issue 50): Terminate marks the run CANCELING and the code server interrupts the
-    run worker's main thread (SIGINT, dagster's send_interrupt). Dagster turns an interrupt of an op
-    with a retry policy into a retry: the step went up for retry and the run stayed CANCELING for its
-    delay. Now the step fails without a retry, the run ends CANCELED within seconds, no commit after."""
+def test_a_terminate_signalled_as_the_code_server_does_is_never_retried(tmp_path):
+    """What the UI's Terminate does (issue 50), emulated without a daemon or code server: the run is
+    marked CANCELING (run_launcher.terminate) and the run worker gets the SIGINT the code server's
+    cancel_execution sends it (dagster's send_interrupt). Dagster turns an interrupt of an op with a
+    retry policy into a retry: the step went up for retry and the run stayed CANCELING for its delay.
+    Now the step fails without a retry, the run ends CANCELED within seconds, no commit after. The path
+    through dagster-daemon and a real code server is the chaos soak's (bench/soak_terminate.py)."""
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
         worker, run_id = _committing_run(tmp_path, instance, "retried_committing")
         instance.report_run_canceling(instance.get_run_by_id(run_id))  # what run_launcher.terminate does

@@ -139,17 +139,30 @@ def spend_today(settings: Settings, identity: str, now: datetime | None = None) 
     return Spend(len(spent), sum(r.cost_estimate_bytes or 0 for r in spent))
 
 
-def record_spend(settings: Settings, identity: str, ref: TableRef, plan: TablePlan, cost: Price) -> str:
-    """Append the spend before the launch (so a failed append launches nothing); its record id."""
-    record = AuditRecord(
+def _ledger_record(
+    ref: TableRef, decision: str, reason: str, results: dict, cost: int | None = None
+) -> AuditRecord:
+    """One entry of the spend ledger: an audit record of the guardrail's own op."""
+    return AuditRecord(
         table_name=str(ref),
         kind="agent",
-        decision="answered",
+        decision=decision,
         trigger="agent",
         op=SPEND_OP,
-        reason=f"agent {identity} spends {cost.total_bytes:,} bytes on plan {plan.digest} ({cost.describe()})",
-        cost_estimate_bytes=cost.total_bytes,
-        results={"agent": identity, "plan_digest": plan.digest, "price": cost.to_json()},
+        reason=reason[:500],
+        cost_estimate_bytes=cost,
+        results=results,
+    )
+
+
+def record_spend(settings: Settings, identity: str, ref: TableRef, plan: TablePlan, cost: Price) -> str:
+    """Append the spend before the launch (so a failed append launches nothing); its record id."""
+    record = _ledger_record(
+        ref,
+        "answered",
+        f"agent {identity} spends {cost.total_bytes:,} bytes on plan {plan.digest} ({cost.describe()})",
+        {"agent": identity, "plan_digest": plan.digest, "price": cost.to_json()},
+        cost.total_bytes,
     )
     try:
         AuditLog.from_settings(settings).append(record)
@@ -163,14 +176,11 @@ def record_spend(settings: Settings, identity: str, ref: TableRef, plan: TablePl
 
 def release_spend(settings: Settings, identity: str, ref: TableRef, record_id: str, why: str) -> None:
     """The launch did not happen: its spend no longer counts (best effort: kept, it only over-counts)."""
-    record = AuditRecord(
-        table_name=str(ref),
-        kind="agent",
-        decision="failed",
-        trigger="agent",
-        op=SPEND_OP,
-        reason=f"agent {identity}'s spend {record_id} released: {why}"[:500],
-        results={"agent": identity, "releases": record_id},
+    record = _ledger_record(
+        ref,
+        "failed",
+        f"agent {identity}'s spend {record_id} released: {why}",
+        {"agent": identity, "releases": record_id},
     )
     try:
         AuditLog.from_settings(settings).append(record)

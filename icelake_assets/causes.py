@@ -163,6 +163,9 @@ _CLASSES: dict[str, CauseKind | Callable[[str], Verdict] | None] = {
     "CommitFailedException": "commit_conflict",
     "CommitStateUnknownException": "commit_conflict",
     "ValidationException": lambda m: "commit_conflict" if any(k in m for k in _CONFLICT) else "error",
+    # Spark's row-level DELETE when a writer committed between its scan and its runtime filter
+    # (the chaos soak's retention table); other IllegalStateExceptions say it by their message.
+    "IllegalStateException": lambda m: "commit_conflict" if "concurrently modified" in m else None,
     "FileNotFoundException": _missing_file,
     "NoSuchFileException": _missing_file,
     **dict.fromkeys(

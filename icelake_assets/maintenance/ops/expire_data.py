@@ -26,6 +26,7 @@ from icelake_assets.catalog.ancestry import ancestors
 from icelake_assets.catalog.connection import TableRef, current_snapshot_id
 from icelake_assets.health.data_retention import RetentionFacts
 from icelake_assets.health.retention_column import RetentionColumn, retention_column, sortable_format
+from icelake_assets.maintenance.ops.attempts import retry_on_conflict
 from icelake_assets.maintenance.ops.runner import StatsFn, timed
 from icelake_assets.maintenance.results.expire_data import ExpireDataResult, ExpiryCommit
 from icelake_assets.maintenance.spark import commit_tags, procedures, row_delete
@@ -74,8 +75,9 @@ def retention_condition(col: RetentionColumn, cutoff: datetime) -> str:
 
 
 def _our_commits(table: Table, before: int | None, run_id: str | None) -> tuple[ExpiryCommit, ...]:
-    """The snapshots the delete committed, oldest first: those naming this run's expire_data (a writer
-    committing meanwhile is not ours), or, in a session no run tagged, every one since ``before``."""
+    """The snapshots the delete committed, oldest first: those naming this run's expire_data since
+    its first attempt (one whose commit state was unknown may have landed; a writer's is not ours),
+    or, in a session no run tagged, every one since ``before``, its last attempt's snapshot."""
     found = []
     for snap in ancestors(table, until=before):
         summary = dict(snap.summary.additional_properties) if snap.summary else {}
@@ -120,28 +122,45 @@ def expire_data(
             )
         cutoff = datetime.fromisoformat(facts.cutoff)
         condition = retention_condition(col, cutoff)
-        spark = spark_fn()
-        table.refresh()
-        before = current_snapshot_id(table)
-        matched_before = procedures.count_rows(spark, ref, before, where=condition)
-        if not approved and (
-            over := fraction_exceeded(
-                matched_before, procedures.count_rows(spark, ref, before), policy.retention
-            )
-        ):
-            why = f"{over}: awaits approval: launch with tag {APPROVAL_TAG}=true"
-            return ExpireDataResult(acted=False, reason=why, signals=d.signals, first_expiry=first)
         bound_by = {
             SNAPSHOT_RETENTION_POLICY: policy.retention.digest(),
             SNAPSHOT_RETENTION_KEEP_DAYS: repr(facts.keep_days),
             SNAPSHOT_RETENTION_CUTOFF: facts.raw_cutoff or facts.cutoff,
         }
-        row_delete.delete_where(spark, ref, condition, bound_by)
+        spark = spark_fn()
+        table.refresh()
+        first_before = current_snapshot_id(table)
+
+        def delete() -> tuple[int | None, int] | str:
+            """(snapshot before, rows matched) once deleted, or why the delete awaits approval. Counted and
+            deleted again on the new snapshot when a writer's commit conflicts (attempts.py)."""
+            table.refresh()
+            before = current_snapshot_id(table)
+            matched = procedures.count_rows(spark, ref, before, where=condition)
+            if not approved and (
+                over := fraction_exceeded(
+                    matched, procedures.count_rows(spark, ref, before), policy.retention
+                )
+            ):
+                return f"{over}: awaits approval: launch with tag {APPROVAL_TAG}=true"
+            row_delete.delete_where(spark, ref, condition, bound_by)
+            return before, matched
+
+        deleted = retry_on_conflict(delete)
+        if isinstance(deleted, str):
+            return ExpireDataResult(acted=False, reason=deleted, signals=d.signals, first_expiry=first)
+        before, matched_before = deleted
         table.refresh()
         after = current_snapshot_id(table)
         run_id = commit_tags.session_properties(spark).get(SNAPSHOT_RUN_ID)
         res = _result(
-            d.reason, d.signals, facts, condition, table, _our_commits(table, before, run_id), first
+            d.reason,
+            d.signals,
+            facts,
+            condition,
+            table,
+            _our_commits(table, first_before if run_id else before, run_id),
+            first,
         )
         return replace(
             res,

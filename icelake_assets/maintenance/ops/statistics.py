@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.causes import root_cause
 from icelake_assets.health.statistics import read_puffin_ndv, statistics_facts
+from icelake_assets.maintenance.ops.attempts import retry_on_conflict
 from icelake_assets.maintenance.ops.runner import StatsFn, timed
 from icelake_assets.maintenance.results.models import StatisticsResult
 from icelake_assets.maintenance.spark import actions as spark_actions
@@ -55,7 +56,10 @@ def compute_statistics(
         spark = spark_fn()  # outside the try: a pre-flight refusal ends the op with its own cause
         partitions = policy.statistics.partition_stats and stats.statistics.partitioned
         try:
-            written = _retrying(lambda: spark_actions.compute_table_stats(spark, ref, planned.columns))
+            # Registering a statistics file is a metadata commit Iceberg does not retry (SetStatistics).
+            written = retry_on_conflict(
+                lambda: spark_actions.compute_table_stats(spark, ref, planned.columns)
+            )
         except Exception as err:
             cause = root_cause(err)
             if cause.kind == "outage":
@@ -74,7 +78,7 @@ def compute_statistics(
         # The table statistics are registered by now: a failure of the partition statistics file must
         # not discard them (the finding reads the table statistics; Spark and Trino use them).
         try:
-            partition_written = _retrying(lambda: spark_actions.compute_partition_stats(spark, ref))
+            partition_written = retry_on_conflict(lambda: spark_actions.compute_partition_stats(spark, ref))
         except Exception as err:
             cause = root_cause(err)
             if cause.kind == "outage":
@@ -92,21 +96,6 @@ def compute_statistics(
         )
 
     return timed(table, work)
-
-
-# Registering a statistics file is a metadata commit Iceberg does not retry (SetStatistics): a writer
-# committing while the sketches are computed makes it fail; computing again on the new snapshot is the fix.
-_ATTEMPTS = 3
-
-
-def _retrying(call: Callable[[], dict]) -> dict:
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            return call()
-        except Exception as err:
-            if attempt == _ATTEMPTS or root_cause(err).kind != "commit_conflict":
-                raise
-    raise AssertionError("unreachable")
 
 
 def _found(table: Table, reason: str, signals, columns: tuple[str, ...], written: dict) -> StatisticsResult:

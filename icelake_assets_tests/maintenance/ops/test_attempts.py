@@ -1,7 +1,9 @@
 """A retried rewrite's attempts folded into one result: counts summed, the first's before, the last's
-failures."""
+failures; a call retried while a writer's commit conflicts with it (other failures are not retried)."""
 
-from icelake_assets.maintenance.ops.attempts import merge_attempts
+import pytest
+
+from icelake_assets.maintenance.ops.attempts import merge_attempts, retry_on_conflict
 from icelake_assets.maintenance.results.models import DanglingDeletes, ExpireResult, RewriteResult
 
 
@@ -57,3 +59,38 @@ def test_other_ops_keep_the_last_attempt():
     a, b = ExpireResult(acted=False, reason="x"), ExpireResult(acted=True, reason="y", snapshots_expired=2)
     merged = merge_attempts([a, b])
     assert merged.acted and merged.snapshots_expired == 2 and merged.merged_attempts == 2
+
+
+# compute_statistics registers a statistics file (a metadata commit Iceberg does not retry) and
+# expire_data deletes through this: computed again when a writer committed meanwhile.
+CONFLICT = "org.apache.iceberg.exceptions.CommitFailedException: Cannot commit: stale table metadata"
+
+
+def test_a_commit_conflict_is_called_again_and_other_errors_are_not():
+    calls = []
+
+    def flaky() -> dict:
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError(CONFLICT)
+        return {"statistics_file": "s.stats"}
+
+    assert retry_on_conflict(flaky) == {"statistics_file": "s.stats"} and len(calls) == 3
+
+    def conflicting() -> dict:
+        calls.append(1)
+        raise RuntimeError(CONFLICT)
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="CommitFailedException"):
+        retry_on_conflict(conflicting)  # a writer that never stops: three attempts, then the error
+    assert len(calls) == 3
+
+    def broken() -> dict:
+        calls.append(1)
+        raise RuntimeError("java.lang.UnsupportedOperationException: Unsupported type: interval")
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="Unsupported"):
+        retry_on_conflict(broken)
+    assert len(calls) == 1

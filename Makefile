@@ -70,7 +70,7 @@ bench: bootstrap
 # far-future and Long.MAX values (nothing lost outside what the policy expires).
 MINUTES ?= 30
 soak: bootstrap
-	$(PY) -m bench.chaos_soak --minutes $(MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(STORAGE),--storage $(STORAGE))
+	$(PY) -m bench.soak.chaos_soak --minutes $(MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(STORAGE),--storage $(STORAGE))
 
 clean:
 	rm -rf .lake .dagster_home .lake-s3

@@ -16,8 +16,8 @@ from dagster._core.definitions.definitions_load_context import DefinitionsLoadCo
 from dagster._core.definitions.repository_definition.repository_definition import RepositoryLoadData
 from dagster._core.execution.api import create_execution_plan
 
-from bench.load_child import load_repository
-from bench.run_worker import prepare_run
+from bench.scale.load_child import load_repository
+from bench.scale.run_worker import prepare_run
 from icelake_assets import definitions
 from icelake_assets.catalog import inventory
 from icelake_assets.demo.lake import build_demo_lake

@@ -3,7 +3,7 @@ only at tables whose location or write paths lie inside that location or contain
 
 A sensor tick, or a run of many small tables, scans every table against the same lake. Parsing and
 comparing every other table's locations for every table scanned was quadratic: 0.8 s for a lake of
-200 tables, 58 s for 2,000 (bench.orphan_rules_bench). The lake's locations are parsed and indexed by path
+200 tables, 58 s for 2,000 (bench.health.orphan_rules_bench). The lake's locations are parsed and indexed by path
 once per listing: the listing carries its index (:class:`IndexedTables`, what the resource and the
 command line hand out for a tick's or a command's scans); each scan then finds its candidates by a
 range of the sorted paths (those inside its location) and a lookup of each of its ancestors (those

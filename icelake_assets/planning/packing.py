@@ -17,7 +17,7 @@ part of a small table's), and a small table whose pool a run in flight holds is 
 launched this tick (a run for it, alone or packed, would only wait on that run, holding a queue
 slot meanwhile): it is packed once the pool frees. With 64 pools and hundreds of small tables,
 packs cut without regard to pools shared pools almost surely and ran one at a time (measured by
-bench.fleet_bench: 200 tables took 1.95x the raw procedures). A pool goes whole to the first pack
+bench.loop.fleet_bench: 200 tables took 1.95x the raw procedures). A pool goes whole to the first pack
 of its job that can take it (first fit): cut at a pack's boundary, the rest of the pool waited for
 the run that claimed it, and those tables gathered into small runs at the end of a heal.
 
@@ -117,7 +117,7 @@ class LaunchUnit:
 
 
 # A shared run carries at least this many tables when there are as many: under it, the run's fixed
-# cost (queue turn, process, definitions, Spark attach: about 9 s measured by bench.fleet_bench)
+# cost (queue turn, process, definitions, Spark attach: about 9 s measured by bench.loop.fleet_bench)
 # outweighs its tables' work (about 2-5 s each), and the slots it would keep busy are not worth it.
 MIN_SHARED = 4
 
@@ -127,7 +127,7 @@ def _share(tables: int, max_tables: int, spread_over: int) -> int:
     ``spread_over`` runs (the runs that run at once), over fewer runs when that would leave packs of
     fewer than MIN_SHARED tables. 50 tables at most 20 a run under a cap of 2 make four runs of 13 or
     fewer, two rounds with both slots busy; packs of 20, 20 and 10 left the last one alone beside an
-    idle slot (60 tables took a third longer than they needed, bench.fleet_bench)."""
+    idle slot (60 tables took a third longer than they needed, bench.loop.fleet_bench)."""
     rounds = -(-tables // (max_tables * spread_over))
     packs = max(1, min(spread_over * rounds, -(-tables // MIN_SHARED)))
     return max(1, min(max_tables, -(-tables // packs)))

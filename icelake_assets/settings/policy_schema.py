@@ -265,7 +265,7 @@ class LoopPolicy(StrictModel):
     # Spark session (maintenance/verify/scan_probe.py), for tables up to scan_probe_max_bytes.
     scan_probe: bool = False
     scan_probe_max_bytes: int = Field(GiB, ge=1, le=MAX_REWRITE_BYTES)
-    # The query the probe times instead of a full scan: one a table's readers run (bench.query_bench's
+    # The query the probe times instead of a full scan: one a table's readers run (bench.loop.query_bench's
     # kinds: a filter on the partition column, a point lookup, an aggregate). A SELECT naming the
     # table as {table}, which the probe replaces with the quoted table at each snapshot. From the
     # settings file only (never a table property): whoever edits it is trusted.

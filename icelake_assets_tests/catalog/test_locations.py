@@ -17,7 +17,7 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
-from bench.latency_proxy import latency_proxy
+from bench.health.latency_proxy import latency_proxy
 from icelake_assets.catalog.connection import CatalogUnavailableError, TableMissingError, TableRef
 from icelake_assets.catalog.locations import bounded_map, metadata_locations
 from icelake_assets.health.stats import TableStats

@@ -58,7 +58,7 @@ def test_packs_of_one_tick_carry_whole_pools_and_never_share_one():
     """A pool admits one run at a time: two packs sharing one run one after the other. A pack takes
     the pool-mates of each table it takes (one pool's tables share one chain of steps), and a pool goes
     whole to the first pack that can take it: split over two packs, its other tables would wait for
-    the run that claims it and make small runs at the end of a heal (bench.fleet_bench: 20, 10, 5 and 5
+    the run that claims it and make small runs at the end of a heal (bench.loop.fleet_bench: 20, 10, 5 and 5
     tables for the last 40). Only a pool larger than a pack, or one that a large table's run or
     another job's pack claims, leaves tables waiting."""
     ranked = [
@@ -123,7 +123,7 @@ def test_packs_are_not_spread_thinner_than_the_minimum_a_run_is_worth():
 def test_no_table_waits_on_a_pool_its_own_ticks_packs_split():
     """40 small tables in 13 pools (3 or 4 tables each), two runs at once. The old cut filled a pack
     table by table and left the rest of the pool at its boundary waiting for the run that claims it:
-    a few tables per run, which gathered into small runs at the end of a heal (bench.fleet_bench: the
+    a few tables per run, which gathered into small runs at the end of a heal (bench.loop.fleet_bench: the
     last 40 of 200 tables went as 20, 10, 5 and 5). Now every table is in a pack, pools whole; what
     the free slots do not launch is packed again next tick, with nothing held."""
     ranked = [_candidate(f"t{i:02d}", pool=f"p{i % 13}") for i in range(40)]

@@ -172,7 +172,7 @@ def test_a_terminate_signalled_as_the_code_server_does_is_never_retried(tmp_path
     cancel_execution sends it (dagster's send_interrupt). Dagster turns an interrupt of an op with a
     retry policy into a retry: the step went up for retry and the run stayed CANCELING for its delay.
     Now the step fails without a retry, the run ends CANCELED within seconds, no commit after. The path
-    through dagster-daemon and a real code server is the chaos soak's (bench/soak_terminate.py)."""
+    through dagster-daemon and a real code server is the chaos soak's (bench/soak/terminate.py)."""
     with DagsterInstance.local_temp(str(tmp_path)) as instance:
         worker, run_id = _committing_run(tmp_path, instance, "retried_committing")
         instance.report_run_canceling(instance.get_run_by_id(run_id))  # what run_launcher.terminate does

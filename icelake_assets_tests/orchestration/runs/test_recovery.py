@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, job
 
-from bench.run_worker import prepare_run
+from bench.scale.run_worker import prepare_run
 from icelake_assets import definitions
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.orchestration.assets.graph import table_asset_key

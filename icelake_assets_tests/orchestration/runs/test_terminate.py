@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 
-from bench.run_worker import prepare_run
+from bench.scale.run_worker import prepare_run
 from icelake_assets import definitions
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.maintenance.spark import resident_spark

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -234,6 +235,13 @@ def cmd_demo_lake(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """A Dagster backfill of exactly the table's unhealthy partitions (operate/backfill.py)."""
+    from icelake_assets.operate.backfill import cmd_backfill as backfill
+
+    return backfill(args)
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     from icelake_assets.agents.server import cmd_mcp as serve
 
@@ -255,9 +263,23 @@ def describe(commands: Sequence[str]) -> str:
     return f"The self-maintaining lakehouse's command line, for people outside the UI: {', '.join(commands)}."
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """The description wrapped between words only: a command named with a hyphen (demo-lake) is never
+    split at it."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``icelake`` parser, its description listing every command it was given."""
-    parser = argparse.ArgumentParser(prog="icelake")
+    parser = argparse.ArgumentParser(prog="icelake", formatter_class=_HelpFormatter)
     parser.add_argument("--config", help="settings file (default: $ICELAKE_CONFIG or ./icelake.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("health", help="print the health findings of one table or all")
@@ -286,6 +308,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the policy as JSON (icelake.policy/v1)")
     p.set_defaults(func=cmd_policy)
     add_operator_commands(sub, TABLE_HELP)
+    p = sub.add_parser("backfill", help="launch a Dagster backfill of exactly a table's unhealthy partitions")
+    p.add_argument("table", help=TABLE_HELP)
+    p.add_argument(
+        "--unhealthy",
+        action="store_true",
+        required=True,
+        help="the partitions failing a check per partition (what `health TABLE --partitions` lists)",
+    )
+    p.add_argument("--check", help="only those failing this check: small_files, delete_files or layout_drift")
+    p.add_argument("--dry-run", action="store_true", help="print the keys and what would run; launch nothing")
+    p.add_argument(
+        "--dagster-url", default=DEFAULT_DAGSTER_URL, help=f"the webserver (default {DEFAULT_DAGSTER_URL})"
+    )
+    p.add_argument("--json", action="store_true", help="print the backfill as JSON (icelake.backfill/v1)")
+    p.set_defaults(func=cmd_backfill)
     p = sub.add_parser("mcp", help="serve the operator tools to agents over MCP (stdio, or --http)")
     p.add_argument(
         "--agent", help="the identity of the stdio client (default: $ICELAKE_AGENT, else anonymous)"

@@ -35,6 +35,7 @@ from icelake_assets.orchestration.checks.asset_checks import (
     health_definitions,
 )
 from icelake_assets.orchestration.checks.lake_access import build_catalogs_check, problems_markdown
+from icelake_assets.orchestration.checks.partition_checks import partition_checks_enabled
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import (
     ICELAKE_RESOURCE,
@@ -164,11 +165,14 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
     config_path = settings.source if Path(settings.source).is_file() else os.environ.get(CONFIG_ENV_VAR)
     project_owned = settings.asset_keys.defined_by_project
     granularity = shape.checks
+    partition_checks = partition_checks_enabled(settings.automation.partition_checks, granularity)
     interval = min((p.policy.sensor.interval_seconds for p in policies.values()), default=300)
 
     maintenance = maintenance_definitions(groups, policies, defined_by_project=project_owned)
     fix_jobs = fix_jobs_of(groups, maintenance)
-    health = health_definitions(tables, groups, fix_jobs, granularity, problems_markdown(shape.problems))
+    health = health_definitions(
+        tables, groups, fix_jobs, granularity, problems_markdown(shape.problems), partition_checks
+    )
     sensors = (
         [
             build_maintenance_sensor(
@@ -182,7 +186,12 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
             ),
             build_partition_keys_sensor(tables, interval),
             build_health_sensor(
-                tables, fix_jobs, interval, settings.automation.tick_budget_seconds, granularity
+                tables,
+                fix_jobs,
+                interval,
+                settings.automation.tick_budget_seconds,
+                granularity,
+                partition_checks,
             ),
             build_overview_sensor(max(interval, settings.automation.overview_min_interval_seconds)),
         ]

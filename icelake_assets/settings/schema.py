@@ -247,12 +247,25 @@ class AutomationSettings(StrictModel):
     # table's asset and checks: at 200 tables about a second a tick on an idle instance, several
     # under load. It ticks at the sensors' interval, but never more often than this.
     overview_min_interval_seconds: int = Field(60, ge=10, le=24 * 3600)
+    # Health per partition (orchestration/checks/partition_checks.py): a partitioned table's asset also
+    # carries small_files, delete_files and layout_drift per partition (``<check>_by_partition``). "auto":
+    # on where the installed Dagster takes partitioned asset checks; "off": the table-level checks only.
+    partition_checks: Literal["auto", "on", "off"] = "auto"
 
     def checks_for(self, tables: int) -> ChecksPerTable:
         """The checks each table of a lake of ``tables`` tables carries (``checks_per_table``)."""
         if self.checks_per_table != "auto":
             return self.checks_per_table
         return "each" if tables <= self.checks_each_max_tables else "summary"
+
+    @field_validator("partition_checks", mode="before")
+    @classmethod
+    def _partition_checks(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # YAML reads a bare on / off as true / false
+            return "on" if v else "off"
+        if v not in ("auto", "on", "off"):
+            raise ValueError(f"{v!r} is not one of auto, on, off")
+        return v
 
     @field_validator("checks_cron", "orphan_checks_cron")
     @classmethod

@@ -125,3 +125,13 @@ def test_auto_checks_carry_every_check_up_to_the_bound_and_the_summary_past_it(t
     assert pinned.checks_for(10_000) == "each"
     with pytest.raises(SettingsError, match="checks_per_table"):
         load_settings(write(tmp_path, CAT + "automation: {checks_per_table: some}\n"))
+
+
+def test_partition_checks_takes_auto_on_off_even_as_yaml_booleans_and_names_a_bad_value(tmp_path):
+    assert load_settings(write(tmp_path, CAT)).automation.partition_checks == "auto"  # the default
+    # A bare on / off is a YAML boolean: read as the switch it spells.
+    for text, expected in (("on", "on"), ("off", "off"), ("'off'", "off"), ("auto", "auto")):
+        loaded = load_settings(write(tmp_path, CAT + f"automation: {{partition_checks: {text}}}\n"))
+        assert loaded.automation.partition_checks == expected
+    with pytest.raises(SettingsError, match=r"partition_checks.*'sometimes' is not one of auto, on, off"):
+        load_settings(write(tmp_path, CAT + "automation: {partition_checks: sometimes}\n"))

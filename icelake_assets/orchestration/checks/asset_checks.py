@@ -41,6 +41,11 @@ from icelake_assets.orchestration.checks.benefits import lake_benefit
 from icelake_assets.orchestration.checks.configuration import build_config_checks
 from icelake_assets.orchestration.checks.group_ops import group_checks
 from icelake_assets.orchestration.checks.health import ORPHAN_CHECK, run_orphan_findings, table_health
+from icelake_assets.orchestration.checks.partition_checks import (
+    partition_check_definitions,
+    partition_checks_enabled,
+)
+from icelake_assets.orchestration.checks.partition_report_job import partition_report_job
 from icelake_assets.orchestration.checks.results import (
     HEALTH_CHECK,
     HEALTH_CHECK_DESCRIPTION,
@@ -304,10 +309,16 @@ def health_definitions(
     fix_jobs: Mapping[TableRef, str],
     granularity: ChecksPerTable = "each",
     left_out: str = "",
+    partition_checks: bool | None = None,
 ) -> Definitions:
     """This module's part of the code location: every table's checks (one op per kind and table
     group; orchestration/tables/table_groups.py), the lake-wide overview (``left_out``: what the load could
-    not read), and the jobs that run them."""
+    not read), and the jobs that run them. ``partition_checks``: partitioned tables also carry their
+    checks per partition (partition_checks.py; None: ``automation.partition_checks: auto``), which the
+    runs that maintain them report, and ``icelake_partition_checks`` between runs; the checks jobs
+    leave them out (they run unpartitioned, over tables of every partitions definition)."""
+    enabled = partition_checks_enabled("auto", granularity) if partition_checks is None else partition_checks
+    by_partition = partition_check_definitions(groups, enabled)
     checks = [
         c
         for g in groups
@@ -338,5 +349,7 @@ def health_definitions(
         ),
     ]
     return Definitions(
-        assets=[build_health_overview(tables, left_out, fix_jobs)], asset_checks=checks, jobs=jobs
+        assets=[build_health_overview(tables, left_out, fix_jobs)],
+        asset_checks=[*checks, *by_partition],
+        jobs=[*jobs, *([partition_report_job] if by_partition else [])],
     )

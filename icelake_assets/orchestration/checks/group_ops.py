@@ -6,6 +6,7 @@ raises after the rest, naming it (alone in the run, it raises at once, as a sing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetChecksDefinition,
@@ -18,9 +19,11 @@ from icelake_assets.catalog.discovery import DiscoveredTable
 from icelake_assets.orchestration.names import named_checks, table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 
-# (context, icelake, table, names of its selected checks) -> the table's results
+# (context, icelake, table, names of its selected checks) -> the table's results (evaluations naming
+# their partition, for partitioned checks: partition_checks.py)
 Evaluate = Callable[
-    [AssetCheckExecutionContext, IcelakeResource, DiscoveredTable, set[str]], Iterable[AssetCheckResult]
+    [AssetCheckExecutionContext, IcelakeResource, DiscoveredTable, set[str]],
+    Iterable[AssetCheckResult | AssetCheckEvaluation],
 ]
 
 
@@ -39,7 +42,9 @@ def group_checks(
         can_subset=True,
         description=description,
     )
-    def checks(context: AssetCheckExecutionContext, icelake: IcelakeResource) -> Iterator[AssetCheckResult]:
+    def checks(
+        context: AssetCheckExecutionContext, icelake: IcelakeResource
+    ) -> Iterator[AssetCheckResult | AssetCheckEvaluation]:
         selected: dict[AssetKey, set[str]] = {}
         for key in context.selected_asset_check_keys:
             if key.asset_key in by_key:

@@ -12,11 +12,15 @@ reports its checks on the metadata it leaves) is not judged again. A table with 
 progress waits until the run ends: the run plans its own checks when
 it starts, and an evaluation reported meanwhile (of a half-maintained table) would look newer than the
 run's own final result in the UI.
+
+Partitioned tables' checks per partition (checks/partition_checks.py) are reported by a run the sensor
+asks for, naming the partitions whose files changed since their last report (partition_reports.py);
+the cursor keeps each partition's digest (health_cursor.py).
 """
 
-import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from dagster import (
     AssetCheckEvaluation,
@@ -29,26 +33,38 @@ from dagster import (
     DagsterRunStatus,
     DefaultSensorStatus,
     MetadataValue,
+    PartitionsDefinition,
     RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     sensor,
 )
+from pyiceberg.table import Table
 
 from icelake_assets.audit.metrics import record_health
 from icelake_assets.catalog.connection import TableRef
 from icelake_assets.catalog.discovery import DiscoveredTable, DiscoveryProblem
 from icelake_assets.catalog.locations import metadata_file, metadata_locations
+from icelake_assets.health.table_stats import TableStats
 from icelake_assets.orchestration.checks.asset_checks import OVERVIEW_KEY, metadata_check_names
 from icelake_assets.orchestration.checks.configuration import configuration_result
 from icelake_assets.orchestration.checks.health import ORPHAN_CHECK, table_health
+from icelake_assets.orchestration.checks.partition_checks import partition_checks_enabled
+from icelake_assets.orchestration.checks.partition_report_job import partition_report_job
 from icelake_assets.orchestration.checks.results import HEALTH_CHECK, METADATA_FILE, metadata_check_results
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
 from icelake_assets.orchestration.runs.run_tags import named_tables
+from icelake_assets.orchestration.sensors.health_cursor import HealthCursor
+from icelake_assets.orchestration.sensors.partition_reports import (
+    PartitionReports,
+    forget_missing,
+    partitions_defs,
+    settle_requests,
+)
 from icelake_assets.policies import configuration_report
-from icelake_assets.settings import ChecksPerTable
+from icelake_assets.settings import ChecksPerTable, Policy
 
 HEALTH_SENSOR = "icelake_health_sensor"
 OVERVIEW_SENSOR = "icelake_overview_sensor"
@@ -79,13 +95,23 @@ def _evaluation(result: AssetCheckResult) -> AssetCheckEvaluation:
     )
 
 
-def table_check_evaluations(
+@dataclass(frozen=True)
+class TableChecks:
+    """A table's check evaluations, and what they were read from (its partitions are graded on it)."""
+
+    evaluations: list[AssetCheckEvaluation]
+    table: Table
+    policy: Policy
+    stats: TableStats
+
+
+def table_checks(
     icelake: IcelakeResource,
     ref: TableRef,
     fix_job: str | None = None,
     granularity: ChecksPerTable = "each",
     instance: DagsterInstance | None = None,
-) -> list[AssetCheckEvaluation]:
+) -> TableChecks:
     """What the table's metadata and configuration checks would report now (those it has:
     ``automation.checks_per_table``). The verdict is the one every surface shows (table_health: the
     configuration and the recorded orphan check included)."""
@@ -98,7 +124,17 @@ def table_check_evaluations(
     if granularity == "each":
         report = configuration_report(table.metadata.format_version, table.properties, effective)
         results.append(configuration_result(report, effective, key))
-    return [_evaluation(r) for r in results]
+    return TableChecks([_evaluation(r) for r in results], table, effective.policy, health.stats)
+
+
+def table_check_evaluations(
+    icelake: IcelakeResource,
+    ref: TableRef,
+    fix_job: str | None = None,
+    granularity: ChecksPerTable = "each",
+    instance: DagsterInstance | None = None,
+) -> list[AssetCheckEvaluation]:
+    return table_checks(icelake, ref, fix_job, granularity, instance).evaluations
 
 
 # A cursor entry for a table reported as not evaluated (never equal to a metadata location): the table
@@ -169,12 +205,18 @@ def evaluate_health_tick(
     fix_jobs: Mapping[TableRef, str],
     budget_seconds: float,
     granularity: ChecksPerTable = "each",
+    partition_checks: bool = False,
 ) -> SensorResult:
     started = time.monotonic()
-    try:
-        seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
-    except ValueError:
-        seen = {}  # an unreadable cursor costs one evaluation of every table
+    cursor = HealthCursor.loads(context.cursor)
+    seen = cursor.tables
+    pdefs = partitions_defs(context, tables) if partition_checks else {}
+    if partition_checks:
+        settle_requests(context, cursor)
+    else:  # switched off: nothing kept, so switched on again every partition is reported once
+        cursor.pending.clear()
+    forget_missing(cursor, pdefs)
+    reports = PartitionReports(cursor)
     locations: dict[TableRef, str | None] = {}
     down: dict[str, DiscoveryProblem] = {}
     by_catalog: dict[str, list[TableRef]] = {}
@@ -207,7 +249,11 @@ def evaluate_health_tick(
         if t.ref.catalog in down:
             failure: DiscoveryProblem | None = down[t.ref.catalog]
             location = ""
-        elif location is None or seen.get(name) == location or name in busy:
+        elif location is None or name in busy:
+            continue
+        elif seen.get(name) == location:
+            if name in cursor.due and t.ref in pdefs:  # only its partitions, asked for again
+                _partitions_only(context, icelake, t.ref, reports, pdefs[t.ref])
             continue
         elif t.ref in judged:
             seen[name] = location  # judged on this metadata already (its maintenance run's checks)
@@ -217,11 +263,10 @@ def evaluate_health_tick(
             continue
         else:
             try:
-                events.extend(
-                    table_check_evaluations(
-                        icelake, t.ref, fix_jobs.get(t.ref), granularity, context.instance
-                    )
-                )
+                checks = table_checks(icelake, t.ref, fix_jobs.get(t.ref), granularity, context.instance)
+                events.extend(checks.evaluations)
+                if t.ref in pdefs:
+                    reports.compare(context, t.ref, checks.table, checks.stats, checks.policy, pdefs[t.ref])
                 failure = None
             except Exception as err:  # missing, unreadable metadata or manifests: this table only
                 failure = DiscoveryProblem.from_error(t.ref.catalog, err, t.ref)
@@ -233,15 +278,39 @@ def evaluate_health_tick(
             events.append(not_evaluated(t.ref, failure))
             seen[name] = _FAILED + location
             failed.append(name)
-    if not events:
-        return SensorResult(skip_reason="no table changed since the last tick", cursor=json.dumps(seen))
+    request = reports.run_request()
+    if not events and request is None:
+        return SensorResult(skip_reason="no table changed since the last tick", cursor=cursor.dumps())
     elapsed = time.monotonic() - started
     context.log.info(
         f"checks reported for {len(evaluated)} changed table(s) in {elapsed:.2f}s"
         + (f", {len(failed)} not evaluated: {', '.join(failed[:20])}" if failed else "")
         + (f"; {left} left for the next tick" if left else "")
+        + (
+            f"; partition checks asked for {reports.keys} partition(s) of {len(reports.asked)} table(s)"
+            if request
+            else ""
+        )
     )
-    return SensorResult(asset_events=events, cursor=json.dumps(seen))
+    return SensorResult(
+        asset_events=events, run_requests=[request] if request else None, cursor=cursor.dumps()
+    )
+
+
+def _partitions_only(
+    context: SensorEvaluationContext,
+    icelake: IcelakeResource,
+    ref: TableRef,
+    reports: PartitionReports,
+    partitions_def: PartitionsDefinition,
+) -> None:
+    """A table due again whose metadata did not change: its partitions are compared, no check reported."""
+    try:
+        table = icelake.load_table(ref)
+        policy = icelake.effective_policy(table).policy
+        reports.compare(context, ref, table, icelake.stats(table, policy), policy, partitions_def)
+    except Exception as err:  # stays due: tried again on the next tick
+        context.log.warning(f"{ref}: partitions not compared: {err}")
 
 
 def build_health_sensor(
@@ -250,17 +319,27 @@ def build_health_sensor(
     interval_seconds: int,
     budget_seconds: float,
     granularity: ChecksPerTable = "each",
+    partition_checks: bool | None = None,
 ) -> SensorDefinition:
+    """``partition_checks``: whether tables carry checks per partition (checks/partition_checks.py),
+    reported by the runs of ``icelake_partition_checks`` this sensor asks for; None: ``auto``."""
+    if partition_checks is None:
+        partition_checks = partition_checks_enabled("auto", granularity)
+
     # Running by default whatever the maintenance sensor's status: it only reads metadata.
     @sensor(
         name=HEALTH_SENSOR,
         minimum_interval_seconds=interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
+        jobs=[partition_report_job] if partition_checks else None,
         description="Reports every table's metadata checks and health summary when its metadata changed "
-        "(pyiceberg only: no run, no Spark, nothing written).",
+        "(pyiceberg only: no run, no Spark, nothing written); the checks per partition of the partitions "
+        "whose files changed, through one run of icelake_partition_checks.",
     )
     def health_sensor(context: SensorEvaluationContext, icelake: IcelakeResource):
-        return evaluate_health_tick(context, icelake, tables, fix_jobs, budget_seconds, granularity)
+        return evaluate_health_tick(
+            context, icelake, tables, fix_jobs, budget_seconds, granularity, partition_checks
+        )
 
     return health_sensor
 

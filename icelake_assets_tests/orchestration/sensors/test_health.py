@@ -9,6 +9,7 @@ from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.demo.lake import add_snapshots, build_demo_lake
 from icelake_assets.orchestration.checks.asset_checks import HEALTH_CHECK, METADATA_CHECKS
 from icelake_assets.orchestration.checks.configuration import CONFIG_CHECK
+from icelake_assets.orchestration.checks.partition_report_job import PARTITION_REPORT_JOB
 from icelake_assets.orchestration.project import MAINTENANCE_JOB, build_definitions
 from icelake_assets.orchestration.sensors.health import HEALTH_SENSOR
 from icelake_assets.orchestration.sensors.maintenance import TABLE_TAG
@@ -46,6 +47,14 @@ def test_first_tick_reports_every_check_of_every_table_then_only_changed_tables(
     assert (
         orders.description.startswith("Unknown") and "not evaluated yet: orphan_files" in orders.description
     )
+
+    # trips is partitioned: its checks per partition come from the one run the tick asked for
+    # (test_partition_reports.py), which the daemon launches before the next tick.
+    [request] = first.run_requests
+    report = defs.resolve_job_def(PARTITION_REPORT_JOB)
+    assert report.execute_in_process(
+        instance=instance, run_config=request.run_config, tags=request.tags
+    ).success
 
     unchanged = _tick(settings, defs, instance, first.cursor)
     assert not unchanged.asset_events and "no table changed" in unchanged.skip_message

@@ -9,6 +9,7 @@ from bench.scale.shape_spec import ShapeSpec, spec_of
 from icelake_assets.health.findings import CHECKS
 from icelake_assets.maintenance.ops.chain import MAINTENANCE_OPS
 from icelake_assets.orchestration.project import build_definitions
+from icelake_assets.planning.partition_health import PARTITION_CHECKS
 from icelake_assets.private_api import IMPLICIT_ASSET_JOB_NAME
 from icelake_assets_tests.conftest import discovered_table
 
@@ -50,8 +51,10 @@ def test_the_same_shape_has_the_products_assets_checks_jobs_and_ops(make_lake, t
     bare = same_shape(ShapeSpec.read(path)).get_repository_def()
 
     assert bare.asset_graph.get_all_asset_keys() == product.asset_graph.get_all_asset_keys()
-    # 8 tables x (every check, health, table_configuration), plus the overview's catalogs_reachable
-    assert _checks(bare) == _checks(product) and len(_checks(product)) == 8 * (len(CHECKS) + 2) + 1
+    # 8 tables x (every check, health, table_configuration), plus the overview's catalogs_reachable, plus
+    # the checks per partition of the 3 partitioned tables (automation.partition_checks: auto)
+    expected = 8 * (len(CHECKS) + 2) + 1 + 3 * len(PARTITION_CHECKS)
+    assert _checks(bare) == _checks(product) and len(_checks(product)) == expected
     assert {j.name for j in bare.get_all_jobs()} == {j.name for j in product.get_all_jobs()}
     assert len(product.get_all_jobs()) >= 6  # maintenance (x3 partitions kinds), health, checks, orphans
     assert _ops(bare) == _ops(product) and len(_ops(product)) == 4

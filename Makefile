@@ -34,17 +34,19 @@ else
 	$(PY) scripts/run_dagster.py -- -h $(HOST) -p $(PORT) -w workspace.yaml
 endif
 
-# Lint and format (ruff), types (mypy), import layers (lint-imports), then the tests.
+# Lint and format (ruff), types (mypy), import layers (lint-imports), then the tests on TEST_WORKERS
+# pytest-xdist workers (a module per worker at a time; conftest.py groups the timing-sensitive ones).
+TEST_WORKERS ?= 2
 test: bootstrap
 	.venv/bin/ruff check icelake_assets icelake_assets_tests bench
 	.venv/bin/ruff format --check icelake_assets icelake_assets_tests bench
 	.venv/bin/mypy
 	.venv/bin/lint-imports
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The unit tests alone (seconds; no Spark, server or Dagster instance): `make test` runs them too.
 unit: bootstrap
-	$(PY) -m pytest -q -m "not integration"
+	$(PY) -m pytest -q -m "not integration" -n $(TEST_WORKERS) --dist loadgroup
 
 # Headless: rebuilds the degraded demo lake, checks, maintains through Dagster, prints before/after.
 demo: bootstrap $(DAGSTER_HOME)/dagster.yaml

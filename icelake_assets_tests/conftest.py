@@ -5,10 +5,13 @@ resource registers a new catalog on the live session at runtime (see IcebergSpar
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,16 @@ os.environ.setdefault("ICELAKE_INVENTORY", "off")
 # Each test process runs its own Spark driver (the fixture session below); the shared resident driver
 # is tested on its own (maintenance/spark/test_resident_spark.py) and stopped by its PID there.
 os.environ.setdefault("ICELAKE_SPARK_SESSION", "per_run")
+# Under pytest-xdist (`make test`) every worker is a process of its own: what the environment's
+# defaults would share between them (the resident drivers' folder, the health cache, DAGSTER_HOME's
+# instance) gets a folder per worker, removed when the worker exits.
+if _WORKER := os.environ.get("PYTEST_XDIST_WORKER"):
+    _OWN = Path(tempfile.mkdtemp(prefix=f"icelake-tests-{_WORKER}-"))
+    atexit.register(shutil.rmtree, _OWN, ignore_errors=True)
+    os.environ["ICELAKE_SPARK_STATE_DIR"] = str(_OWN / "spark")
+    os.environ["XDG_CACHE_HOME"] = str(_OWN / "cache")
+    os.environ["DAGSTER_HOME"] = str(_OWN / "dagster_home")
+    (_OWN / "dagster_home").mkdir()
 
 # Thresholds scaled to the demo lake's "test" size (the defaults are sized for production tables).
 TEST_THRESHOLDS: dict[str, Any] = {
@@ -166,6 +179,7 @@ _INTEGRATION = re.compile(
     r"spark_session|SparkSession|IcebergSparkResource|spark_for|execute_maintenance|execute_in_process"
     r"|DagsterInstance|instance_for_test|sensor_tick|build_sensor_context|evaluate_tick"
     r"|\bweed\b|postgres|webserver|playwright|promtool|subprocess|definitions_validate|spark_cluster"
+    r"|run_client"  # a client process that starts a resident Spark driver (maintenance/spark/)
 )
 
 
@@ -174,10 +188,30 @@ def _is_integration(path: str) -> bool:
     return bool(_INTEGRATION.search(Path(path).read_text()))
 
 
+# `make test` runs the suite on pytest-xdist workers with `--dist loadgroup`: a module's tests stay on
+# one worker (its module-scoped lakes, servers and Spark session are built once), and these modules,
+# whose assertions time a kill, a signal, a fence or a browser against wall clocks, share one group:
+# they run one after another on one worker, never two of them at once.
+ONE_AT_A_TIME = frozenset(
+    {
+        "maintenance/spark/test_resident_fence.py",
+        "maintenance/spark/test_resident_spark.py",
+        "orchestration/test_crash_recovery.py",
+        "orchestration/test_shared_spark_runs.py",
+        "test_run_launcher.py",
+        "ui/test_browser.py",
+    }
+)
+_HERE = Path(__file__).parent
+assert all((_HERE / m).is_file() for m in ONE_AT_A_TIME), "ONE_AT_A_TIME names a module that moved"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _is_integration(str(item.path)):
             item.add_marker(pytest.mark.integration)
+        module = item.path.relative_to(_HERE).as_posix()
+        item.add_marker(pytest.mark.xdist_group("one_at_a_time" if module in ONE_AT_A_TIME else module))
 
 
 def discovered_table(

@@ -59,7 +59,10 @@ APPEND_SECONDS = 2.0
 WRITER_INDEX = 5  # its id range (bench/soak/writers.py ID_SPAN): never another writer's ids
 WRITER_NAME = "retention_writer"
 APPROVAL_WAIT_SECONDS = 300.0  # for the table to await approval (its first rows past the cut-off)
-APPROVAL_TRIES = 3
+# An operator approving during chaos tries again after a failure (the soak of 2026-12-02 06:00: three
+# approved runs failed on a store or driver down at that moment, and the table was never expired).
+APPROVAL_TRIES = 12
+APPROVAL_RETRY_SECONDS = 30.0
 APPROVED_BY = "chaos soak"
 
 POLICY = {
@@ -271,7 +274,7 @@ class Approver(threading.Thread):
                 + failed
             )
             if not a.acted:
-                time.sleep(10)
+                time.sleep(APPROVAL_RETRY_SECONDS)
 
 
 def approve_main() -> int:

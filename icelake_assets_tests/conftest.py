@@ -200,6 +200,7 @@ ONE_AT_A_TIME = frozenset(
         "orchestration/test_shared_spark_runs.py",
         "test_run_launcher.py",
         "ui/test_browser.py",
+        "ui/test_partition_checks_browser.py",
     }
 )
 _HERE = Path(__file__).parent

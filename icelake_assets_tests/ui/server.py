@@ -52,6 +52,7 @@ def free_port() -> int:
 class DagsterDev:
     folder: Path
     port: int
+    scale: str = SCALE  # `icelake demo-lake --scale`
     process: subprocess.Popen | None = None
 
     @property
@@ -76,7 +77,7 @@ class DagsterDev:
         shutil.copy(ROOT / "dagster.yaml", self.folder / "dagster_home" / "dagster.yaml")
         (self.folder / "icelake.yaml").write_text(yaml.safe_dump(shipped_settings(), sort_keys=False))
         subprocess.run(
-            [sys.executable, "-m", "icelake_assets.cli", "demo-lake", "--scale", SCALE],
+            [sys.executable, "-m", "icelake_assets.cli", "demo-lake", "--scale", self.scale],
             cwd=ROOT,
             env=self.env,
             check=True,

@@ -14,6 +14,7 @@ from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.maintenance.ops.chain import MAINTENANCE_OPS
 from icelake_assets.orchestration.display import human_bytes, human_duration
 from icelake_assets.orchestration.project import CHECKS_JOB, build_definitions, execute_maintenance
+from icelake_assets.planning.partition_health import PARTITION_CHECKS
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name, new_lake
 
 
@@ -79,9 +80,14 @@ def test_checks_fail_on_the_degraded_lake_and_pass_after_maintenance(run):
         ("clicks", "snapshot_retention"),
         ("orders", "orphan_files"),
     } <= failing
-    # every table check ran again after maintenance (the lake-level catalogs check is not a table's)
-    assert set(after) == {k for k in before if k[0] != "health_overview"}
+    # every table check ran again after maintenance (the lake-level catalogs check is not a table's), and
+    # the run reported the day-partitioned table's checks per partition (the checks job leaves them out)
+    by_partition = {k for k in after if k[1].endswith("_by_partition")}
+    assert by_partition == {("trips", f"{c}_by_partition") for c in PARTITION_CHECKS}
+    assert set(after) - by_partition == {k for k in before if k[0] != "health_overview"}
     assert [(k, e.description) for k, e in after.items() if not e.passed] == []
+    days = [e for r in run["maintenance"] for e in r.get_asset_check_evaluations() if e.partition]
+    assert len({e.partition for e in days}) == 6 and all(e.passed for e in days)
     small = before[("trips", "small_files")].metadata
     assert small["candidate_partitions"].value == 6 and small["small_files"].value == 180
 

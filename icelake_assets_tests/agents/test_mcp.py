@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -19,7 +16,6 @@ from typing import Any
 
 import anyio
 import pytest
-import requests
 import yaml
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -28,8 +24,8 @@ from mcp_types import CallToolResult
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.settings import Settings, load_settings
 from icelake_assets_tests.conftest import new_lake
+from icelake_assets_tests.dagster_webserver import dagster_webserver
 from icelake_assets_tests.operate.shapes import AUDIT, HEALTH, PLAN, POLICY, assert_shape, held_lake
-from icelake_assets_tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 READ_TOOLS = {
@@ -221,54 +217,8 @@ def test_a_catalog_that_is_down_is_a_typed_error_and_secrets_never_show(tmp_path
 def webserver(lake, tmp_path_factory):
     """`dagster-webserver` (no daemon) serving the lake's code location: approved runs stay queued."""
     settings, _, _ = lake
-    tmp = tmp_path_factory.mktemp("dagster")
-    home = tmp / "home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    port = free_port()
-    env = {
-        **os.environ,
-        "ICELAKE_CONFIG": settings.source,
-        "DAGSTER_HOME": str(home),
-        "PYTHONPATH": str(ROOT),
-    }
-    log = open(tmp / "webserver.log", "wb")
-    command = [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(
-        [*command, "-w", str(ROOT / "workspace.yaml")],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    query = (
-        "{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { __typename } } } } }"
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp / "webserver.log").read_text()[
-                -3000:
-            ]
-            try:
-                body = requests.post(f"{url}/graphql", json={"query": query}, timeout=10).json()
-                entries = body["data"]["workspaceOrError"]["locationEntries"]
-            except (requests.RequestException, ValueError, KeyError, TypeError):
-                entries = []
-            if entries and entries[0]["locationOrLoadError"]["__typename"] == "RepositoryLocation":
-                break
-            time.sleep(1)
-        yield url, home
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        log.close()
+    with dagster_webserver(settings, tmp_path_factory.mktemp("dagster")) as served:
+        yield served
 
 
 def test_write_tools_launch_through_dagster_within_the_agents_caps(lake, webserver):

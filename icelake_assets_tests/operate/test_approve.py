@@ -7,11 +7,6 @@ an approved run with nothing typed (skipped without Playwright or Chromium)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,16 +16,14 @@ import requests
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.cli import main
 from icelake_assets.planning.approval import launchpad_path
+from icelake_assets_tests.dagster_webserver import dagster_webserver
 from icelake_assets_tests.operate.shapes import APPROVAL, assert_shape, held_lake
 from icelake_assets_tests.servers import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 RUN = """query($id: ID!) { runOrError(runId: $id) { __typename ... on Run {
   jobName status tags { key value } assetSelection { path } } } }"""
 RUNS = """{ runsOrError { ... on Runs { results { runId jobName tags { key value } assetSelection { path } } } } }"""
-LOADED = """{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { __typename
-  ... on PythonError { message } } } } } }"""
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -47,51 +40,8 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
 def webserver(make_lake, tmp_path):
     """The lake with a held table, and `dagster-webserver` (no daemon) serving its code location."""
     settings, held, small = held_lake(make_lake)
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    port = free_port()
-    env = {
-        **os.environ,
-        "ICELAKE_CONFIG": settings.source,
-        "DAGSTER_HOME": str(home),
-        "ICELAKE_HEALTH_CACHE": str(tmp_path / "health.sqlite"),
-        "PYTHONPATH": str(ROOT),
-    }
-    log = open(tmp_path / "webserver.log", "wb")
-    command = [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(
-        [*command, "-w", str(ROOT / "workspace.yaml")],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: teardown stops it and its code server
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, (tmp_path / "webserver.log").read_text()[-3000:]
-            try:
-                entries = graphql(url, LOADED)["workspaceOrError"]["locationEntries"]
-            except (requests.RequestException, ValueError):
-                entries = []
-            kind = entries[0]["locationOrLoadError"] if entries else None
-            if kind and kind["__typename"] == "RepositoryLocation":
-                break
-            assert not kind or kind["__typename"] != "PythonError", kind
-            time.sleep(1)
+    with dagster_webserver(settings, tmp_path) as (url, _home):
         yield settings, held, small, url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        log.close()
 
 
 def _tags(run: dict) -> dict[str, str]:

@@ -7,26 +7,16 @@ instance, of the table's asset, whose partitions are exactly the failing keys.""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-import requests
 from dagster import DagsterInstance
 
 from icelake_assets.cli import main
+from icelake_assets_tests.dagster_webserver import dagster_webserver
 from icelake_assets_tests.operate.test_partition_health import degraded_lake
 from icelake_assets_tests.servers import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 FAILING = ["2024-03-02", "2024-03-05"]  # 7 small files each, max 5 per partition
-LOADED = """{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { __typename
-  ... on PythonError { message } } } } } }"""
 DOC_KEYS = {
     "schema",
     "table",
@@ -104,53 +94,8 @@ def test_nothing_unhealthy_exits_0_and_bad_names_exit_2(lake, capsys):
 def webserver(lake, tmp_path):
     """`dagster-webserver` (no daemon) serving the lake's code location, its instance in ``home``."""
     settings, days, _ = lake
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    port = free_port()
-    env = {
-        **os.environ,
-        "ICELAKE_CONFIG": settings.source,
-        "DAGSTER_HOME": str(home),
-        "ICELAKE_HEALTH_CACHE": str(tmp_path / "health.sqlite"),
-        "PYTHONPATH": str(ROOT),
-    }
-    log = open(tmp_path / "webserver.log", "wb")
-    command = [str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(
-        [*command, "-w", str(ROOT / "workspace.yaml")],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: teardown stops it and its code servers
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "webserver.log"
-            ).read_text()[-3000:]
-            try:
-                body = requests.post(f"{url}/graphql", json={"query": LOADED}, timeout=30).json()
-                entries = body["data"]["workspaceOrError"]["locationEntries"]
-            except (requests.RequestException, ValueError, KeyError, TypeError):
-                entries = []
-            kinds = [e["locationOrLoadError"]["__typename"] for e in entries if e["locationOrLoadError"]]
-            assert "PythonError" not in kinds, entries
-            if len(kinds) == len(entries) == 2 and set(kinds) == {"RepositoryLocation"}:
-                break
-            time.sleep(1)
+    with dagster_webserver(settings, tmp_path) as (url, home):
         yield settings, days, url, home
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        log.close()
 
 
 def test_a_launch_creates_one_backfill_of_exactly_the_failing_keys(webserver, capsys):

@@ -11,25 +11,14 @@ Teardown stops the whole process group and checks nothing is left running.
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from icelake_assets.maintenance.spark.resident_spark import read_driver
 from icelake_assets.orchestration.runs.run_tags import named_tables
-from icelake_assets_tests.ui.server import ROOT, DagsterDev, free_port, processes_using
+from icelake_assets_tests.ui.browser import browser_page, open_page, running, screenshot, sync_api
+from icelake_assets_tests.ui.server import DagsterDev, free_port
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SHOTS = ROOT / "docs" / "screenshots"
 LOCATION = "icelake_assets.definitions"
 CLICKS = "demo.events.clicks"
 # The shipped demo's tables (name -> UI path) and the checks each fails before maintenance, as
@@ -46,15 +35,6 @@ FAILING = {
 }
 FAILED = "(?:Failed|Warning)"  # how the UI shows a failed check of severity ERROR or WARN
 OVERVIEW = "/assets/icelake/health_overview?view=lineage&lineageScope=upstream"
-
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="Playwright's Python package is not installed (pip install -e '.[test]')"
-)
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Chromium is not installed at /usr/bin/chromium (Debian: apt-get install chromium)",
-        allow_module_level=True,
-    )
 
 # The shipped demo at its own scale: ~1 min to build, ~2 min to heal after the sensor starts.
 pytestmark = pytest.mark.timeout(780)
@@ -77,39 +57,21 @@ def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ui")
     dev = DagsterDev(folder, free_port())
     dev.prepare()
-    try:
-        dev.start()
-        dev.graphql("mutation { setNuxSeen }")  # no newsletter dialog over the screenshots
+    with running(dev):
         yield dev
-    finally:
-        dev.stop()
-        time.sleep(1)
-        left = processes_using(folder)
-        assert not left, f"processes left running after teardown: {left}"
 
 
 @pytest.fixture(scope="module")
 def page(server):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        # Should the newsletter dialog open anyway, dismiss it whenever it blocks a click.
-        page.add_locator_handler(page.get_by_role("button", name="Skip"), lambda skip: skip.click())
+    with browser_page() as page:
         yield page
-        browser.close()
-
-
-def _open(page, server, path: str) -> None:
-    page.goto(server.url + path)
-    page.wait_for_load_state("networkidle")
 
 
 def _wait_for_text(page, server, path: str, pattern: str, timeout: float) -> str:
     """Reload ``path`` until the page's text matches ``pattern``; returns the text."""
     deadline = time.monotonic() + timeout
     while True:
-        _open(page, server, path)
+        open_page(page, server, path)
         page.wait_for_timeout(1500)
         text = page.inner_text("body")
         if re.search(pattern, text):
@@ -124,11 +86,6 @@ def _wait_for_text(page, server, path: str, pattern: str, timeout: float) -> str
 
 def _check_status(check: str, status: str) -> str:
     return rf"\n{check}\n(?:{check}\n)?{status}\b"
-
-
-def _shot(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / name))
 
 
 def _launch(server, job: str) -> str:
@@ -155,18 +112,18 @@ def _overview_materializations(server) -> list[float]:
 
 def _catalog(page, server, shot: str) -> None:
     """The asset catalog list (each table's status, a failed ERROR check turning it red)."""
-    _open(page, server, "/assets")
+    open_page(page, server, "/assets")
     for path in TABLES.values():  # the list names each asset by its key: "demo / taxi / trips"
         page.get_by_text(path.replace("/", " / "), exact=True).first.wait_for()
     page.wait_for_timeout(1500)
-    _shot(page, shot)
+    screenshot(page, shot)
 
 
 def _lake_lineage(page, server, shot: str) -> None:
     """The lake overview and the three tables upstream of it, each node counting its checks (a
     taller window: the graph is centred on the overview, the tables stacked beside it)."""
     page.set_viewport_size({"width": 1400, "height": 1250})
-    _open(page, server, OVERVIEW)
+    open_page(page, server, OVERVIEW)
     for path in TABLES.values():
         page.get_by_text(path.rsplit("/", 1)[1], exact=True).first.wait_for()
     page.get_by_text(re.compile(r"\d+ / \d+ Passed")).first.wait_for()
@@ -175,12 +132,12 @@ def _lake_lineage(page, server, shot: str) -> None:
     except sync_api.TimeoutError:
         pass
     page.wait_for_timeout(1500)
-    _shot(page, shot)
+    screenshot(page, shot)
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def test_the_graph_shows_each_table_with_its_producer_and_consumer(page, server):
-    _open(page, server, "/assets/demo/taxi/trips?view=lineage")
+    open_page(page, server, "/assets/demo/taxi/trips?view=lineage")
     for name in ("trips_writer", "trips", "daily_revenue", "health_overview"):
         page.get_by_text(name, exact=True).first.wait_for()
     # The edges, as the UI itself loads them (same origin, from inside the page).
@@ -216,25 +173,25 @@ def test_each_degraded_table_shows_its_failing_checks_in_the_catalog_and_the_lin
             assert re.search(_check_status("health", FAILED), text), table
     _wait_for_run(server, orphan_run, 60)
 
-    _open(page, server, "/assets/demo/events/clicks?view=checks")
+    open_page(page, server, "/assets/demo/events/clicks?view=checks")
     page.get_by_text("health", exact=True).first.click()
     # The one line the UI shows names the worst finding first (the larger penalty among errors).
     page.get_by_text("Critical, score 49/100; failing: small_files, manifest_fragmentation").first.wait_for()
     page.wait_for_timeout(1000)
-    _shot(page, "checks_failing.png")
+    screenshot(page, "checks_failing.png")
     page.get_by_text("[Show Markdown]").first.click()  # the summary: one row per check, fix links
     link = page.locator("a[href='/guess/icelake_maintenance']").first
     link.wait_for()
     page.wait_for_timeout(1000)  # the dialog's fade-in
-    _shot(page, "health_summary.png")
+    screenshot(page, "health_summary.png")
     page.keyboard.press("Escape")
 
     # Health at a glance, before: the catalog list and the lineage graph (check counts by severity).
     _catalog(page, server, "catalog_before.png")
-    _open(page, server, "/assets/demo/taxi/trips?view=lineage")
+    open_page(page, server, "/assets/demo/taxi/trips?view=lineage")
     page.get_by_text("trips_writer", exact=True).first.wait_for()
     page.wait_for_timeout(1500)
-    _shot(page, "lineage.png")
+    screenshot(page, "lineage.png")
     _lake_lineage(page, server, "lineage_before.png")
 
 
@@ -245,7 +202,7 @@ def _tables_of(run: dict) -> tuple[str, ...]:
 
 def test_the_sensor_heals_all_three_tables_and_the_overview_follows(page, server):
     # Start the maintenance sensor the way a user does: its toggle in the UI.
-    _open(page, server, f"/locations/{LOCATION}/sensors/icelake_maintenance_sensor")
+    open_page(page, server, f"/locations/{LOCATION}/sensors/icelake_maintenance_sensor")
     # The switch's input is hidden behind its styled label: click what the user sees.
     page.locator("input[type=checkbox]").first.locator("xpath=..").click()
     selector = {
@@ -294,11 +251,11 @@ def test_the_sensor_heals_all_three_tables_and_the_overview_follows(page, server
         page.get_by_text("health", exact=True).first.click()
         page.get_by_text(re.compile(r"Healthy, score 100/100; every check passes")).first.wait_for()
         if table == CLICKS:
-            _shot(page, "checks_passing.png")
+            screenshot(page, "checks_passing.png")
             # The plots of the health check: score and penalties before and after maintenance.
             page.get_by_text("Plots", exact=True).first.evaluate("el => el.scrollIntoView({block: 'start'})")
             page.wait_for_timeout(1500)
-            _shot(page, "plots.png")
+            screenshot(page, "plots.png")
 
     # The lake overview refreshes by itself after the maintenance runs (its automation condition,
     # evaluated by the icelake_overview_sensor, running by default).

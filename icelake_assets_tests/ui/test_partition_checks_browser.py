@@ -22,8 +22,8 @@ import pytest
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.demo.lake import SCALES, append, trips_batch
 from icelake_assets.settings import load_settings
-from icelake_assets_tests.ui.server import ROOT, DagsterDev, free_port, processes_using
-from icelake_assets_tests.ui.test_browser import ARGS, CHROMIUM, _open, _shot, sync_api
+from icelake_assets_tests.ui.browser import browser_page, open_page, running, screenshot, sync_api
+from icelake_assets_tests.ui.server import ROOT, DagsterDev, free_port
 
 TABLE = "demo.taxi.trips"
 CHECK = "small_files_by_partition"
@@ -59,26 +59,14 @@ def server(tmp_path_factory):
     dev = DagsterDev(folder, free_port(), scale="test")
     dev.prepare()
     _add_quiet_day(dev)  # before the code location reads the table's first and last day
-    try:
-        dev.start()
-        dev.graphql("mutation { setNuxSeen }")
+    with running(dev):
         yield dev
-    finally:
-        dev.stop()
-        time.sleep(1)
-        left = processes_using(folder)
-        assert not left, f"processes left running after teardown: {left}"
 
 
 @pytest.fixture(scope="module")
 def page(server):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        page.add_locator_handler(page.get_by_role("button", name="Skip"), lambda skip: skip.click())
+    with browser_page() as page:
         yield page
-        browser.close()
 
 
 def _files_by_day(server) -> dict[str, set[str]]:
@@ -94,7 +82,7 @@ def _partitions_tab(page, server, failed: int, passed: int, timeout: float) -> N
     partitions (the tab reads the statuses once, when it opens)."""
     deadline = time.monotonic() + timeout
     while True:
-        _open(page, server, CHECK_VIEW)
+        open_page(page, server, CHECK_VIEW)
         history = page.get_by_role("tab", name="Execution history")
         page.get_by_role("tablist").filter(has=history).get_by_role("tab", name="Partitions").click()
         try:
@@ -151,7 +139,7 @@ def test_a_backfill_of_the_failing_days_turns_their_checks_green_and_leaves_the_
     _partitions_tab(page, server, failed=len(DEGRADED), passed=1, timeout=240)
     text = _focus(page, DEGRADED[0], "Failed")
     assert f"icelake backfill {TABLE} --unhealthy --check small_files" in text  # the fix, in its metadata
-    _shot(page, "partition_checks_failing.png")
+    screenshot(page, "partition_checks_failing.png")
     before = _files_by_day(server)
     counts = {day: len(files) for day, files in before.items()}
     assert sorted(before) == [*DEGRADED, QUIET] and counts[QUIET] == 1, counts
@@ -162,7 +150,7 @@ def test_a_backfill_of_the_failing_days_turns_their_checks_green_and_leaves_the_
 
     _partitions_tab(page, server, failed=0, passed=len(DEGRADED) + 1, timeout=120)
     _focus(page, DEGRADED[0], "Passed")
-    _shot(page, "partition_checks_healed.png")
+    screenshot(page, "partition_checks_healed.png")
     after = _files_by_day(server)
     assert after[QUIET] == before[QUIET]  # the healthy day: not touched
     for day in DEGRADED:  # each failing day compacted: new files, fewer of them

@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,7 +32,7 @@ from pyiceberg.io.pyarrow import parquet_file_to_data_file
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
-from bench.health.health_bench import _CLONED, COMMITS, PARTITIONS
+from bench.health.health_bench import _CLONED, COMMITS, PARTITIONS, timed
 from icelake_assets.catalog.connection import TableRef, load_table, open_catalog
 from icelake_assets.demo import s3_lake
 from icelake_assets.demo.lake import TRIPS_SCHEMA, TRIPS_SPEC, trips_batch
@@ -47,15 +45,6 @@ from icelake_assets.settings import Settings
 
 LOCAL, S3 = "local", "s3"
 THREADS = 16  # uploads and deletes in flight
-
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
 
 
 def _templates(table: Table) -> list[tuple[bytes, DataFile]]:

@@ -33,7 +33,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from bench.soak.checks import Outcome
 from bench.soak.lake import SENSOR_INTERVAL
 from bench.soak.stack import read_proc
-from bench.soak.terminate import REWRITE_STEP, current_step, run_commits
+from bench.soak.terminate import REWRITE_STEP, current_step, run_commits, settle
 from icelake_assets.orchestration.runs.leases import read_leases
 from icelake_assets.orchestration.runs.model import TABLE_TAG
 from icelake_assets.orchestration.sensors.maintenance import MAINTENANCE_SENSOR
@@ -179,19 +179,7 @@ class Pauser:
             self._done.wait(2)
 
     def _settle(self, reader: DagsterInstance, pause: Pause, give_up_after: float) -> None:
-        try:
-            if pause.status_after is None:
-                record = reader.get_run_record_by_id(pause.run_id)
-                if record is None or not record.dagster_run.is_finished:
-                    return
-                pause.ended = record.end_time or time.time()
-                pause.status_after = record.dagster_run.status.value
-            pause.commits = run_commits(self.load_table(pause.table), pause.run_id)
-            pause.read_error, pause.settled = None, True
-        except Exception as err:  # PostgreSQL or the catalog restarting: the next pass tries again
-            pause.read_error = f"{type(err).__name__}: {str(err)[:160]}"
-            if pause.ended is not None and time.time() - pause.ended > give_up_after:
-                pause.settled = True
+        settle(reader, pause, self.load_table, give_up_after)
 
     def stop(self) -> None:
         """Every paused worker resumed (the soak never leaves one stopped), the followers' last pass."""

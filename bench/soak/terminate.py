@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.storage.tags import GRPC_INFO_TAG
@@ -110,6 +111,37 @@ def code_server(run) -> str:
     """The code server the run launcher reaches for this run (its ``dagster/grpc_info`` tag)."""
     info = run.tags.get(GRPC_INFO_TAG) if run is not None else None
     return info or "none: the launcher cannot reach a code server"
+
+
+class Followed(Protocol):
+    """A run a fault reached (Termination, pause.Pause), followed to its end."""
+
+    run_id: str
+    table: str
+    status_after: str | None
+    ended: float | None
+    commits: tuple[tuple[int, float], ...]
+    read_error: str | None
+    settled: bool
+
+
+def settle(reader, run: Followed, load_table: Callable[[str], object], give_up_after: float) -> None:
+    """Once ``run`` ended: its status, end and commits (its table read again); until then nothing. A
+    read that fails (PostgreSQL or the catalog restarting) is tried again at the next pass, given up
+    ``give_up_after`` seconds after the run's end."""
+    try:
+        if run.status_after is None:
+            record = reader.get_run_record_by_id(run.run_id)
+            if record is None or not record.dagster_run.is_finished:
+                return
+            run.ended = record.end_time or time.time()
+            run.status_after = record.dagster_run.status.value
+        run.commits = run_commits(load_table(run.table), run.run_id)
+        run.read_error, run.settled = None, True
+    except Exception as err:
+        run.read_error = f"{type(err).__name__}: {str(err)[:160]}"
+        if run.ended is not None and time.time() - run.ended > give_up_after:
+            run.settled = True
 
 
 def run_commits(table, run_id: str) -> tuple[tuple[int, float], ...]:
@@ -222,19 +254,7 @@ class Terminator:
                 self._settle(t, give_up_after=READ_RETRY_SECONDS)
 
     def _settle(self, t: Termination, give_up_after: float) -> None:
-        try:
-            if t.status_after is None:
-                record = self._reader.get_run_record_by_id(t.run_id)
-                if record is None or not record.dagster_run.is_finished:
-                    return
-                t.ended = record.end_time or time.time()
-                t.status_after = record.dagster_run.status.value
-            t.commits = run_commits(self.load_table(t.table), t.run_id)
-            t.read_error, t.settled = None, True
-        except Exception as err:  # PostgreSQL or the catalog restarting: the next pass tries again
-            t.read_error = f"{type(err).__name__}: {str(err)[:160]}"
-            if t.ended is not None and time.time() - t.ended > give_up_after:
-                t.settled = True
+        settle(self._reader, t, self.load_table, give_up_after)
 
     def stop(self) -> None:
         """The follower's last pass (runs that ended meanwhile), then it stops."""

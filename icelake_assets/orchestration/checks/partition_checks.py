@@ -94,10 +94,6 @@ def partition_checks_enabled(setting: str = "auto", granularity: ChecksPerTable 
     return supported and (setting == "on" or granularity == "each")
 
 
-def partition_check_keys(ref: TableRef) -> list[tuple[AssetKey, str]]:
-    return [(table_asset_key(ref), name) for name in PARTITION_CHECK_NAMES.values()]
-
-
 # -- definitions ------------------------------------------------------------------------------------
 
 

@@ -72,6 +72,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
     refs, problems = _selected_refs(settings, args.table)
     catalogs: dict[str, Catalog | DiscoveryProblem] = {}
+    unhealthy: dict[str, int] = {}  # --overview: failing partitions of the partitioned tables
     for ref in refs:
         if ref.catalog not in catalogs:
             try:
@@ -91,14 +92,17 @@ def cmd_health(args: argparse.Namespace) -> int:
             )
             continue
         healths.append(health)
+        if args.overview and (count := _unhealthy_partitions(catalog, ref, health)) is not None:
+            unhealthy[health.table] = count
         for f in health.findings:
             rows.append((str(ref), f.check, f.severity.value, f.summary, f.recommendation))
     if args.json:
         from icelake_assets.operate.commands import emit_json, health_json
 
-        emit_json(health_json(healths, problems, lake_overview(healths) if args.overview else None))
+        overview = lake_overview(healths, unhealthy_partitions=unhealthy) if args.overview else None
+        emit_json(health_json(healths, problems, overview))
     else:
-        _print_health(healths, rows, args)
+        _print_health(healths, rows, args, unhealthy)
     for problem in problems:  # after the complete output for everything that could be read
         print(f"icelake: error: {problem}", file=sys.stderr)
     if problems:
@@ -110,7 +114,21 @@ def cmd_health(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_health(healths: list[TableHealth], rows: list[tuple], args: argparse.Namespace) -> None:
+def _unhealthy_partitions(catalog: Catalog, ref: TableRef, health: TableHealth) -> int | None:
+    """The table's partitions failing a check per partition (None: unpartitioned), graded from the
+    statistics ``health`` was judged on, as the UI's overview counts them (no Dagster import here)."""
+    from icelake_assets.catalog.connection import load_table
+    from icelake_assets.partitions.layout import partition_layout
+    from icelake_assets.planning.partition_health import partition_health
+
+    layout = partition_layout(load_table(catalog, ref), with_earliest=False)
+    report = partition_health(health.stats, health.policy, layout)
+    return len(report.unhealthy) if report.partitioned else None
+
+
+def _print_health(
+    healths: list[TableHealth], rows: list[tuple], args: argparse.Namespace, unhealthy: dict[str, int]
+) -> None:
     from icelake_assets.health.overview import lake_overview
     from icelake_assets.text import format_table
 
@@ -135,7 +153,7 @@ def _print_health(healths: list[TableHealth], rows: list[tuple], args: argparse.
     print()
     print(format_table(("table", "check", "severity", "finding", "recommendation"), rows))
     if args.overview:
-        overview = lake_overview(healths)
+        overview = lake_overview(healths, unhealthy_partitions=unhealthy)
         print("\nwhat to fix first (by file opens saved per full scan):")
         print(
             format_table(
@@ -143,6 +161,7 @@ def _print_health(healths: list[TableHealth], rows: list[tuple], args: argparse.
                     "#",
                     "table",
                     "status",
+                    "unhealthy partitions",
                     "files saved",
                     "manifests saved",
                     "snapshots to expire",
@@ -153,6 +172,7 @@ def _print_health(healths: list[TableHealth], rows: list[tuple], args: argparse.
                         i,
                         t.table,
                         t.status.value,
+                        "-" if t.unhealthy_partitions is None else t.unhealthy_partitions,
                         t.files_saved,
                         t.manifests_saved,
                         t.expirable_snapshots,

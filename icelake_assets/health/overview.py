@@ -19,7 +19,7 @@ listed in "why" without inflating the benefit.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from icelake_assets.health.findings import Finding, Severity
@@ -75,6 +75,9 @@ class TableBenefit:
     partitions: int  # partitions worth compacting
     actions: tuple[str, ...]
     why: str
+    # Partitions failing a check per partition (planning/partition_health.py grades them, its caller
+    # counts them); None: unpartitioned, or not counted.
+    unhealthy_partitions: int | None = None
 
     @property
     def benefit(self) -> int:
@@ -115,7 +118,7 @@ def partition_benefits(stats: TableStats, policy: Policy, name: str | None = Non
     return sorted(out, key=lambda b: (-b.files_saved, b.rewrite_bytes, b.partition))
 
 
-def table_benefit(health: TableHealth) -> TableBenefit:
+def table_benefit(health: TableHealth, unhealthy_partitions: int | None = None) -> TableBenefit:
     stats, policy = health.stats, health.policy
     parts = partition_benefits(stats, policy, health.table)
     manifests = health.finding("manifest_fragmentation")
@@ -139,6 +142,7 @@ def table_benefit(health: TableHealth) -> TableBenefit:
         partitions=len(parts),
         actions=tuple(f"{f.check}: {f.recommendation}" for f in failing),
         why="; ".join(f"{f.check} {f.severity.value}: {f.summary}" for f in failing) or "healthy",
+        unhealthy_partitions=unhealthy_partitions,
     )
 
 
@@ -159,6 +163,7 @@ class LakeOverview:
             "expirable_snapshots": sum(t.expirable_snapshots for t in self.tables),
             "rewrite_bytes": sum(t.rewrite_bytes for t in self.tables),
             "min_health_score": min((t.score for t in self.tables), default=100),
+            "unhealthy_partitions": sum(t.unhealthy_partitions or 0 for t in self.tables),
         }
 
     def markdown(self, tables: int = 20, partitions: int = 20) -> str:
@@ -169,14 +174,15 @@ class LakeOverview:
             f"{self.counts()['critical']} critical, {self.counts()['warning']} warning, "
             f"{self.counts()['healthy']} healthy.",
             "",
-            "| # | table | status | score | files saved | manifests saved | snapshots to expire | "
-            "rewrite MB | first action | why |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| # | table | status | score | unhealthy partitions | files saved | manifests saved | "
+            "snapshots to expire | rewrite MB | first action | why |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for i, t in enumerate(self.tables[:tables], 1):
             first = _cell(t.actions[0] if t.actions else "-")
             lines.append(
-                f"| {i} | `{t.table}` | {t.status.value} | {t.score} | {t.files_saved} | "
+                f"| {i} | `{t.table}` | {t.status.value} | {t.score} | {_count(t.unhealthy_partitions)} | "
+                f"{t.files_saved} | "
                 f"{t.manifests_saved} | {t.expirable_snapshots} | {t.rewrite_bytes / MiB:.1f} | {first} | "
                 f"{_cell(t.why)} |"
             )
@@ -201,6 +207,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)  # "-": unpartitioned
+
+
 def priority_key(t: TableBenefit, found_at: float | None = None) -> tuple[int, float, int, int, int, str]:
     """The one ranking of tables, best first: benefit, then the finding's age (``found_at``, epoch s,
     oldest first; unknown ages tie), then status, snapshots to expire, score and name."""
@@ -214,8 +224,15 @@ def priority_key(t: TableBenefit, found_at: float | None = None) -> tuple[int, f
     )
 
 
-def lake_overview(healths: Sequence[TableHealth], top_partitions: int = 50) -> LakeOverview:
-    tables = sorted((table_benefit(h) for h in healths), key=priority_key)
+def lake_overview(
+    healths: Sequence[TableHealth],
+    top_partitions: int = 50,
+    unhealthy_partitions: Mapping[str, int] | None = None,
+) -> LakeOverview:
+    """``unhealthy_partitions``: the partitioned tables' failing partitions, by table name (health/
+    does not grade partitions by Dagster key: planning does, for the callers)."""
+    counts = unhealthy_partitions or {}
+    tables = sorted((table_benefit(h, counts.get(h.table)) for h in healths), key=priority_key)
     parts = sorted(
         (p for h in healths for p in partition_benefits(h.stats, h.policy, h.table)),
         key=lambda p: (-p.files_saved, p.rewrite_bytes, p.table, p.partition),

@@ -75,6 +75,7 @@ def health_json(
                 "rank": i,
                 "table": t.table,
                 "status": t.status.value,
+                "unhealthy_partitions": t.unhealthy_partitions,  # null: unpartitioned or not counted
                 "files_saved": t.files_saved,
                 "manifests_saved": t.manifests_saved,
                 "expirable_snapshots": t.expirable_snapshots,

@@ -1,5 +1,8 @@
 """The lake-wide overview: expected benefit by construction, ranking, and what the UI shows."""
 
+import json
+
+from icelake_assets.cli import main
 from icelake_assets.health.overview import (
     lake_overview,
     partition_benefits,
@@ -10,6 +13,7 @@ from icelake_assets.health.score import HealthStatus
 from icelake_assets.health.stats import PartitionStats, TableStats
 from icelake_assets.planning.health import evaluate
 from icelake_assets.settings import Policy
+from icelake_assets_tests.operate.test_partition_health import degraded_lake
 
 POLICY = Policy()
 KB = 1024
@@ -97,3 +101,30 @@ def test_markdown_names_every_table_and_the_reason():
     for name in ("cat.ns.a", "cat.ns.b", "cat.ns.c"):
         assert f"`{name}`" in text
     assert "manifest_fragmentation ERROR" in text
+
+
+def test_the_overview_counts_unhealthy_partitions_per_partitioned_table():
+    healths = [evaluate(s, POLICY, name=n) for s, n in ((A, "cat.ns.a"), (B, "cat.ns.b"))]
+    overview = lake_overview(healths, unhealthy_partitions={"cat.ns.a": 3})
+    counts = {t.table: t.unhealthy_partitions for t in overview.tables}
+    assert counts == {"cat.ns.a": 3, "cat.ns.b": None}  # b: unpartitioned (not counted)
+    assert overview.metrics()["unhealthy_partitions"] == 3
+    text = overview.markdown()
+    assert "| unhealthy partitions |" in text
+    assert "| `cat.ns.a` | Warning |" in text and "| 3 | 31 |" in text  # its count, then files saved
+    assert "| -1 |" not in text and "| - | 9 |" in text  # b: a dash, then its files saved
+
+
+def test_icelake_health_overview_counts_a_real_tables_unhealthy_partitions(tmp_path_factory, capsys):
+    """Days 2024-03-02 and 2024-03-05 of ``ns.days`` fail small_files; ``ns.flat`` is unpartitioned."""
+    settings, days, flat = degraded_lake(tmp_path_factory)
+    assert main(["--config", settings.source, "health", "--overview", "--json"]) == 0
+    overview = {t["table"]: t for t in json.loads(capsys.readouterr().out)["overview"]}
+    assert overview[days]["unhealthy_partitions"] == 2 and overview[flat]["unhealthy_partitions"] is None
+    assert main(["--config", settings.source, "health", "--overview"]) == 0
+    out = capsys.readouterr().out
+    ranking = out.split("what to fix first", 1)[1].split("partitions with the largest benefit", 1)[0]
+    rows = {line.split()[1]: line.split() for line in ranking.splitlines() if days in line or flat in line}
+    header = next(line for line in ranking.splitlines() if "unhealthy partitions" in line)
+    assert header.split()[:5] == ["#", "table", "status", "unhealthy", "partitions"]
+    assert rows[days][3] == "2" and rows[flat][3] == "-"

@@ -146,6 +146,7 @@ HEALTH: dict[str, Any] = {
                 "rank": INT,
                 "table": STR,
                 "status": STR,
+                "unhealthy_partitions": OPT_INT,
                 "files_saved": INT,
                 "manifests_saved": INT,
                 "expirable_snapshots": INT,

@@ -46,6 +46,11 @@ from icelake_assets.orchestration.checks.partition_checks import (
     partition_checks_enabled,
 )
 from icelake_assets.orchestration.checks.partition_report_job import partition_report_job
+from icelake_assets.orchestration.checks.partition_summary import (
+    partition_metadata,
+    table_partition_report,
+    unhealthy_partitions,
+)
 from icelake_assets.orchestration.checks.results import (
     HEALTH_CHECK,
     HEALTH_CHECK_DESCRIPTION,
@@ -140,9 +145,9 @@ def build_group_checks(
         }
         context.log.info(f"{t.ref}: {health.status.value}, score {health.score.score}")
         record_health(icelake.settings, t.ref, health.status, health.score.score)
-        yield from metadata_check_results(
-            health, table_asset_key(t.ref), selected, extra, fix_jobs.get(t.ref)
-        )
+        key = table_asset_key(t.ref)
+        by_check = partition_metadata(table_partition_report(tbl, health), key)
+        yield from metadata_check_results(health, key, selected, extra, fix_jobs.get(t.ref), by_check)
 
     def orphans(
         context: AssetCheckExecutionContext, icelake: IcelakeResource, t: DiscoveredTable, tbl
@@ -259,10 +264,14 @@ def build_health_overview(
     )
     def health_overview(context: AssetExecutionContext, icelake: IcelakeResource) -> MaterializeResult:
         healths, left_out, waiting = [], [], []
+        unhealthy: dict[str, int] = {}  # failing partitions by table (partitioned tables only)
         for t in tables:
             try:
                 loaded = icelake.load_table(t.ref)
                 healths.append(table_health(icelake, loaded, t.ref, context.instance))
+                count = unhealthy_partitions(table_partition_report(loaded, healths[-1]))
+                if count is not None:
+                    unhealthy[healths[-1].table] = count
                 mode = icelake.effective_policy(loaded).mode
                 if row := approvals.waiting_row(t.ref, healths[-1], mode, approvals.job_of(fix_jobs, t.ref)):
                     waiting.append(row)
@@ -270,7 +279,7 @@ def build_health_overview(
                 problem = DiscoveryProblem.from_error(t.ref.catalog, err, t.ref)
                 context.log.warning(f"left out of the overview: {problem}")
                 left_out.append(problem)
-        overview = lake_overview(healths)
+        overview = lake_overview(healths, unhealthy_partitions=unhealthy)
         metadata: dict[str, Any] = {k: number_value(v) for k, v in overview.metrics().items()}
         metadata["overview"] = MetadataValue.md(overview.markdown())
         # Always present, so the UI plots it (0 when every table was evaluated).
@@ -293,6 +302,7 @@ def build_health_overview(
                         "manifests_saved": t.manifests_saved,
                         "expirable_snapshots": t.expirable_snapshots,
                         "rewrite_mb": round(t.rewrite_bytes / 1_048_576, 2),
+                        "unhealthy_partitions": t.unhealthy_partitions,  # None: unpartitioned
                         "why": t.why,
                     }
                     for t in overview.tables

@@ -47,7 +47,9 @@ def number_value(value: int | float) -> MetadataValue:
 def table_value(rows: Sequence[dict[str, object]]) -> MetadataValue:
     columns = list(rows[0])
     kinds = {"int": "int", "float": "float", "bool": "bool"}
-    types = {c: kinds.get(type(rows[0][c]).__name__, "string") for c in columns}
+    # A column's type from its first value that is not None (None stays an empty cell).
+    first = {c: next((row[c] for row in rows if row[c] is not None), "") for c in columns}
+    types = {c: kinds.get(type(first[c]).__name__, "string") for c in columns}
     return MetadataValue.table(
         records=[
             TableRecord(
@@ -180,14 +182,18 @@ def metadata_check_results(
     selected: set[str] | None = None,
     extra: dict[str, MetadataValue] | None = None,
     fix_job: str | None = None,
+    by_check: Mapping[str, Mapping[str, MetadataValue]] | None = None,
 ) -> list[AssetCheckResult]:
-    """The metadata checks' results (``selected`` names, default all) and the health summary."""
+    """The metadata checks' results (``selected`` names, default all) and the health summary.
+    ``by_check``: what one check's result adds (a partitioned table's failing partitions:
+    checks/partition_summary.py)."""
     extra = {**health_metadata(health), **(extra or {})}
+    by_check = by_check or {}
     results = [
-        check_result(f, asset_key, extra, fix_job)
+        check_result(f, asset_key, {**extra, **by_check.get(f.check, {})}, fix_job)
         for f in health.findings
         if f.check in METADATA_CHECKS and (selected is None or f.check in selected)
     ]
     if selected is None or HEALTH_CHECK in selected:
-        results.append(health_result(health, asset_key, extra, fix_job))
+        results.append(health_result(health, asset_key, {**extra, **by_check.get(HEALTH_CHECK, {})}, fix_job))
     return results

@@ -52,6 +52,7 @@ from icelake_assets.orchestration.checks.configuration import configuration_resu
 from icelake_assets.orchestration.checks.health import ORPHAN_CHECK, table_health
 from icelake_assets.orchestration.checks.partition_checks import partition_checks_enabled
 from icelake_assets.orchestration.checks.partition_report_job import partition_report_job
+from icelake_assets.orchestration.checks.partition_summary import partition_metadata, table_partition_report
 from icelake_assets.orchestration.checks.results import HEALTH_CHECK, METADATA_FILE, metadata_check_results
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import IcelakeResource
@@ -63,6 +64,7 @@ from icelake_assets.orchestration.sensors.partition_reports import (
     partitions_defs,
     settle_requests,
 )
+from icelake_assets.planning.partition_health import PartitionReport
 from icelake_assets.policies import configuration_report
 from icelake_assets.settings import ChecksPerTable, Policy
 
@@ -103,6 +105,7 @@ class TableChecks:
     table: Table
     policy: Policy
     stats: TableStats
+    partitions: PartitionReport  # its partitions graded (the partition reports compare it)
 
 
 def table_checks(
@@ -120,11 +123,18 @@ def table_checks(
     health = table_health(icelake, table, ref, instance)
     record_health(icelake.settings, ref, health.status, health.score.score)
     key = table_asset_key(ref)
-    results = metadata_check_results(health, key, set(metadata_check_names(granularity)), fix_job=fix_job)
+    partitions = table_partition_report(table, health)
+    results = metadata_check_results(
+        health,
+        key,
+        set(metadata_check_names(granularity)),
+        fix_job=fix_job,
+        by_check=partition_metadata(partitions, key),
+    )
     if granularity == "each":
         report = configuration_report(table.metadata.format_version, table.properties, effective)
         results.append(configuration_result(report, effective, key))
-    return TableChecks([_evaluation(r) for r in results], table, effective.policy, health.stats)
+    return TableChecks([_evaluation(r) for r in results], table, effective.policy, health.stats, partitions)
 
 
 def table_check_evaluations(
@@ -266,7 +276,15 @@ def evaluate_health_tick(
                 checks = table_checks(icelake, t.ref, fix_jobs.get(t.ref), granularity, context.instance)
                 events.extend(checks.evaluations)
                 if t.ref in pdefs:
-                    reports.compare(context, t.ref, checks.table, checks.stats, checks.policy, pdefs[t.ref])
+                    reports.compare(
+                        context,
+                        t.ref,
+                        checks.table,
+                        checks.stats,
+                        checks.policy,
+                        pdefs[t.ref],
+                        checks.partitions,
+                    )
                 failure = None
             except Exception as err:  # missing, unreadable metadata or manifests: this table only
                 failure = DiscoveryProblem.from_error(t.ref.catalog, err, t.ref)

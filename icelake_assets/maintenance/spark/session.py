@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ _JNI_DIRS = "/usr/lib/*-linux-gnu/jni"
 # PyPI's sagemaker-pyspark sdist: Maven is not always reachable). pyspark 3.5 ships Hadoop 3.3.4.
 S3A_JARS = ("hadoop-aws-*.jar", "aws-java-sdk-bundle-*.jar")
 JARS_DIR_ENV = "ICELAKE_JARS_DIR"
+_log = logging.getLogger(__name__)
 # A user's jar or package that already brings S3A, or Iceberg's own S3 client (S3FileIO).
 _S3A_PROVIDED = ("hadoop-aws", "hadoop-cloud-storage")
 _S3_FILE_IO_PROVIDED = ("iceberg-aws-bundle",)
@@ -147,6 +149,32 @@ def _check_master(master: str, config: dict[str, str]) -> None:
         )
 
 
+def _scan_reporting(
+    settings: Settings, catalogs: dict[str, dict[str, str]]
+) -> tuple[str | None, dict[str, str]]:
+    """The scan reporter's jar and, with ``scan_reports.dir`` set, each catalog's reporter properties
+    (docs/layout.md). The jar goes on every session once built, reporting on or off: Iceberg loads the
+    reporter with its own class loader, so a live session (the tests' shared one, the resident driver)
+    cannot report for a catalog registered later unless the jar was there from the start. A catalog
+    whose reporter the user set in spark.config keeps it (Iceberg takes one per catalog)."""
+    from icelake_assets.maintenance.spark import reporter_jar as reporter
+
+    uri = settings.scan_reports.uri
+    if uri is None:
+        return reporter.built_reporter_jar(), {}
+    jar = reporter.require_reporter_jar()
+    out: dict[str, str] = {}
+    for name in catalogs:
+        key = f"spark.sql.catalog.{name}.metrics-reporter-impl"
+        theirs = settings.spark.config.get(key)
+        if theirs and theirs != reporter.REPORTER_CLASS:
+            _log.warning(f"catalog {name!r}: spark.config sets {key}={theirs}: its scans are not collected")
+            continue
+        out[key] = reporter.REPORTER_CLASS
+        out[f"spark.sql.catalog.{name}.{reporter.DIR_PROPERTY}"] = uri
+    return jar, out
+
+
 def spark_config(
     settings: Settings, app_name: str = "icelake_assets", include_secrets: bool = True
 ) -> dict[str, str]:
@@ -192,6 +220,9 @@ def spark_config(
         conf["spark.jars.packages"] = ",".join(settings.spark.packages)
     else:
         jars.insert(0, iceberg_runtime_jar())
+    reporter_jar, reporting = _scan_reporting(settings, catalogs)
+    if reporter_jar:
+        jars.append(reporter_jar)
     if jars:
         conf["spark.jars"] = ",".join(jars)
     jni = glob.glob(_JNI_DIRS)
@@ -204,6 +235,7 @@ def spark_config(
         derived[AUTH_SECRET_KEY] = settings.spark.auth_secret  # from the environment, added at runtime
     for catalog_conf in catalogs.values():
         derived.update(catalog_conf)
+    derived.update(reporting)
     derived.update(settings.spark.config)
     # A user's jars, packages, class path or JVM options add to ours: replacing them would drop the
     # Iceberg runtime (Spark then fails at the first CALL with PARSE_SYNTAX_ERROR).

@@ -101,6 +101,13 @@ PRIVATE_NAMES: dict[str, tuple[str, str, str]] = {
         "AssetCheckEvaluationTargetMaterializationData",
         "the target of a check evaluation is not exported",
     ),
+    # The layout replay (layout/replay.py) asks of a laid-out sample's files what a scan would ask
+    # of real ones: Iceberg's inclusive-metrics rules, which pyiceberg applies only inside planning.
+    "InclusiveMetricsEvaluator": (
+        "pyiceberg.expressions.visitors",
+        "_InclusiveMetricsEvaluator",
+        "the metrics evaluator of scan planning is not exported",
+    ),
     "check_pyarrow_schema_compatible": (
         "pyiceberg.io.pyarrow",
         "_check_pyarrow_schema_compatible",

@@ -141,6 +141,17 @@ class LayoutPolicy(StrictModel):
     # layout_drift warns when more than this fraction of the data files were written under an older
     # partition spec, or overlap other files of their partition on the first sort column.
     max_drift_ratio: float = Field(0.1, gt=0, le=1)
+    # Layout from queries (issue 52, layout/): scan reports this many days old at most are mined ...
+    reports_days: int = Field(30, ge=1, le=3650)
+    # ... a table's layout is changed at most once per this many days ...
+    min_days_between_changes: float = Field(7.0, ge=0, le=3650)
+    # ... and only when the best candidate skips at least this much more of the files the recorded
+    # filters read (weighted share of files, e.g. 0.3: 30 points more of the files skipped) ...
+    min_predicted_gain: float = Field(0.3, gt=0, le=1)
+    # ... predicted on a sample of at most this many rows laid out as each candidate would write it.
+    sample_rows: int = Field(200_000, ge=1_000, le=10_000_000)
+    # In enforce mode, apply a chosen layout without approval (else it waits for `icelake approve`).
+    auto: bool = False
 
 
 class StatisticsPolicy(StrictModel):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 # command imports what it needs).
 from icelake_assets.operate.commands import DEFAULT_DAGSTER_URL, add_commands as add_operator_commands
 from icelake_assets.operate.names import parse_table
+from icelake_assets.operate.scan_reports import add_layout_command
 from icelake_assets.types import IcelakeError, KnownTables, TableRef
 
 if TYPE_CHECKING:
@@ -343,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the backfill as JSON (icelake.backfill/v1)")
     p.set_defaults(func=cmd_backfill)
+    add_layout_command(sub)
     p = sub.add_parser("mcp", help="serve the operator tools to agents over MCP (stdio, or --http)")
     p.add_argument(
         "--agent", help="the identity of the stdio client (default: $ICELAKE_AGENT, else anonymous)"

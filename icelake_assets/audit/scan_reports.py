@@ -112,10 +112,10 @@ def read_reports(text: str | bytes) -> list[ScanReport]:
                     docs.append(json.loads(line))
                 except ValueError as err:
                     raise ScanReportError(f"line {number}: not JSON: {err}") from err
-        if not docs:
-            raise ScanReportError("no report: empty input") from None
     else:
         docs = doc if isinstance(doc, list) else [doc]
+    if not docs:
+        raise ScanReportError("no report: the input is empty")
     out = []
     for index, item in enumerate(docs):
         try:

@@ -46,6 +46,7 @@ from icelake_assets.orchestration.resources import (
 )
 from icelake_assets.orchestration.sensors.health import build_health_sensor, build_overview_sensor
 from icelake_assets.orchestration.sensors.maintenance import build_maintenance_sensor
+from icelake_assets.orchestration.sensors.scan_reports import build_scan_reports_sensor
 from icelake_assets.orchestration.sensors.schedules import schedule_definitions
 from icelake_assets.orchestration.tables.partitions import build_partition_keys_sensor
 from icelake_assets.orchestration.tables.table_groups import TableGroup, group_tables, maintenance_job_name
@@ -194,6 +195,7 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
                 partition_checks,
             ),
             build_overview_sensor(max(interval, settings.automation.overview_min_interval_seconds)),
+            build_scan_reports_sensor(settings),
         ]
         if automation
         else []

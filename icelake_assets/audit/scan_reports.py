@@ -72,7 +72,6 @@ SPEC = PartitionSpec(
 PROPERTIES = {"comment": "icelake_assets scan reports (docs/layout.md)", **APPEND_ONLY_PROPERTIES}
 RETENTION_PROPERTY = "icelake.retention.last-run-ms"
 REJECTED = "rejected"
-DEFAULT_REPORTS_DAYS = 30
 _MAX_SNAPSHOTS = 50
 _IN_CHUNK = 500  # source files per IN filter
 _STALE_PARTIAL_SECONDS = 3600.0  # a reporter's hidden temp file this old was abandoned by a crash
@@ -239,8 +238,8 @@ class ScanReportStore:
 
 
 def reports_days(settings: Settings) -> int:
-    # layout.reports_days comes with the layout policy keys (settings/policy_schema.py).
-    return int(getattr(policy_for(settings, None).layout, "reports_days", DEFAULT_REPORTS_DAYS))
+    """The lake's ``layout.reports_days`` (one table holds every table's reports)."""
+    return policy_for(settings, None).layout.reports_days
 
 
 def ingest_documents(

@@ -14,6 +14,7 @@ from icelake_assets.audit.scan_reports import (
     ScanReportStore,
     ingest_dir,
     ingest_documents,
+    reports_days,
 )
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.layout.reports import ScanReport
@@ -121,3 +122,8 @@ def test_retention_deletes_only_rows_older_than_the_days_at_most_daily(lake):
     assert [r["table_name"] for r in _rows(settings)] == ["lake.db.today"]
     ingested = [r["ingested_at"] for r in _rows(settings)]
     assert ingested[0] >= datetime.fromtimestamp(now - 1, tz=UTC)
+
+
+def test_the_days_kept_are_the_lakes_layout_reports_days(make_lake):
+    assert reports_days(make_lake()) == 30
+    assert reports_days(make_lake(thresholds={"layout": {"reports_days": 7}})) == 7

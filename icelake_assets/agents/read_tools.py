@@ -118,6 +118,15 @@ def partition_health(settings: Settings, table: str, top: int = DEFAULT_TOP) -> 
     return partition_health_json(report, dimensions, snapshot_id)
 
 
+def layout_usage(settings: Settings, table: str) -> JsonDocument:
+    """``icelake layout show TABLE --json`` (icelake.layout/v1): the columns the table's recorded scans
+    filter, how and how often, and the layout the replay of those filters would choose, and why."""
+    from icelake_assets.operate.layout_view import layout_json, layout_report, load_reports
+
+    ref = table_ref(settings, table)
+    return layout_json(layout_report(settings, ref, load_reports(settings, ref)))
+
+
 def plan(settings: Settings, table: str, orphans: bool = False) -> JsonDocument:
     """``icelake plan TABLE --json``: what maintenance would do now, why, at what cost."""
     return plan_table(settings, table_ref(settings, table), orphans=orphans).to_json()

@@ -50,6 +50,14 @@ def register_tools(server: MCPServer[Any], s: Settings, write: bool, dagster_url
         return read_tools.partition_health(s, table, top)
 
     @server.tool(annotations=READ)
+    def layout_usage(table: Table) -> JsonDocument:
+        """How the table's recorded scans (Iceberg scan reports) filter it: columns by kind and count,
+        selectivity, projected columns, the heaviest queries; each candidate layout's predicted files
+        read per query (a sample replayed with Iceberg's inclusive-metrics rules) and the choice, with
+        its reason (icelake.layout/v1, as `icelake layout show TABLE --json`)."""
+        return read_tools.layout_usage(s, table)
+
+    @server.tool(annotations=READ)
     def plan(
         table: Table,
         orphans: Annotated[bool, Field(description="also list storage for orphan files (slower)")] = False,

@@ -222,6 +222,8 @@ def replay_table(
     table: Table, usage: TableUsage, target_bytes: int, sample_rows: int, probes: int = PROBES_PER_SHAPE
 ) -> Replay:
     """:func:`replay` on a sample read from ``table`` (its bytes from the current snapshot's summary)."""
+    if all(isinstance(s.filter, Always) for s in usage.shapes):  # nothing to replay: read nothing
+        return Replay(usage.table_name, 0, 1, 0, probes, (), None)
     snapshot = table.current_snapshot()
     summary = snapshot.summary if snapshot and snapshot.summary else None
     table_bytes = int((summary.get("total-files-size") if summary else None) or 0)

@@ -32,6 +32,7 @@ READ_TOOLS = {
     "list_tables",
     "table_findings",
     "partition_health",
+    "layout_usage",
     "plan",
     "policy",
     "column_statistics",

@@ -1,0 +1,219 @@
+"""``icelake layout show TABLE [--json]`` (icelake.layout/v1) and the MCP read tool ``layout_usage``: how
+the table's recorded scans filter it (layout/mining.py) and the layout the replay would choose
+(layout/replay.py, layout/choice.py). Reports come from an iterable (tests, a Dagster check) or, for the
+command, from the ``icelake.scan_reports`` table (:func:`load_reports`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from icelake_assets.layout.choice import LayoutChoice, choose
+from icelake_assets.layout.mining import TableUsage, mine, same_table
+from icelake_assets.layout.replay import Replay, replay_table
+from icelake_assets.layout.reports import ScanReport
+from icelake_assets.settings import Settings
+from icelake_assets.text import format_table
+from icelake_assets.types import TableRef
+
+LAYOUT_SCHEMA = "icelake.layout/v1"
+TOP_SHAPES = 10
+
+
+@dataclass(frozen=True)
+class LayoutReport:
+    table: str
+    usage: TableUsage
+    replay: Replay
+    choice: LayoutChoice
+
+
+def load_reports(settings: Settings, ref: TableRef, now: datetime | None = None) -> list[ScanReport]:
+    """``ref``'s reports ingested in the last ``layout.reports_days`` days, from the scan reports table;
+    [] (with a message on stderr) when that table does not exist yet."""
+    from icelake_assets.audit.scan_reports import ScanReportStore
+    from icelake_assets.policies import resolve_policy
+
+    store = ScanReportStore.from_settings(settings)
+    table = store.table(create=False)
+    if table is None or table.current_snapshot() is None:
+        print(f"icelake: no scan reports yet ({store.name} is missing or empty)", file=sys.stderr)
+        return []
+    from pyiceberg.expressions import GreaterThanOrEqual
+
+    days = resolve_policy(settings, ref).policy.layout.reports_days
+    since = (now or datetime.now(UTC)) - timedelta(days=days)
+    rows = table.scan(row_filter=GreaterThanOrEqual(term="ingested_at", value=since)).to_arrow().to_pylist()
+    return [_report(row) for row in rows if same_table(str(row["table_name"]), str(ref))]
+
+
+def _report(row: dict[str, Any]) -> ScanReport:
+    metadata = json.loads(row.get("metadata_json") or "{}")
+    return ScanReport(
+        table_name=row["table_name"],
+        snapshot_id=row["snapshot_id"],
+        filter=json.loads(row["filter_json"]),
+        schema_id=row["schema_id"],
+        projected_field_ids=tuple(row.get("projected_field_ids") or ()),
+        projected_field_names=tuple(row.get("projected_field_names") or ()),
+        result_data_files=row["result_data_files"],
+        skipped_data_files=row["skipped_data_files"],
+        total_data_manifests=row["total_data_manifests"],
+        scanned_data_manifests=row["scanned_data_manifests"],
+        skipped_data_manifests=row["skipped_data_manifests"],
+        total_file_size_bytes=row["total_file_size_bytes"],
+        planning_nanos=row["planning_nanos"],
+        metadata={str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {},
+    )
+
+
+def layout_report(
+    settings: Settings,
+    ref: TableRef,
+    reports: Iterable[ScanReport],
+    now: datetime | None = None,
+    last_change: datetime | None = None,
+) -> LayoutReport:
+    """Mine ``reports`` for ``ref``, replay its candidate layouts on a sample, decide."""
+    from icelake_assets.catalog.connection import load_table, open_catalog
+    from icelake_assets.health.stats import target_file_size
+    from icelake_assets.policies import resolve_policy
+
+    table = load_table(open_catalog(settings, ref.catalog), ref)
+    policy = resolve_policy(settings, ref, table.properties).policy
+    usage = mine(reports, str(ref))
+    replay = replay_table(table, usage, target_file_size(table, policy), policy.layout.sample_rows)
+    choice = choose(
+        usage, replay, policy.layout, now or datetime.now(UTC), last_change, policy.guards.max_rewrite_bytes
+    )
+    return LayoutReport(str(ref), usage, replay, choice)
+
+
+def layout_json(report: LayoutReport) -> dict[str, Any]:
+    usage, choice, replay = report.usage, report.choice, report.replay
+    calibration = replay.calibration
+    return {
+        "schema": LAYOUT_SCHEMA,
+        "table": report.table,
+        "reports": usage.reports,
+        "unfiltered": usage.unfiltered,
+        "unparsed": usage.unparsed,
+        "measured_skipped_ratio": round(usage.measured_skipped_ratio, 4),
+        "columns": [
+            {
+                "column": c.column,
+                "scans": c.scans,
+                "kinds": {str(k.kind): k.scans for k in c.kinds},
+                "bytes_read": c.bytes_read,
+                "skipped_ratio": round(c.skipped_ratio, 4),
+                "transforms": list(c.transforms),
+            }
+            for c in usage.columns
+        ],
+        "projected": [{"column": p.column, "scans": p.scans} for p in usage.projected],
+        "queries": [
+            {
+                "filter": s.text,
+                "scans": s.scans,
+                "bytes_read": s.bytes_read,
+                "skipped_ratio": round(s.skipped_ratio, 4),
+            }
+            for s in usage.top_shapes(TOP_SHAPES)
+        ],
+        "candidates": [
+            {
+                "layout": p.candidate.name,
+                "strategy": p.candidate.strategy,
+                "keys": list(p.candidate.keys),
+                "fraction_read": round(p.fraction_read, 4),
+                "files_read": round(p.files_read, 2),
+                "bytes_skipped": round(p.bytes_skipped),
+            }
+            for p in replay.predictions
+        ],
+        "sample_rows": replay.sample_rows,
+        "calibration": None
+        if calibration is None
+        else {
+            "predicted_skipped": round(calibration.predicted_skipped, 4),
+            "measured_skipped": round(calibration.measured_skipped, 4),
+        },
+        "choice": {
+            "recommend": choice.recommend,
+            "reason": choice.reason,
+            "old_keys": list(choice.old_keys),
+            "new_keys": list(choice.new_keys),
+            "strategy": choice.strategy,
+            "files_read_before": round(choice.files_read_before, 2),
+            "files_read_after": round(choice.files_read_after, 2),
+            "predicted_gain": round(choice.predicted_gain, 4),
+            "bytes_saved_per_window": round(choice.bytes_saved_per_window),
+            "rewrite_bytes": choice.rewrite_bytes,
+            "reports_used": choice.reports_used,
+        },
+    }
+
+
+def format_layout(report: LayoutReport) -> str:
+    usage, choice = report.usage, report.choice
+    out = [
+        f"{report.table}: {usage.reports} scan reports ({usage.unfiltered} unfiltered), "
+        f"{usage.measured_skipped_ratio:.0%} of listed files skipped"
+    ]
+    if usage.columns:
+        rows: list[tuple[object, ...]] = [
+            (
+                c.column,
+                c.scans,
+                ", ".join(f"{k.kind} {k.scans}" for k in c.kinds),
+                f"{c.bytes_read:,}",
+                f"{c.skipped_ratio:.0%}",
+            )
+            for c in usage.columns
+        ]
+        out += ["", format_table(("column", "scans", "how", "bytes read", "skipped"), rows)]
+    if usage.shapes:
+        rows = [
+            (s.text, s.scans, f"{s.bytes_read:,}", f"{s.skipped_ratio:.0%}")
+            for s in usage.top_shapes(TOP_SHAPES)
+        ]
+        out += ["", format_table(("query filter", "scans", "bytes read", "skipped"), rows)]
+    if report.replay.predictions:
+        rows = [
+            (p.candidate.name, f"{p.files_read:.1f}", f"{p.skipped_fraction:.0%}")
+            for p in report.replay.predictions
+        ]
+        out += ["", format_table(("layout", "files read per query", "skipped"), rows)]
+    verdict = "recommend" if choice.recommend else "keep the layout"
+    out += ["", f"{verdict}: {choice.reason}"]
+    return "\n".join(out)
+
+
+def cmd_layout_show(args: argparse.Namespace) -> int:
+    from icelake_assets.operate.commands import emit_json
+    from icelake_assets.operate.names import parse_table
+    from icelake_assets.settings import load_settings
+
+    settings = load_settings(args.config)
+    ref = parse_table(args.table, settings)
+    report = layout_report(settings, ref, load_reports(settings, ref))
+    if args.json:
+        emit_json(layout_json(report))
+    else:
+        print(format_layout(report))
+    return 0
+
+
+def add_layout_show(commands: Any) -> None:
+    """``show TABLE [--json]`` under the ``icelake layout`` sub-commands (operate/scan_reports.py)."""
+    p = commands.add_parser(
+        "show", help="a table's filtered columns from its scan reports, and the layout chosen"
+    )
+    p.add_argument("table", help="catalog.namespace.table (or namespace.table)")
+    p.add_argument("--json", action="store_true", help=f"print it as JSON ({LAYOUT_SCHEMA})")
+    p.set_defaults(func=cmd_layout_show)

@@ -66,9 +66,11 @@ def cmd_layout_ingest(args: argparse.Namespace) -> int:
 
 
 def add_layout_command(sub: Any) -> None:
-    """``icelake layout``: its sub-commands (``ingest`` now; a positional TABLE form, the mined
-    report of one table, is meant to join them as ``layout show TABLE`` or a default)."""
-    layout = sub.add_parser("layout", help="scan reports: ingest them (a table's layout report comes next)")
+    """``icelake layout``: its sub-commands, ``ingest`` and ``show TABLE`` (operate/layout_view.py: the
+    table's mined reports and the layout chosen by replaying them)."""
+    layout = sub.add_parser(
+        "layout", help="scan reports: ingest them, or show a table's usage and chosen layout"
+    )
     commands = layout.add_subparsers(dest="layout_command", required=True)
     p = commands.add_parser("ingest", help="ingest scan reports: scan_reports.dir, or FILEs / - (stdin)")
     p.add_argument(
@@ -79,3 +81,6 @@ def add_layout_command(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help=f"print the counts as JSON ({INGEST_SCHEMA})")
     p.set_defaults(func=cmd_layout_ingest)
+    from icelake_assets.operate.layout_view import add_layout_show
+
+    add_layout_show(commands)  # icelake layout show TABLE [--json]

@@ -117,3 +117,15 @@ def test_reports_from_the_scan_reports_table_and_the_mcp_tool(tmp_path_factory):
     doc = read_tools.layout_usage(settings, f"{name}.ns.t")
     assert doc["schema"] == LAYOUT_SCHEMA and doc["reports"] == 3
     assert doc["choice"]["recommend"] is False  # two rows in one file: nothing to skip
+
+
+def test_the_command_prints_the_same_document(lake, capsys):
+    from icelake_assets.cli import main
+
+    settings, ref, _ = lake
+    assert main(["--config", str(settings.source), "layout", "show", str(ref), "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["schema"] == LAYOUT_SCHEMA and doc["reports"] == 0 and "no scan reports yet" in captured.err
+    assert main(["--config", str(settings.source), "layout", "show", str(ref)]) == 0
+    assert "keep the layout: no scan reports of the table in the last 30 days" in capsys.readouterr().out

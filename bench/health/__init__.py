@@ -6,6 +6,9 @@
   catalog) vs local disk;
 * orphan_scan_bench: orphan removal's safety rules (listing every known table, a scan, the
   verification after removal);
+* partition_checks_bench: checks per partition of a table of 3,650 daily partitions (the first report,
+  an unchanged tick, one changed partition: evaluations, seconds, event log bytes) and definitions
+  loads of 100 partitioned tables with them on vs off;
 * orphan_rules_bench: the orphan scan's rules against the rest of the lake, every other table vs the
   index of near ones (200 and 2,000 tables);
 * sweep_bench: 2,000 REST tables' metadata locations behind a 30 ms catalog (latency_proxy.py), one by

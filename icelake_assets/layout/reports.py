@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from icelake_assets.types import IcelakeError
@@ -41,6 +42,9 @@ class ScanReport:
     total_file_size_bytes: int = 0
     planning_nanos: int = 0
     metadata: Mapping[str, str] = field(default_factory=dict)
+    # When the scan ran, as far as the product knows (the report file's time, else its ingestion):
+    # not part of Iceberg's JSON; a layout change's effect splits the reports at the change's time.
+    recorded_at: datetime | None = field(default=None, compare=False)
 
     @property
     def considered_data_files(self) -> int:

@@ -86,6 +86,16 @@ def last_change(table: Table) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
+def predicted_skipped(table: Table) -> float | None:
+    """The share of data files the last change predicted its filters would skip (None: no change or
+    no prediction recorded)."""
+    try:
+        value = json.loads(table.properties.get(PREDICTED) or "{}").get("skipped_fraction")
+    except (ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
+
 def change_layout(
     table: Table,
     ref: TableRef,

@@ -9,14 +9,16 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from icelake_assets.layout.choice import LayoutChoice, choose
+from icelake_assets.layout.effect import LayoutEffect, measure_effect
 from icelake_assets.layout.mining import TableUsage, mine, same_table
 from icelake_assets.layout.replay import Replay, replay_table
 from icelake_assets.layout.reports import ScanReport
+from icelake_assets.operate.layout_change import last_change as table_last_change, predicted_skipped
 from icelake_assets.settings import Settings
 from icelake_assets.text import format_table
 from icelake_assets.types import TableRef
@@ -31,6 +33,7 @@ class LayoutReport:
     usage: TableUsage
     replay: Replay
     choice: LayoutChoice
+    effect: LayoutEffect | None = None  # of the product's last layout change, when there was one
 
 
 def load_reports(settings: Settings, ref: TableRef, now: datetime | None = None) -> list[ScanReport]:
@@ -49,7 +52,9 @@ def load_reports(settings: Settings, ref: TableRef, now: datetime | None = None)
     days = resolve_policy(settings, ref).policy.layout.reports_days
     since = (now or datetime.now(UTC)) - timedelta(days=days)
     rows = table.scan(row_filter=GreaterThanOrEqual(term="ingested_at", value=since)).to_arrow().to_pylist()
-    return [_report(row) for row in rows if same_table(str(row["table_name"]), str(ref))]
+    # A file ingested twice at once (the sensor and a command racing) is counted once: by report id.
+    unique = {row["report_id"]: row for row in rows if same_table(str(row["table_name"]), str(ref))}
+    return [_report(row) for row in unique.values()]
 
 
 def _report(row: dict[str, Any]) -> ScanReport:
@@ -69,6 +74,7 @@ def _report(row: dict[str, Any]) -> ScanReport:
         total_file_size_bytes=row["total_file_size_bytes"],
         planning_nanos=row["planning_nanos"],
         metadata={str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {},
+        recorded_at=row.get("reported_at") or row.get("ingested_at"),
     )
 
 
@@ -86,12 +92,31 @@ def layout_report(
 
     table = load_table(open_catalog(settings, ref.catalog), ref)
     policy = resolve_policy(settings, ref, table.properties).policy
+    reports = list(reports)
+    changed = table_last_change(table)
     usage = mine(reports, str(ref))
     replay = replay_table(table, usage, target_file_size(table, policy), policy.layout.sample_rows)
     choice = choose(
-        usage, replay, policy.layout, now or datetime.now(UTC), last_change, policy.guards.max_rewrite_bytes
+        usage,
+        replay,
+        policy.layout,
+        now or datetime.now(UTC),
+        last_change or changed,
+        policy.guards.max_rewrite_bytes,
     )
-    return LayoutReport(str(ref), usage, replay, choice)
+    effect = None
+    if changed is not None:  # the scans before the change against those after it
+        timed = [r for r in reports if r.recorded_at is not None and same_table(r.table_name, str(ref))]
+        before = [r for r in timed if r.recorded_at is not None and r.recorded_at < changed]
+        after = [r for r in timed if r.recorded_at is not None and r.recorded_at >= changed]
+        effect = measure_effect(before, after, predicted_skipped(table))
+        if effect.helped is False and choice.recommend:  # not kept pushing a layout that did not help
+            choice = replace(
+                choice,
+                recommend=False,
+                reason=f"the last layout change did not help ({effect.verdict}): no new change unless forced",
+            )
+    return LayoutReport(str(ref), usage, replay, choice, effect)
 
 
 def layout_json(report: LayoutReport) -> dict[str, Any]:
@@ -156,6 +181,30 @@ def layout_json(report: LayoutReport) -> dict[str, Any]:
             "rewrite_bytes": choice.rewrite_bytes,
             "reports_used": choice.reports_used,
         },
+        "last_change": None if report.effect is None else effect_json(report.effect),
+    }
+
+
+def effect_json(effect: LayoutEffect) -> dict[str, Any]:
+    """The last change's effect: per filter form and in all, predicted against measured."""
+    return {
+        "measured": effect.measured,
+        "skipped_before": effect.skipped_before,
+        "skipped_after": effect.skipped_after,
+        "predicted_skipped": effect.predicted_skipped,
+        "prediction_held": effect.prediction_held,
+        "helped": effect.helped,
+        "verdict": effect.verdict,
+        "forms": [
+            {
+                "form": f.form,
+                "scans_before": f.scans_before,
+                "scans_after": f.scans_after,
+                "skipped_before": round(f.skipped_before, 4),
+                "skipped_after": round(f.skipped_after, 4),
+            }
+            for f in effect.forms
+        ],
     }
 
 
@@ -189,6 +238,8 @@ def format_layout(report: LayoutReport) -> str:
             for p in report.replay.predictions
         ]
         out += ["", format_table(("layout", "files read per query", "skipped"), rows)]
+    if report.effect is not None:
+        out += ["", f"last layout change: {report.effect.verdict}"]
     verdict = "recommend" if choice.recommend else "keep the layout"
     out += ["", f"{verdict}: {choice.reason}"]
     return "\n".join(out)

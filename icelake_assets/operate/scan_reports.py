@@ -81,6 +81,8 @@ def add_layout_command(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help=f"print the counts as JSON ({INGEST_SCHEMA})")
     p.set_defaults(func=cmd_layout_ingest)
+    from icelake_assets.operate.layout_apply import add_layout_apply
     from icelake_assets.operate.layout_view import add_layout_show
 
     add_layout_show(commands)  # icelake layout show TABLE [--json]
+    add_layout_apply(commands)  # icelake layout apply TABLE [--keys] [--force] [--json]

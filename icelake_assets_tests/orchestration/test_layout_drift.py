@@ -15,6 +15,7 @@ from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.orchestration.project import build_definitions
 from icelake_assets.planning.health import evaluate
 from icelake_assets_tests.conftest import catalog_name, sensor_tick
+from icelake_assets_tests.orchestration.sensor_runs import maintain
 
 APPENDS = 20
 CATS = ("c0", "c1", "c2")
@@ -33,19 +34,6 @@ def instance(tmp_path):
         yield inst
 
 
-def _maintain(settings, instance, cursor):
-    """One sensor tick and the run it requests, executed as the launcher would; the next cursor."""
-    defs = build_definitions(settings)
-    tick = sensor_tick(defs, settings, instance, cursor=cursor)
-    assert len(tick.run_requests) == 1, [e.metadata.get("sensor/reason") for e in tick.asset_events]
-    request = tick.run_requests[0]
-    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-        instance=instance, asset_selection=request.asset_selection, tags=request.tags, raise_on_error=True
-    )
-    [event] = [e for e in result.get_asset_materialization_events()]
-    return tick, event.materialization.metadata
-
-
 def test_the_sensor_heals_layout_drift_left_by_a_partition_evolution(make_lake, instance):
     thresholds = {
         "mode": "enforce",
@@ -59,20 +47,20 @@ def test_the_sensor_heals_layout_drift_left_by_a_partition_evolution(make_lake, 
     table = cat.create_table(("ns", "t"), _batch(0).schema)
     for i in range(APPENDS):
         table.append(_batch(i * 100))
-    tick, _ = _maintain(settings, instance, None)  # 20 small files compacted into one
+    tick, _ = maintain(settings, instance, None)  # 20 small files compacted into one
     table.refresh()
     with table.update_spec() as update:
         update.add_identity("cat")
     for i in range(APPENDS):
         table.append(_batch(10_000 + i * 100))
-    tick, _ = _maintain(settings, instance, tick.cursor)  # the new spec's 3 partitions compacted
+    tick, _ = maintain(settings, instance, tick.cursor)  # the new spec's 3 partitions compacted
     table.refresh()
     stats = compute_table_stats(table, policy)
     rows = table.scan().to_arrow().num_rows
     assert (stats.old_spec_files, stats.data_files, stats.drift_ratio) == (1, 4, 0.25)
     assert not evaluate(stats, policy).finding("layout_drift").passed
 
-    tick, md = _maintain(settings, instance, tick.cursor)
+    tick, md = maintain(settings, instance, tick.cursor)
     assert md["why/rewrite"].value.startswith("acted: 1 of 4 files drift (ratio 0.25, max 0.1)")
     assert md["effect/rewrite"].value.startswith("effective: layout_drift passes")
     table.refresh()

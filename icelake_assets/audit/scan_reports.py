@@ -92,6 +92,7 @@ class IngestResult:
     skipped_duplicates: int = 0
     rejected: int = 0
     retention_ran: bool = False
+    tables: tuple[str, ...] = ()  # the tables (as the engines named them) that gained reports
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -262,7 +263,10 @@ def ingest_documents(
         rows.extend(_row(r, source, i, ingested, at) for i, r in enumerate(reports))
     store.append(rows)
     skipped = sum(1 for source, _, _ in inputs if source in known)
-    return IngestResult(store.name, files=len(inputs), reports=len(rows), skipped_duplicates=skipped)
+    tables = tuple(sorted({row["table_name"] for row in rows}))
+    return IngestResult(
+        store.name, files=len(inputs), reports=len(rows), skipped_duplicates=skipped, tables=tables
+    )
 
 
 class ReportFolder:
@@ -365,4 +369,5 @@ def ingest_dir(
         skipped_duplicates=result.skipped_duplicates,
         rejected=rejected,
         retention_ran=ran,
+        tables=result.tables,
     )

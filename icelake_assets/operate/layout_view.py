@@ -6,117 +6,16 @@ command, from the ``icelake.scan_reports`` table (:func:`load_reports`)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from icelake_assets.layout.choice import LayoutChoice, choose
-from icelake_assets.layout.effect import LayoutEffect, measure_effect
-from icelake_assets.layout.mining import TableUsage, mine, same_table
-from icelake_assets.layout.replay import Replay, replay_table
-from icelake_assets.layout.reports import ScanReport
-from icelake_assets.operate.layout_change import last_change as table_last_change, predicted_skipped
-from icelake_assets.settings import Settings
+from icelake_assets.audit.scan_report_reads import load_reports
+from icelake_assets.layout.effect import LayoutEffect
+from icelake_assets.layout.table_choice import LayoutReport, layout_report
 from icelake_assets.text import format_table
-from icelake_assets.types import TableRef
 
 LAYOUT_SCHEMA = "icelake.layout/v1"
 TOP_SHAPES = 10
-
-
-@dataclass(frozen=True)
-class LayoutReport:
-    table: str
-    usage: TableUsage
-    replay: Replay
-    choice: LayoutChoice
-    effect: LayoutEffect | None = None  # of the product's last layout change, when there was one
-
-
-def load_reports(settings: Settings, ref: TableRef, now: datetime | None = None) -> list[ScanReport]:
-    """``ref``'s reports ingested in the last ``layout.reports_days`` days, from the scan reports table;
-    [] (with a message on stderr) when that table does not exist yet."""
-    from icelake_assets.audit.scan_reports import ScanReportStore
-    from icelake_assets.policies import resolve_policy
-
-    store = ScanReportStore.from_settings(settings)
-    table = store.table(create=False)
-    if table is None or table.current_snapshot() is None:
-        print(f"icelake: no scan reports yet ({store.name} is missing or empty)", file=sys.stderr)
-        return []
-    from pyiceberg.expressions import GreaterThanOrEqual
-
-    days = resolve_policy(settings, ref).policy.layout.reports_days
-    since = (now or datetime.now(UTC)) - timedelta(days=days)
-    rows = table.scan(row_filter=GreaterThanOrEqual(term="ingested_at", value=since)).to_arrow().to_pylist()
-    # A file ingested twice at once (the sensor and a command racing) is counted once: by report id.
-    unique = {row["report_id"]: row for row in rows if same_table(str(row["table_name"]), str(ref))}
-    return [_report(row) for row in unique.values()]
-
-
-def _report(row: dict[str, Any]) -> ScanReport:
-    metadata = json.loads(row.get("metadata_json") or "{}")
-    return ScanReport(
-        table_name=row["table_name"],
-        snapshot_id=row["snapshot_id"],
-        filter=json.loads(row["filter_json"]),
-        schema_id=row["schema_id"],
-        projected_field_ids=tuple(row.get("projected_field_ids") or ()),
-        projected_field_names=tuple(row.get("projected_field_names") or ()),
-        result_data_files=row["result_data_files"],
-        skipped_data_files=row["skipped_data_files"],
-        total_data_manifests=row["total_data_manifests"],
-        scanned_data_manifests=row["scanned_data_manifests"],
-        skipped_data_manifests=row["skipped_data_manifests"],
-        total_file_size_bytes=row["total_file_size_bytes"],
-        planning_nanos=row["planning_nanos"],
-        metadata={str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {},
-        recorded_at=row.get("reported_at") or row.get("ingested_at"),
-    )
-
-
-def layout_report(
-    settings: Settings,
-    ref: TableRef,
-    reports: Iterable[ScanReport],
-    now: datetime | None = None,
-    last_change: datetime | None = None,
-) -> LayoutReport:
-    """Mine ``reports`` for ``ref``, replay its candidate layouts on a sample, decide."""
-    from icelake_assets.catalog.connection import load_table, open_catalog
-    from icelake_assets.health.stats import target_file_size
-    from icelake_assets.policies import resolve_policy
-
-    table = load_table(open_catalog(settings, ref.catalog), ref)
-    policy = resolve_policy(settings, ref, table.properties).policy
-    reports = list(reports)
-    changed = table_last_change(table)
-    usage = mine(reports, str(ref))
-    replay = replay_table(table, usage, target_file_size(table, policy), policy.layout.sample_rows)
-    choice = choose(
-        usage,
-        replay,
-        policy.layout,
-        now or datetime.now(UTC),
-        last_change or changed,
-        policy.guards.max_rewrite_bytes,
-    )
-    effect = None
-    if changed is not None:  # the scans before the change against those after it
-        timed = [r for r in reports if r.recorded_at is not None and same_table(r.table_name, str(ref))]
-        before = [r for r in timed if r.recorded_at is not None and r.recorded_at < changed]
-        after = [r for r in timed if r.recorded_at is not None and r.recorded_at >= changed]
-        effect = measure_effect(before, after, predicted_skipped(table))
-        if effect.helped is False and choice.recommend:  # not kept pushing a layout that did not help
-            choice = replace(
-                choice,
-                recommend=False,
-                reason=f"the last layout change did not help ({effect.verdict}): no new change unless forced",
-            )
-    return LayoutReport(str(ref), usage, replay, choice, effect)
 
 
 def layout_json(report: LayoutReport) -> dict[str, Any]:
@@ -252,7 +151,10 @@ def cmd_layout_show(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config)
     ref = parse_table(args.table, settings)
-    report = layout_report(settings, ref, load_reports(settings, ref))
+    reports = load_reports(settings, ref)
+    if not reports:
+        print(f"icelake: no scan reports of {ref} yet (scan_reports in docs/layout.md)", file=sys.stderr)
+    report = layout_report(settings, ref, reports)
     if args.json:
         emit_json(layout_json(report))
     else:
@@ -268,3 +170,6 @@ def add_layout_show(commands: Any) -> None:
     p.add_argument("table", help="catalog.namespace.table (or namespace.table)")
     p.add_argument("--json", action="store_true", help=f"print it as JSON ({LAYOUT_SCHEMA})")
     p.set_defaults(func=cmd_layout_show)
+
+
+__all__ = ["LayoutReport", "layout_report", "load_reports"]  # what the command and MCP tool read

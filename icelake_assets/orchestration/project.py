@@ -35,6 +35,7 @@ from icelake_assets.orchestration.checks.asset_checks import (
     health_definitions,
 )
 from icelake_assets.orchestration.checks.lake_access import build_catalogs_check, problems_markdown
+from icelake_assets.orchestration.checks.layout_checks import build_layout_checks
 from icelake_assets.orchestration.checks.partition_checks import partition_checks_enabled
 from icelake_assets.orchestration.names import table_asset_key
 from icelake_assets.orchestration.resources import (
@@ -195,7 +196,7 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
                 partition_checks,
             ),
             build_overview_sensor(max(interval, settings.automation.overview_min_interval_seconds)),
-            build_scan_reports_sensor(settings),
+            build_scan_reports_sensor(settings, tables),
         ]
         if automation
         else []
@@ -211,6 +212,10 @@ def _assemble(shape: _LakeShape, *, standalone: bool, automation: bool) -> Defin
         Definitions(assets=shape.lineage.assets),
         Definitions(sensors=[s for s in sensors if s is not None]),
         Definitions(asset_checks=[build_catalogs_check(OVERVIEW_KEY, shape.problems)]),
+        # layout_from_queries on every table, where the lake collects scan reports (issue 52)
+        Definitions(
+            asset_checks=[build_layout_checks(tables)] if settings.scan_reports.dir and tables else []
+        ),
         Definitions(jobs=[restore_job]),  # `icelake restore` (operate/restore.py)
         schedules,
         Definitions(

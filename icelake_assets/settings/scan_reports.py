@@ -37,6 +37,10 @@ class ScanReportSettings(StrictModel):
     catalog: str | None = None
     # How often the sensor ingests new reports.
     interval_seconds: int = Field(60, ge=10, le=24 * 3600)
+    # How often the sensor chooses a table's layout again once it has new reports (a sample is read
+    # and replayed: seconds per table), and how many tables one tick chooses for at most.
+    choose_every_hours: float = Field(24, gt=0, le=24 * 30)
+    choose_per_tick: int = Field(3, ge=1, le=100)
 
     @field_validator("dir")
     @classmethod

@@ -5,7 +5,6 @@ message), the usage printed as tables and the choice with its reason, the same a
 from __future__ import annotations
 
 import json
-import random
 
 import pyarrow as pa
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from icelake_assets.agents import read_tools
 from icelake_assets.audit.scan_reports import ScanReportStore, ingest_documents
 from icelake_assets.catalog.connection import TableRef, open_catalog
-from icelake_assets.layout.reports import ScanReport
 from icelake_assets.operate.layout_view import (
     LAYOUT_SCHEMA,
     format_layout,
@@ -23,51 +21,17 @@ from icelake_assets.operate.layout_view import (
 )
 from icelake_assets.settings import Settings
 from icelake_assets_tests.conftest import catalog_name, new_lake
-
-SCHEMA = pa.schema([("id", pa.int64()), ("user", pa.string())])
-BY_USER = {"type": "eq", "term": "user", "value": "(hash-1a2b3c4d)"}
+from icelake_assets_tests.layout.workloads import SCHEMA, clicks_lake, user_scans
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory) -> tuple[Settings, TableRef, int]:
-    """``ns.clicks``: 10 appends of 1,000 rows, users at random (every file holds most users)."""
-    settings = new_lake(tmp_path_factory)
-    name = catalog_name(settings)
-    catalog = open_catalog(settings, name, create=True)
-    catalog.create_namespace("ns")
-    table = catalog.create_table(("ns", "clicks"), schema=SCHEMA)
-    rng = random.Random(5)
-    for n in range(10):
-        ids = range(n * 1000, n * 1000 + 1000)
-        table.append(
-            pa.table({"id": list(ids), "user": [f"u{rng.randrange(300)}" for _ in ids]}, schema=SCHEMA)
-        )
-    size = int(catalog.load_table(("ns", "clicks")).current_snapshot().summary["total-files-size"])
-    # The table's target: a tenth of its bytes, so the replay cuts its sample into 10 files.
-    catalog.load_table(("ns", "clicks")).transaction().set_properties(
-        {"write.target-file-size-bytes": str(size // 10 + 1)}
-    ).commit_transaction()
-    return settings, TableRef(name, ("ns",), "clicks"), size
-
-
-def reports(ref: TableRef, size: int, n: int = 20) -> list[ScanReport]:
-    return [
-        ScanReport(
-            str(ref),
-            1,
-            BY_USER,
-            0,
-            projected_field_names=("user",),
-            result_data_files=10,
-            total_file_size_bytes=size,
-        )
-        for _ in range(n)
-    ]
+    return clicks_lake(tmp_path_factory)
 
 
 def test_usage_and_choice_from_reports(lake):
     settings, ref, size = lake
-    report = layout_report(settings, ref, reports(ref, size))
+    report = layout_report(settings, ref, user_scans(ref, size))
     assert report.choice.recommend is True, report.choice.reason
     assert (report.choice.old_keys, report.choice.new_keys, report.choice.strategy) == ((), ("user",), "sort")
     doc = layout_json(report)
@@ -92,10 +56,9 @@ def test_usage_and_choice_from_reports(lake):
     assert "sort(user)" in text and text.splitlines()[-1].startswith("recommend: sort(user)")
 
 
-def test_no_reports_table_yet_is_an_empty_list_with_a_message(lake, capsys):
+def test_no_reports_table_yet_is_an_empty_list(lake):
     settings, ref, _ = lake
     assert load_reports(settings, ref) == []
-    assert "no scan reports yet" in capsys.readouterr().err
     report = layout_report(settings, ref, [])
     assert report.choice.recommend is False and "no scan reports" in format_layout(report)
 
@@ -109,7 +72,7 @@ def test_reports_from_the_scan_reports_table_and_the_mcp_tool(tmp_path_factory):
         pa.table({"id": [1, 2], "user": ["a", "b"]}, schema=SCHEMA)
     )
     ref = TableRef(name, ("ns",), "t")
-    mine_, other = reports(ref, 100, 3), reports(TableRef(name, ("ns",), "other"), 100, 2)
+    mine_, other = user_scans(ref, 100, 3), user_scans(TableRef(name, ("ns",), "other"), 100, 2)
     body = "\n".join(json.dumps(r.to_json()) for r in mine_ + other).encode()
     ingest_documents(ScanReportStore.from_settings(settings), [("reports-1.json", body, None)])
     loaded = load_reports(settings, ref)
@@ -126,6 +89,10 @@ def test_the_command_prints_the_same_document(lake, capsys):
     assert main(["--config", str(settings.source), "layout", "show", str(ref), "--json"]) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
-    assert doc["schema"] == LAYOUT_SCHEMA and doc["reports"] == 0 and "no scan reports yet" in captured.err
+    assert (
+        doc["schema"] == LAYOUT_SCHEMA
+        and doc["reports"] == 0
+        and f"no scan reports of {ref} yet" in captured.err
+    )
     assert main(["--config", str(settings.source), "layout", "show", str(ref)]) == 0
     assert "keep the layout: no scan reports of the table in the last 30 days" in capsys.readouterr().out

@@ -12,13 +12,14 @@ import pyarrow as pa
 import pytest
 from dagster import DagsterInstance
 
+from icelake_assets.audit.scan_report_reads import load_reports
 from icelake_assets.audit.scan_reports import ScanReportStore, ingest_dir
 from icelake_assets.catalog.connection import TableRef, open_catalog
 from icelake_assets.health.stats import compute_table_stats
+from icelake_assets.layout.table_choice import layout_report
+from icelake_assets.layout.table_layout import sort_keys
 from icelake_assets.maintenance.spark.procedures import table_identifier
-from icelake_assets.operate.layout_apply import apply_layout
-from icelake_assets.operate.layout_change import sort_keys
-from icelake_assets.operate.layout_view import layout_report, load_reports
+from icelake_assets.orchestration.checks.layout_checks import apply_layout
 from icelake_assets_tests.conftest import TEST_THRESHOLDS, catalog_name
 from icelake_assets_tests.orchestration.sensor_runs import maintain
 

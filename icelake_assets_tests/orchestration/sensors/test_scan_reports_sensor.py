@@ -42,3 +42,56 @@ def test_a_tick_ingests_and_counts(make_lake, tmp_path):
         )
         assert "0 reports from 0 files" in again.skip_message
         assert json.loads(again.cursor)["totals"]["reports"] == 3
+
+
+def _tick_with_reports(settings, folder, scans, cursor=None):
+    """Write ``scans`` as one report file, then one tick of the sensor over the lake's tables."""
+    from icelake_assets.catalog.discovery import discover_tables
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{len(list(folder.iterdir()))}.json").write_text(
+        "\n".join(json.dumps(s.to_json()) for s in scans)
+    )
+    sensor = build_scan_reports_sensor(settings, discover_tables(settings))
+    assert sensor is not None
+    with DagsterInstance.ephemeral() as instance:
+        resources = {"icelake": IcelakeResource(config_path=settings.source)}
+        return sensor.evaluate_tick(
+            build_sensor_context(instance=instance, resources=resources, cursor=cursor)
+        )
+
+
+def test_a_table_that_gained_reports_gets_its_layout_check_and_a_proposal(tmp_path_factory, tmp_path):
+    from icelake_assets.audit.store import AuditLog
+    from icelake_assets.orchestration.checks.layout_checks import LAYOUT_CHECK
+    from icelake_assets_tests.layout.workloads import clicks_lake, user_scans
+
+    folder = tmp_path / "r"
+    settings, ref, size = clicks_lake(tmp_path_factory, extra={"scan_reports": {"dir": str(folder)}})
+    result = _tick_with_reports(settings, folder / "20260301", user_scans(ref, size))
+    [evaluation] = result.asset_events
+    assert evaluation.check_name == LAYOUT_CHECK and evaluation.passed is False
+    assert evaluation.metadata["sort_keys_chosen"].value == "user"
+    assert evaluation.metadata["apply"].value == f"`icelake layout apply {ref}`"
+    [proposed] = [r for r in AuditLog.from_settings(settings).records(str(ref)) if r.op == "change_layout"]
+    assert proposed.decision == "proposed" and proposed.results["choice"]["reports_used"] == 20
+    cursor = json.loads(result.cursor)
+    assert cursor["pending"] == [] and str(ref) in cursor["chosen"]
+    # New reports within choose_every_hours: ingested, the choice waits in the cursor.
+    again = _tick_with_reports(settings, folder / "20260302", user_scans(ref, size, 2), result.cursor)
+    assert again.asset_events == [] and json.loads(again.cursor)["pending"] == [str(ref)]
+
+
+def test_in_enforce_with_layout_auto_the_sensor_applies_the_sort(tmp_path_factory, tmp_path):
+    from icelake_assets.catalog.connection import load_table
+    from icelake_assets.layout.table_layout import sort_keys
+    from icelake_assets_tests.layout.workloads import clicks_lake, user_scans
+
+    folder = tmp_path / "r"
+    thresholds = {"mode": "enforce", "layout": {"auto": True}}
+    settings, ref, size = clicks_lake(tmp_path_factory, thresholds, {"scan_reports": {"dir": str(folder)}})
+    result = _tick_with_reports(settings, folder / "20260301", user_scans(ref, size))
+    [evaluation] = result.asset_events
+    assert evaluation.passed and evaluation.metadata["applied"].value.startswith("applied: sort order user")
+    table = load_table(open_catalog(settings, ref.catalog), ref)
+    assert sort_keys(table) == ("user",)

@@ -1,4 +1,5 @@
-"""Changing a table's layout to the sort key chosen from its queries (issue 52, item 4).
+"""A table's layout as the product changes it: its sort keys, the last change the product made and
+what it predicted, and the change itself (issue 52, item 4).
 
 The change itself is one metadata commit: the table's default sort order becomes the chosen columns
 (so Spark's writers follow it from their next commit) and, in the same transaction, table properties
@@ -9,8 +10,8 @@ here: the new order makes the table's files overlap on its first sort column, wh
 cost guard, validation and rollback like any rewrite (planning/layout.py).
 
 Refused when the table changed layout less than ``layout.min_days_between_changes`` ago (a
-recommendation must not flip keys back and forth), unless forced; always audited (op
-``change_layout``)."""
+recommendation must not flip keys back and forth), unless forced. Its callers audit it
+(audit/layout_records.py, op ``change_layout``)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ from pyiceberg.table import Table
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.transforms import IdentityTransform
 
-from icelake_assets.audit.records import AuditRecord, Trigger
-from icelake_assets.audit.store import AuditLog
 from icelake_assets.types import IcelakeError, TableRef
 
 CHANGE_LAYOUT = "change_layout"
@@ -48,7 +47,7 @@ class LayoutChange:
     new_keys: tuple[str, ...]
     changed_at: datetime
     predicted: Mapping[str, Any]
-    record_id: str | None
+    forced: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,7 +57,7 @@ class LayoutChange:
             "new_keys": list(self.new_keys),
             "changed_at": self.changed_at.isoformat(),
             "predicted": dict(self.predicted),
-            "audit_record": self.record_id,
+            "forced": self.forced,
         }
 
 
@@ -103,14 +102,11 @@ def change_layout(
     *,
     min_days_between_changes: float,
     predicted: Mapping[str, Any] | None = None,
-    audit: AuditLog | None = None,
-    trigger: Trigger = "manual",
-    by: str = "",
     force: bool = False,
     now: datetime | None = None,
 ) -> LayoutChange:
-    """Set ``new_keys`` (column names, ascending) as the table's sort order, record it in the same
-    commit, then audit it. Raises :class:`LayoutChangeRefused` naming the cause, before any commit."""
+    """Set ``new_keys`` (column names, ascending) as the table's sort order and record it in the same
+    commit. Raises :class:`LayoutChangeRefused` naming the cause, before any commit."""
     now = now or datetime.now(UTC)
     keys = tuple(new_keys)
     if not keys:
@@ -142,18 +138,4 @@ def change_layout(
                 PREDICTED: json.dumps(prediction, sort_keys=True, default=str),
             }
         )
-    record = AuditRecord(
-        table_name=str(ref),
-        kind="op",
-        op=CHANGE_LAYOUT,
-        decision="acted",
-        trigger=trigger,
-        reason=f"sort order {', '.join(old) or 'none'} -> {', '.join(keys)}" + (" (forced)" if force else ""),
-        results={"old_keys": list(old), "new_keys": list(keys), "predicted": prediction, "by": by},
-        recorded_at=now,
-    )
-    recorded = None
-    if audit is not None:
-        audit.append(record)
-        recorded = record.record_id
-    return LayoutChange(str(ref), old, keys, now, prediction, recorded)
+    return LayoutChange(str(ref), old, keys, now, prediction, force)

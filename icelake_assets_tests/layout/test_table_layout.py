@@ -1,4 +1,4 @@
-"""Changing a table's layout to a chosen sort key (operate/layout_change.py) on a real lake (SQLite
+"""Changing a table's layout to a chosen sort key (layout/table_layout.py) on a real lake (SQLite
 catalog, pyiceberg): the sort order and its reason land in one commit, the files that overlap on the
 new key become the layout_drift finding the rewrite sorts, and a second change is refused inside
 ``layout.min_days_between_changes`` unless forced."""
@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from icelake_assets.audit.layout_records import layout_change_record
 from icelake_assets.audit.store import AuditLog
 from icelake_assets.catalog.connection import open_catalog
 from icelake_assets.health.cache import ManifestCache
 from icelake_assets.health.findings import Severity
 from icelake_assets.health.stats import compute_table_stats
-from icelake_assets.operate.layout_change import (
+from icelake_assets.layout.table_layout import (
     CHANGE_LAYOUT,
     LayoutChangeRefused,
     change_layout,
@@ -43,19 +44,20 @@ def lake(tmp_path_factory):
     return settings, table, TableRef.parse(f"{catalog_name(settings)}.ns.events")
 
 
-def test_the_sort_order_and_its_reason_land_in_one_commit_and_are_audited(lake):
+def test_the_sort_order_and_its_reason_land_in_one_commit(lake):
     settings, table, ref = lake
     audit = AuditLog.from_settings(settings)
     change = change_layout(
-        table, ref, ["id"], min_days_between_changes=7, predicted={"files_read": 1.0}, audit=audit, now=NOW
+        table, ref, ["id"], min_days_between_changes=7, predicted={"files_read": 1.0}, now=NOW
     )
+    audit.append(layout_change_record(change, "manual", "test"))
     table.refresh()
     assert sort_keys(table) == ("id",) and change.old_keys == () and change.new_keys == ("id",)
     assert last_change(table) == NOW
     assert table.properties["icelake.layout.predicted"] == '{"files_read": 1.0}'
     [record] = [r for r in audit.records(str(ref)) if r.op == CHANGE_LAYOUT]
     assert record.decision == "acted" and record.results["new_keys"] == ["id"]
-    assert record.record_id == change.record_id
+    assert record.recorded_at == NOW and record.results["by"] == "test"
 
 
 def test_files_overlapping_on_the_new_key_become_drift_the_rewrite_sorts(lake):

@@ -53,6 +53,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     from icelake_assets.catalog.discovery import DiscoveryProblem
     from icelake_assets.health.cache import ManifestCache, default_cache_path
     from icelake_assets.health.overview import lake_overview
+    from icelake_assets.operate.partition_health import unhealthy_partition_count
     from icelake_assets.operate.table_health import table_health
     from icelake_assets.settings import load_settings
     from icelake_assets.settings.asset_keys import use_asset_keys
@@ -93,7 +94,7 @@ def cmd_health(args: argparse.Namespace) -> int:
             )
             continue
         healths.append(health)
-        if args.overview and (count := _unhealthy_partitions(catalog, ref, health)) is not None:
+        if args.overview and (count := unhealthy_partition_count(catalog, ref, health)) is not None:
             unhealthy[health.table] = count
         for f in health.findings:
             rows.append((str(ref), f.check, f.severity.value, f.summary, f.recommendation))
@@ -113,18 +114,6 @@ def cmd_health(args: argparse.Namespace) -> int:
         if any(f.severity.rank >= level for h in healths for f in h.findings):
             return 1
     return 0
-
-
-def _unhealthy_partitions(catalog: Catalog, ref: TableRef, health: TableHealth) -> int | None:
-    """The table's partitions failing a check per partition (None: unpartitioned), graded from the
-    statistics ``health`` was judged on, as the UI's overview counts them (no Dagster import here)."""
-    from icelake_assets.catalog.connection import load_table
-    from icelake_assets.partitions.layout import partition_layout
-    from icelake_assets.planning.partition_health import partition_health
-
-    layout = partition_layout(load_table(catalog, ref), with_earliest=False)
-    report = partition_health(health.stats, health.policy, layout)
-    return len(report.unhealthy) if report.partitioned else None
 
 
 def _print_health(

@@ -22,7 +22,12 @@ from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.operate.audit_view import AuditTrail, parse_since, read_trail
 from icelake_assets.operate.commands import health_json, policy_json
 from icelake_assets.operate.names import parse_table
-from icelake_assets.operate.partition_health import DEFAULT_TOP, partition_health_json, read_partition_health
+from icelake_assets.operate.partition_health import (
+    DEFAULT_TOP,
+    partition_health_json,
+    read_partition_health,
+    unhealthy_partition_count,
+)
 from icelake_assets.operate.plan import plan_table
 from icelake_assets.operate.table_health import table_health
 from icelake_assets.policies import EffectivePolicy, format_value, resolve_policy
@@ -212,7 +217,14 @@ def overview(settings: Settings) -> JsonDocument:
     maintenance run of each table bought (files a full scan no longer opens, metadata bytes, storage),
     read from the Dagster instance of ``$DAGSTER_HOME`` (None without one)."""
     lake = lake_health(settings)
-    doc = health_json(lake.healths, lake.problems, lake_overview(lake.healths))
+    unhealthy = {}
+    for health in lake.healths:
+        ref = TableRef.parse(health.table)
+        count = unhealthy_partition_count(open_catalog(settings, ref.catalog), ref, health)
+        if count is not None:
+            unhealthy[health.table] = count
+    overview_ = lake_overview(lake.healths, unhealthy_partitions=unhealthy)
+    doc = health_json(lake.healths, lake.problems, overview_)
     doc["benefit"] = _benefit(settings, lake.healths)
     return doc
 

@@ -15,6 +15,7 @@ from pyiceberg.catalog import Catalog
 from icelake_assets.catalog.connection import load_table, open_catalog
 from icelake_assets.health.cache import ManifestCache, default_cache_path
 from icelake_assets.health.findings import Finding
+from icelake_assets.health.overview import TableHealth
 from icelake_assets.health.stats import compute_table_stats
 from icelake_assets.partitions.keys import dimension_name
 from icelake_assets.partitions.layout import partition_layout
@@ -45,6 +46,15 @@ def read_partition_health(
     layout = partition_layout(table, with_earliest=False)
     report = replace(partition_health(stats, policy, layout, top), table=str(ref))
     return report, tuple(dimension_name(d) for d in layout.dimensions), stats.current_snapshot_id
+
+
+def unhealthy_partition_count(catalog: Catalog, ref: TableRef, health: TableHealth) -> int | None:
+    """The table's partitions failing a check per partition (None: unpartitioned), graded from the
+    statistics ``health`` was judged on, as the UI's overview counts them (`icelake health
+    --overview`, the MCP tool ``lake_overview``)."""
+    layout = partition_layout(load_table(catalog, ref), with_earliest=False)
+    report = partition_health(health.stats, health.policy, layout)
+    return len(report.unhealthy) if report.partitioned else None
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:

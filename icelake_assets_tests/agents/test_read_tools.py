@@ -59,3 +59,13 @@ def test_an_unknown_table_is_a_typed_error(lake):
     assert result.is_error is True
     error = result.structured_content["error"]
     assert error["kind"] == "unknown_table" and ".nope" in error["message"]
+
+
+def test_the_lake_overview_counts_each_partitioned_tables_unhealthy_partitions(lake, capsys):
+    settings, days, flat = lake
+    doc: Any = read_tools.overview(settings)
+    counts = {t["table"]: t["unhealthy_partitions"] for t in doc["overview"]}
+    assert counts == {days: 2, flat: None}  # null: unpartitioned
+    assert main(["--config", settings.source, "health", "--overview", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert {t["table"]: t["unhealthy_partitions"] for t in printed["overview"]} == counts

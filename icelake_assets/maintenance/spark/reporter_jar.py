@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from icelake_assets.maintenance.spark.session import SparkSetupError, iceberg_runtime_jar, jars_dir
+from icelake_assets.maintenance.spark.jars import SparkSetupError, iceberg_runtime_jar, jars_dir
 
 REPORTER_CLASS = "io.icelake.reports.IcelakeScanReportWriter"
 REPORTER_JAR = "icelake-scan-reporter.jar"

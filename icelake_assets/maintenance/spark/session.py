@@ -5,16 +5,18 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import sys
 from pathlib import Path
 
 from icelake_assets.catalog.spark_catalog import catalog_type, spark_catalog_conf
 from icelake_assets.catalog.spark_storage import s3a_options, uses_s3
+from icelake_assets.maintenance.spark.jars import (
+    SparkSetupError,
+    iceberg_runtime_jar,
+    jars_dir,
+)
 from icelake_assets.settings import Settings, public_properties
 from icelake_assets.settings.schema import is_local_master
-from icelake_assets.types import IcelakeError
 
-ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-*.jar"
 # JDBC URL prefix -> (driver jar, Debian package, Maven coordinates); the SQLite driver also needs its JNI
 # library. Every present driver goes on spark.jars (the driver JVM and, shipped by Spark, executors):
 # a live session cannot add a jar later, when a catalog of the other kind is registered at runtime.
@@ -34,7 +36,6 @@ _JNI_DIRS = "/usr/lib/*-linux-gnu/jni"
 # Hadoop's S3A connector and the AWS SDK it was built against (scripts/bootstrap.sh extracts them from
 # PyPI's sagemaker-pyspark sdist: Maven is not always reachable). pyspark 3.5 ships Hadoop 3.3.4.
 S3A_JARS = ("hadoop-aws-*.jar", "aws-java-sdk-bundle-*.jar")
-JARS_DIR_ENV = "ICELAKE_JARS_DIR"
 _log = logging.getLogger(__name__)
 # A user's jar or package that already brings S3A, or Iceberg's own S3 client (S3FileIO).
 _S3A_PROVIDED = ("hadoop-aws", "hadoop-cloud-storage")
@@ -60,33 +61,6 @@ LIST_OPTIONS = {
     "spark.driver.extraJavaOptions": " ",
     "spark.executor.extraJavaOptions": " ",
 }
-
-
-class SparkSetupError(IcelakeError, RuntimeError):
-    """Spark cannot be configured on this machine (a jar or driver is missing)."""
-
-
-def iceberg_runtime_jar() -> str:
-    """The Iceberg Spark runtime jar shipped by the snowpark-connect-deps-iceberg wheel."""
-    try:
-        import snowpark_connect_deps_iceberg as pkg
-    except ImportError as err:
-        raise SparkSetupError(
-            "the Iceberg Spark runtime is missing: install snowpark-connect-deps-iceberg==1.0.2 "
-            "or set spark.packages in the settings"
-        ) from err
-    roots = [Path(p) for p in getattr(pkg, "__path__", [])]
-    jars = sorted(
-        j for root in roots for j in glob.glob(str(root / "**" / ICEBERG_RUNTIME_JAR), recursive=True)
-    )
-    if not jars:
-        raise SparkSetupError(f"no {ICEBERG_RUNTIME_JAR} inside {roots}")
-    return jars[-1]
-
-
-def jars_dir() -> Path:
-    """Where the product's extra jars live: ``$ICELAKE_JARS_DIR``, else ``<venv>/share/icelake-jars``."""
-    return Path(os.environ.get(JARS_DIR_ENV) or Path(sys.prefix) / "share" / "icelake-jars")
 
 
 def s3a_jars() -> list[str]:

@@ -23,6 +23,7 @@ MODULES = {
         "bench.loop.compaction_bench",
         "bench.loop.fleet_bench",
         "bench.loop.fleet_mix_bench",
+        "bench.loop.layout_bench",
         "bench.loop.loop_bench",
         "bench.loop.query_bench",
         "bench.scale.definitions_bench",
@@ -49,6 +50,8 @@ BENCHES = (
     "fleet_mix_bench",  # 2 large + 100 small tables: the small ones' wait bound (~15 minutes)
     "big_table_bench",  # 20,000 files: the product vs raw procedures, 4 pairs (~25 minutes)
     "query_bench",  # query latency before/after maintenance, Spark and DuckDB (~3 minutes)
+    # 3,000,000 rows: the sort key chosen from Spark's scan reports vs arrival order and a guess (~8 min)
+    "layout_bench",
     "object_store_bench",  # SeaweedFS vs local disk: about 10 minutes (100,000 objects uploaded)
     "orphan_rules_bench",  # the orphan scan's rules, 200 and 2,000 tables: every other vs near ones (~2 min)
     "sweep_bench",  # 2,000 REST tables' metadata locations behind 30 ms, sequential vs concurrent (~4 min)

@@ -241,6 +241,10 @@ class AutomationSettings(StrictModel):
     # per request (REST, Hive, Glue; a SQL catalog answers every table in one query): each worker
     # opens its own client of the catalog (catalog/locations.py, docs/scaling.md).
     catalog_concurrency: int = Field(8, ge=1, le=64)
+    # How many tables of one run's table group (its tables of one pool: one chain of steps) are
+    # maintained at once in its Spark driver (the shared one too), each in a FAIR scheduler pool of
+    # its own (orchestration/assets/table_concurrency.py). 1: one after another, as before.
+    table_concurrency: int = Field(1, ge=1, le=32)
     # The lake overview's automation sensor (sensors/health.py) evaluates its condition over every
     # table's asset and checks: at 200 tables about a second a tick on an idle instance, several
     # under load. It ticks at the sensors' interval, but never more often than this.

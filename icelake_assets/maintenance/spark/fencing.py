@@ -54,6 +54,7 @@ _state: dict[str, object] = {
     "acting": 0,
     "renewed": None,  # monotonic time of the run lease's last renewal (None: no run lease)
 }
+_COMMITS: list[str] = []  # what this process's threads commit now ("committing": the latest of them)
 
 
 def fenced() -> str | None:
@@ -117,6 +118,7 @@ def arm(run_id: str) -> None:
         if _state["armed"] == run_id:
             return  # a retry of the same run's step: its fence stands
         _state.update(armed=run_id, reason=None, canceled=False, committing=None, renewed=None)
+        _COMMITS.clear()
     resident_spark.reset_fence()
 
 
@@ -142,7 +144,9 @@ def committing(what: str) -> Iterator[None]:
     mark is cleared, so the work left in the JVM cannot commit."""
     check(what)
     with resident_spark.committing(what):
-        _state["committing"] = what
+        with _LOCK:  # tables of a run maintained at once commit from several threads
+            _COMMITS.append(what)
+            _state["committing"] = what
         try:
             yield
         except BaseException as err:
@@ -151,7 +155,10 @@ def committing(what: str) -> Iterator[None]:
                 fence_interrupted(f"interrupted while {what}")
             raise
         finally:
-            _state["committing"] = None
+            with _LOCK:  # committing until the last thread's commit is done
+                if what in _COMMITS:
+                    _COMMITS.remove(what)
+                _state["committing"] = _COMMITS[-1] if _COMMITS else None
 
 
 def fence_interrupted(reason: str) -> None:

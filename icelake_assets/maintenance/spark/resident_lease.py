@@ -30,6 +30,7 @@ class RunFencedError(ResidentSparkError):
 _LEASE: Path | None = None
 _HEAD = ""
 _BUSY: str | None = None  # what committing() marks
+_COMMITS: list[str] = []  # every committing() in flight, oldest first (_BUSY: the latest)
 _FENCED: str | None = None  # why fence_lease() was called (also without a resident)
 _RENEWING = False  # heartbeat() was called: the lease's mtime is its run lease's renewal
 _WRITING = threading.Lock()
@@ -81,6 +82,7 @@ def reset_fence() -> None:
     global _FENCED, _BUSY, _RENEWING
     with _WRITING:
         _FENCED = _BUSY = None
+        _COMMITS.clear()
         _RENEWING = False
         with contextlib.suppress(OSError):
             _write_lease()
@@ -116,7 +118,8 @@ def committing(what: str) -> Iterator[None]:
         yield
         return
     with _WRITING:
-        before, _BUSY = _BUSY, what
+        _COMMITS.append(what)
+        _BUSY = what
         _write_lease()
     try:
         yield
@@ -125,5 +128,8 @@ def committing(what: str) -> Iterator[None]:
             # Fenced meanwhile (say, an interrupt): the mark stays until reset_fence, so the resident
             # sees "committing + fenced" and stops the JVM before it commits finished groups.
             if _FENCED is None:
-                _BUSY = before
+                # Several threads (tables of a run at once) may commit: committing until the last ends.
+                if what in _COMMITS:
+                    _COMMITS.remove(what)
+                _BUSY = _COMMITS[-1] if _COMMITS else None
                 _write_lease()

@@ -167,6 +167,11 @@ def spark_config(
         "spark.driver.memory": "2g",
         "spark.sql.session.timeZone": "UTC",
     }
+    if settings.automation.table_concurrency > 1:
+        # Tables of a run maintained at once each submit to a pool of their own
+        # (orchestration/assets/table_concurrency.py): FAIR shares the driver's cores between them
+        # (a static conf: set when the driver starts). At 1, Spark's default FIFO, as before.
+        conf["spark.scheduler.mode"] = "FAIR"
     _check_master(settings.spark.master, settings.spark.config)
     # The master spark.config may set wins (below). Either address key set by the user keeps Spark's own
     # rule for the other (bindAddress defaults to host).

@@ -38,6 +38,7 @@ from icelake_assets.maintenance.results.codec import decode_result, encode
 from icelake_assets.maintenance.spark import fencing
 from icelake_assets.maintenance.spark.commit_tags import tag_session, untag_session
 from icelake_assets.maintenance.spark.preflight import PreflightError
+from icelake_assets.orchestration.assets import table_concurrency as at_once
 from icelake_assets.orchestration.assets.audit_trail import write_op_failure
 from icelake_assets.orchestration.assets.commit_gate import (
     no_retry_after_terminate,
@@ -142,13 +143,18 @@ class _RunSpark:
         self._tagged: Any = None  # the last session opened: its tags are cleared when the op ends
 
     def __call__(self) -> Any:
-        session = self._resource.session_for(self._ref, self._table)
+        with at_once.opening_session():  # tables at once: one thread opens (or attaches) it
+            session = self._resource.spark_session
+        session = self._resource.session_for(self._ref, self._table)  # each table's own pre-flight
         tag_session(session, self._context.run_id, self._op_name, self._context.retry_number + 1)
+        attached = self._resource.attachment
+        at_once.enter_pool(session, attached.job_group if attached else None, str(self._ref))
         self._tagged = session
         return session
 
     def untag(self) -> None:
-        if self._tagged is not None:
+        # Tables maintained at once share the session and its tags: the last of them clears them.
+        if self._tagged is not None and not at_once.keep_tags(self._tagged):
             with contextlib.suppress(Exception):  # a dead JVM has no tags left to clear
                 untag_session(self._tagged)
 
@@ -239,23 +245,31 @@ class TableOpStep:
         retry: list[str] = []
         attempt: dict[str, OpResult] = {}
         skipped: list[str] = []
-        for dt in tables:
-            key = str(dt.ref)
-            if key in states.errors:
-                continue
-            before = states.tables.get(key)
+        start = states
+
+        def maintain(dt: DiscoveredTable) -> tuple[RunState, str | None]:
+            before = start.tables.get(key := str(dt.ref))
             for outcome in earlier.get(key, ()):
                 before = before.with_op(outcome) if before is not None else None
-            try:
-                state, retry_reason = self._maintain(context, icelake, icelake_spark, dt, before)
-            except Exception as err:
+            return self._maintain(context, icelake, icelake_spark, dt, before)
+
+        # Each table not failed before, what it returned or raised, in the tables' order (one after
+        # another, or automation.table_concurrency at a time: table_concurrency.py).
+        todo = [dt for dt in tables if str(dt.ref) not in states.errors]
+        at_most = icelake.settings.automation.table_concurrency
+        for dt, done in at_once.outcomes(
+            todo, maintain, at_most, lambda e: at_once.fence_if_terminated(context, e)
+        ):
+            key = str(dt.ref)
+            if isinstance(done, Exception):
                 if len(tables) == 1 or fencing.fenced() is not None:
-                    raise
+                    raise done
                 # A Failure's description is told already (redacted, causes.py); any other error is not.
-                told = str(err) if isinstance(err, Failure) else describe(err)
+                told = str(done) if isinstance(done, Failure) else describe(done)
                 context.log.error(f"{dt.ref} {self.name} failed; the run's other tables go on: {told}")
                 states = states.with_error(key, f"{self.name} failed: {told}")
                 continue
+            state, retry_reason = done
             states = states.with_table(key, state)
             attempt[key] = done = state.ops[-1]
             if not done.acted:

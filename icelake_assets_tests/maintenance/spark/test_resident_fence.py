@@ -120,7 +120,8 @@ def test_a_wedged_driver_is_killed_and_replaced(shared):
         with locked(folder):  # as attach does
             assert usable_driver(folder) is None
         assert PROBE_TIMEOUT_S - 0.5 < time.monotonic() - began < PROBE_TIMEOUT_S + 3
-        assert threading.active_count() == threads  # the probe leaves no thread
+        # The probe leaves no thread (one an earlier test left may end meanwhile: fewer is fine).
+        assert threading.active_count() <= threads
         mine = psutil.Process().net_connections("tcp")
         assert not [c for c in mine if c.raddr and c.raddr.port == old.port]  # nor a connection
         assert not pid_alive(old.pid) and not [j for j in jvms if pid_alive(j.pid)]

@@ -103,6 +103,7 @@ def prediction(report: LayoutReport) -> dict[str, Any]:
 def apply_layout(
     settings: Settings,
     ref: TableRef,
+    report: LayoutReport | None = None,
     *,
     keys: Sequence[str] = (),
     force: bool = False,
@@ -110,25 +111,11 @@ def apply_layout(
     trigger: Trigger = "manual",
     now: datetime | None = None,
 ) -> AppliedLayout:
-    """Choose again and apply. Raises :class:`LayoutChangeRefused` naming why nothing changed."""
+    """Apply ``report``'s choice (None: choose again now) or ``keys``: the sort order, then its audit
+    record. Raises :class:`LayoutChangeRefused` naming why nothing changed."""
     now = now or datetime.now(UTC)
-    report = layout_report(settings, ref, load_reports(settings, ref, now), now)
-    return apply_choice(settings, ref, report, keys=keys, force=force, by=by, trigger=trigger, now=now)
-
-
-def apply_choice(
-    settings: Settings,
-    ref: TableRef,
-    report: LayoutReport,
-    *,
-    keys: Sequence[str] = (),
-    force: bool = False,
-    by: str = "",
-    trigger: Trigger = "manual",
-    now: datetime | None = None,
-) -> AppliedLayout:
-    """Apply ``report``'s choice (or ``keys``): the sort order, then its audit record."""
-    now = now or datetime.now(UTC)
+    if report is None:
+        report = layout_report(settings, ref, load_reports(settings, ref, now), now)
     choice = report.choice
     if not keys:
         if choice.strategy == "zorder":
@@ -179,7 +166,7 @@ def choose_for_table(settings: Settings, ref: TableRef, now: datetime | None = N
         policy = resolve_policy(settings, ref, table.properties).policy
         if policy.mode == "enforce" and policy.layout.auto and choice.strategy == "sort":
             try:
-                applied = apply_choice(settings, ref, report, by=SENSOR_BY, trigger="sensor", now=now).change
+                applied = apply_layout(settings, ref, report, by=SENSOR_BY, trigger="sensor", now=now).change
                 summary = f"applied: sort order {', '.join(applied.new_keys)} ({choice.reason})"
             except LayoutChangeRefused as err:  # a writer changed the order meanwhile, or too soon
                 summary = f"not applied: {err}"

@@ -17,7 +17,7 @@ from icelake_assets.layout.replay import Replay, replay_table
 from icelake_assets.layout.reports import ScanReport
 from icelake_assets.layout.table_layout import last_change as table_last_change, predicted_skipped
 from icelake_assets.policies import resolve_policy
-from icelake_assets.settings import Settings
+from icelake_assets.settings import Policy, Settings
 from icelake_assets.types import TableRef
 
 
@@ -27,6 +27,7 @@ class LayoutReport:
     usage: TableUsage
     replay: Replay
     choice: LayoutChoice
+    policy: Policy  # the table's, as the choice read it (its mode and layout.auto decide what follows)
     effect: LayoutEffect | None = None  # of the product's last layout change, when there was one
 
 
@@ -64,4 +65,4 @@ def layout_report(
                 recommend=False,
                 reason=f"the last layout change did not help ({effect.verdict}): no new change unless forced",
             )
-    return LayoutReport(str(ref), usage, replay, choice, effect)
+    return LayoutReport(str(ref), usage, replay, choice, policy, effect)

@@ -162,8 +162,7 @@ def choose_for_table(settings: Settings, ref: TableRef, now: datetime | None = N
     choice, applied = report.choice, None
     summary = ("recommend: " if choice.recommend else "keep the layout: ") + choice.reason
     if choice.recommend:
-        table = load_table(open_catalog(settings, ref.catalog), ref)
-        policy = resolve_policy(settings, ref, table.properties).policy
+        policy = report.policy  # read with the table by the choice: not loaded again
         if policy.mode == "enforce" and policy.layout.auto and choice.strategy == "sort":
             try:
                 applied = apply_layout(settings, ref, report, by=SENSOR_BY, trigger="sensor", now=now).change
